@@ -1,0 +1,65 @@
+# Two commands matter: `make lab` (set up + open JupyterLab) and `make test` (set up + every test).
+# Both create .venv/ at the repository root when it is missing and are fast when already set up.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+IS_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo yes || echo no)
+APT := DEBIAN_FRONTEND=noninteractive apt-get
+LAB_ROOT_FLAG := $(if $(filter yes,$(IS_ROOT)),--allow-root,)
+
+.PHONY: lab test setup setup-lab system-deps test-unit test-notebooks lint clean help
+
+help:
+	@echo "make lab    - install what the notebooks need and open JupyterLab on notebooks/"
+	@echo "make test   - install everything and run every test (unit, property, oracle, notebooks, browser)"
+	@echo "make setup  - install everything 'make test' needs, run nothing"
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+# Stamps re-run pip only when pyproject.toml changes.
+$(VENV)/.lab-stamp: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[lab]'
+	touch $@
+
+$(VENV)/.test-stamp: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[lab,test,oracle]'
+	touch $@
+
+system-deps:
+	@missing=""; \
+	command -v dot >/dev/null 2>&1 || missing="graphviz"; \
+	if [ "$(NEED_BROWSER)" = yes ]; then command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; fi; \
+	if [ -n "$$missing" ] && [ "$(IS_ROOT)" = yes ]; then \
+	  echo "installing $$missing with apt-get"; \
+	  $(APT) update -qq && $(APT) install -y -qq $$missing >/dev/null; \
+	elif [ -n "$$missing" ]; then \
+	  echo "missing: $$missing. Install with one of:"; \
+	  echo "  sudo apt-get install -y $$missing"; \
+	  echo "  conda install -c conda-forge graphviz"; \
+	  echo "  brew install graphviz"; \
+	fi
+
+setup-lab: $(VENV)/.lab-stamp system-deps
+
+setup: $(VENV)/.test-stamp
+	@$(MAKE) --no-print-directory system-deps NEED_BROWSER=yes
+
+lab: setup-lab
+	$(BIN)/jupyter lab notebooks/ $(LAB_ROOT_FLAG)
+
+test: setup lint test-unit test-notebooks
+
+lint:
+	$(BIN)/ruff check course_lib tests benchmarks
+
+test-unit:
+	$(BIN)/python -m pytest -q tests
+
+test-notebooks:
+	$(BIN)/python -m pytest -q --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:randomly notebooks
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

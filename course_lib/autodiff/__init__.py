@@ -1,0 +1,7 @@
+"""Automatic differentiation: reverse mode (``grad``), forward mode (``jvp``), dual numbers."""
+
+from .dual import Dual
+from .forward import jvp
+from .reverse import Step, Trace, grad, gradient_trace
+
+__all__ = ["Dual", "Step", "Trace", "grad", "gradient_trace", "jvp"]

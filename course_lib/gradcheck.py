@@ -1,0 +1,72 @@
+"""Finite-difference checks of reverse- and forward-mode derivatives.
+
+Central differences ``(f(θ+ε) − f(θ−ε)) / 2ε`` have truncation error O(ε²); in
+float64 with ε ≈ 1e-6 they agree with exact derivatives to about 1e-8.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from .autodiff import grad, jvp
+from .graph import Node, constant
+from .ops import mul, sum
+from .runtime import Executor
+
+
+def numerical_gradient(f, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
+    """Central-difference gradient of the scalar function ``f`` at the array ``x``."""
+    x = np.array(x, dtype=np.float64)
+    out = np.zeros_like(x)
+    flat, grad_flat = x.reshape(-1), out.reshape(-1)
+    for i in range(flat.size):
+        old = flat[i]
+        flat[i] = old + eps
+        up = float(f(x))
+        flat[i] = old - eps
+        down = float(f(x))
+        flat[i] = old
+        grad_flat[i] = (up - down) / (2 * eps)
+    return out
+
+
+def _run(executor: Executor, feed: Mapping):
+    """Run with the part of ``feed`` the executor's graph uses."""
+    return executor.run({v: x for v, x in feed.items() if v in executor.variables})
+
+
+def check_gradients(out: Node, feed: Mapping[Node, np.ndarray], seed: int = 0, eps: float = 1e-6):
+    """Compare ``grad`` with central differences for every fed variable.
+
+    A non-scalar ``out`` is reduced to ``sum(out * r)`` with a fixed random ``r``.
+    Returns ``{variable name: (analytic, numeric)}``.
+    """
+    rng = np.random.default_rng(seed)
+    shape = np.shape(_run(Executor(out), feed))
+    scalar = out if shape == () else sum(mul(out, constant(rng.standard_normal(shape))))
+    variables = list(feed)
+    analytic = _run(Executor(grad(scalar, variables)), feed)
+    forward = Executor(scalar)
+    results = {}
+    for var, a in zip(variables, analytic):
+        def f(value, var=var):
+            return _run(forward, {**feed, var: value})
+
+        results[var.name] = (np.asarray(a), numerical_gradient(f, feed[var], eps))
+    return results
+
+
+def check_tangents(out: Node, feed: Mapping[Node, np.ndarray], seed: int = 0, eps: float = 1e-6):
+    """Compare ``jvp`` along a random direction with a central difference.
+
+    Returns ``(analytic, numeric)`` arrays of the shape of ``out``.
+    """
+    rng = np.random.default_rng(seed)
+    direction = {v: rng.standard_normal(np.shape(x)) for v, x in feed.items()}
+    analytic = _run(Executor(jvp(out, direction)), feed)
+    forward = Executor(out)
+    up = _run(forward, {v: x + eps * direction[v] for v, x in feed.items()})
+    down = _run(forward, {v: x - eps * direction[v] for v, x in feed.items()})
+    return np.asarray(analytic), (np.asarray(up) - np.asarray(down)) / (2 * eps)

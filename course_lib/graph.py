@@ -1,0 +1,325 @@
+"""Nodes, ops and the walks over a computational graph.
+
+A :class:`Node` is one value of a dataflow graph: the :class:`Op` that makes it,
+its input nodes, a deterministic name, and (when known) its static shape and dtype.
+Nodes are immutable once built. Graph walks are iterative, so a chain of 100,000
+nodes needs no recursion.
+
+The arithmetic operators of :class:`Node` (``+ - * / @ ** -x x[i]``) are installed
+by :mod:`course_lib.ops`, which owns every op.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Sequence
+from numbers import Number
+
+import numpy as np
+
+from .errors import GraphError, ShapeError, describe_shapes
+
+Shape = tuple  # a tuple of ints; ``None`` stands for "unknown"
+
+_MAX_AUTO_NAME = 40
+_creation_counter = itertools.count()
+
+
+class Op:
+    """One primitive: its forward rule, both derivative rules and its cost.
+
+    Subclasses override :meth:`compute` and, when differentiable, :meth:`gradient`
+    and :meth:`jvp`. Attributes (an axis, a shape, ...) live on the op instance,
+    so two nodes with equal ops compute the same function of their inputs.
+    """
+
+    name = "op"
+    symbol: str | None = None  # infix symbol used in auto names, e.g. "*"
+    elementwise = False
+
+    def __init__(self, **attrs):
+        self.attrs = attrs
+
+    # -- forward -------------------------------------------------------------------------
+    def compute(self, xp, *inputs):
+        """Numbers in, numbers out; ``xp`` is the array module (numpy or cupy)."""
+        raise NotImplementedError(f"{self.name} has no compute rule")
+
+    def infer_shape(self, *shapes: Shape | None) -> Shape | None:
+        """The output shape from the input shapes (``None`` where unknown)."""
+        return None
+
+    def infer_dtype(self, *dtypes):
+        """The output dtype from the input dtypes (``None`` where unknown)."""
+        known = [d for d in dtypes if d is not None]
+        return np.result_type(*known) if known and len(known) == len(dtypes) else None
+
+    # -- derivatives (both return *nodes*) ----------------------------------------------
+    def gradient(self, node: Node, adjoint: Node) -> list[Node | None]:
+        """Partial adjoints ``v̄(k→i)`` for each input k of ``node`` (None: no gradient)."""
+        raise GraphError(f"op '{self.name}' (node {node.name}) is not differentiable")
+
+    def jvp(self, node: Node, *tangents: Node | None) -> Node | None:
+        """The tangent of ``node`` from its inputs' tangents (None means zero)."""
+        raise GraphError(f"op '{self.name}' (node {node.name}) has no forward-mode rule")
+
+    # -- cost ----------------------------------------------------------------------------
+    def flops(self, out_shape: Shape, *in_shapes: Shape) -> int:
+        """Floating-point operations to compute the output (lecture convention)."""
+        return 0
+
+    # -- identity and display ------------------------------------------------------------
+    def key(self) -> tuple:
+        """What makes two ops compute the same function (used by CSE)."""
+        return (type(self), tuple(sorted((k, _hashable(v)) for k, v in self.attrs.items())))
+
+    def label(self) -> str:
+        """A short description such as ``sum(axis=1)``."""
+        if not self.attrs:
+            return self.name
+        args = ", ".join(f"{k}={v}" for k, v in self.attrs.items())
+        return f"{self.name}({args})"
+
+    def __repr__(self) -> str:
+        return f"<op {self.label()}>"
+
+
+def _hashable(value):
+    if isinstance(value, list):
+        return tuple(_hashable(v) for v in value)
+    if isinstance(value, slice):
+        return ("slice", value.start, value.stop, value.step)
+    if isinstance(value, tuple):
+        return tuple(_hashable(v) for v in value)
+    return value
+
+
+class Node:
+    """One value in a computational graph (immutable).
+
+    Attributes
+    ----------
+    op : Op
+        The primitive that computes this node.
+    inputs : tuple of Node
+        The nodes it consumes.
+    name : str
+        A deterministic label (given, or built from the op and input names).
+    shape, dtype :
+        The static shape and dtype, or ``None`` where not known before running.
+    """
+
+    __slots__ = ("op", "inputs", "name", "shape", "dtype", "seq")
+    is_eager = False  # True for eager Tensors (see course_lib.runtime.eager)
+
+    def __init__(self, op: Op, inputs: tuple, name: str, shape=None, dtype=None):
+        setter = object.__setattr__
+        setter(self, "seq", next(_creation_counter))  # creation order: a topological order
+        setter(self, "op", op)
+        setter(self, "inputs", inputs)
+        setter(self, "name", name)
+        setter(self, "shape", shape)
+        setter(self, "dtype", dtype)
+
+    def __setattr__(self, key, value):
+        raise GraphError(f"node {self.name} is immutable; build a new node instead of setting {key!r}")
+
+    def __bool__(self):
+        raise GraphError(
+            f"the truth value of node {self.name} is not known while the graph is built; "
+            "for data-dependent branches use course_lib.cond(pred, true_fn, false_fn, ...)"
+        )
+
+    def __repr__(self) -> str:
+        shape = "?" if self.shape is None else "x".join(map(str, self.shape)) or "scalar"
+        return f"<Node {self.name} = {self.op.label()} [{shape}]>"
+
+    @property
+    def ndim(self) -> int | None:
+        return None if self.shape is None else len(self.shape)
+
+    @property
+    def is_variable(self) -> bool:
+        return isinstance(self.op, Variable)
+
+    @property
+    def is_constant(self) -> bool:
+        return isinstance(self.op, Constant)
+
+
+# -- leaves ---------------------------------------------------------------------------------
+class Variable(Op):
+    """A named input whose value is fed when the graph runs."""
+
+    name = "variable"
+
+    def compute(self, xp, *inputs):  # never called: executors feed variables
+        raise GraphError("a variable has no compute rule; feed it a value")
+
+    def key(self) -> tuple:
+        return (Variable, id(self))  # two variables are never the same value
+
+
+class Constant(Op):
+    """A value fixed when the graph is built."""
+
+    name = "constant"
+
+    def __init__(self, value):
+        super().__init__()
+        self.value = value
+
+    def compute(self, xp, *inputs):
+        return self.value if xp is np or np.ndim(self.value) == 0 else xp.asarray(self.value)
+
+    def key(self) -> tuple:
+        v = self.value
+        if np.ndim(v) == 0:
+            return (Constant, type(v), repr(v))
+        return (Constant, id(self))
+
+    def label(self) -> str:
+        return "constant"
+
+
+def _normalize_shape(shape) -> Shape | None:
+    if shape is None:
+        return None
+    if isinstance(shape, int):
+        return (shape,)
+    return tuple(None if d is None else int(d) for d in shape)
+
+
+def variable(name: str, shape=None, dtype=None) -> Node:
+    """A graph input called ``name``; ``shape`` may contain ``None`` for any size."""
+    if not isinstance(name, str) or not name:
+        raise GraphError(f"a variable needs a non-empty string name, got {name!r}")
+    shape = _normalize_shape(shape)
+    return Node(Variable(), (), name, shape, None if dtype is None else np.dtype(dtype))
+
+
+_scalar_constants: dict = {}
+
+
+def constant(value, name: str | None = None) -> Node:
+    """A constant node. Python scalars stay weakly typed (``x * 2.0`` keeps x's dtype)."""
+    if isinstance(value, Node):
+        raise GraphError(f"constant() takes numbers or arrays, not the node {value.name}")
+    if isinstance(value, (bool, int, float)) and name is None:
+        key = (type(value), repr(value))
+        node = _scalar_constants.get(key)
+        if node is None:
+            node = Node(Constant(value), (), _scalar_name(value), (), None)
+            if len(_scalar_constants) < 4096:
+                _scalar_constants[key] = node
+        return node
+    if isinstance(value, (bool, int, float)):
+        return Node(Constant(value), (), name, (), None)
+    array = value if hasattr(value, "__array_namespace__") or hasattr(value, "shape") else None
+    if array is None:
+        array = np.asarray(value)
+    if array.dtype == object:
+        raise GraphError(f"constant() cannot hold {type(value).__name__} values")
+    if name is None:
+        name = _scalar_name(array.item()) if array.ndim == 0 else f"const{list(array.shape)}"
+    return Node(Constant(array), (), name, tuple(array.shape), array.dtype)
+
+
+def _scalar_name(value) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    return repr(value)
+
+
+def as_node(value) -> Node:
+    """Return ``value`` if it is a node, else wrap it as a constant."""
+    if isinstance(value, Node):
+        return value
+    if isinstance(value, Number) or hasattr(value, "shape") or isinstance(value, (list, tuple)):
+        return constant(value)
+    raise GraphError(f"cannot use a {type(value).__name__} as a graph value")
+
+
+# -- building nodes -------------------------------------------------------------------------
+def auto_name(op: Op, inputs: Sequence[Node]) -> str:
+    """A deterministic symbolic name like ``(x1*x2)`` or ``exp(v1)``; long ones abbreviate."""
+    if op.symbol is not None and len(inputs) == 2:
+        name = f"({inputs[0].name}{op.symbol}{inputs[1].name})"
+    elif op.symbol is not None and len(inputs) == 1:
+        name = f"{op.symbol}{inputs[0].name}"
+    else:
+        name = f"{op.name}({', '.join(i.name for i in inputs)})"
+    return name if len(name) <= _MAX_AUTO_NAME else f"{op.name}(…)"
+
+
+def apply(op: Op, *args, name: str | None = None) -> Node:
+    """Make the node ``op(*args)``; numbers and arrays become constants.
+
+    If an input is an eager Tensor, the op runs immediately and a Tensor is returned.
+    Shapes are checked here, so a bad shape fails when the graph is built.
+    """
+    inputs = tuple(a if isinstance(a, Node) else as_node(a) for a in args)
+    for node in inputs:
+        if node.is_eager:
+            return type(node).apply_eager(op, inputs, name)
+    try:
+        shape = op.infer_shape(*(i.shape for i in inputs))
+        dtype = op.infer_dtype(*(i.dtype for i in inputs))
+    except ShapeError:
+        raise
+    except (ValueError, IndexError, TypeError) as exc:
+        raise ShapeError(
+            f"{op.label()}: inputs do not fit ({describe_shapes(inputs)}): {exc}"
+        ) from None
+    return Node(op, inputs, name or auto_name(op, inputs), shape, dtype)
+
+
+# -- walks ----------------------------------------------------------------------------------
+def topological_order(outputs: Iterable[Node]) -> list[Node]:
+    """All nodes the outputs depend on, each after its inputs (iterative DFS)."""
+    order: list[Node] = []
+    visited: set[int] = set()
+    for root in outputs:
+        if id(root) in visited:
+            continue
+        stack = [(root, iter(root.inputs))]
+        visited.add(id(root))
+        while stack:
+            node, children = stack[-1]
+            for child in children:
+                if id(child) not in visited:
+                    visited.add(id(child))
+                    stack.append((child, iter(child.inputs)))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
+    return order
+
+
+def creation_order(outputs: Iterable[Node]) -> list[Node]:
+    """All nodes the outputs depend on, sorted by creation (the lecture's numbering order)."""
+    return sorted(topological_order(outputs), key=lambda n: n.seq)
+
+
+def find_variables(outputs: Iterable[Node]) -> list[Node]:
+    """The variables the outputs depend on, in topological order."""
+    return [n for n in topological_order(outputs) if n.is_variable]
+
+
+def consumers(order: Sequence[Node]) -> dict[Node, list[Node]]:
+    """For each node of ``order``, the nodes of ``order`` that use it (in order)."""
+    users: dict[Node, list[Node]] = {n: [] for n in order}
+    for node in order:
+        for inp in node.inputs:
+            if inp in users and (not users[inp] or users[inp][-1] is not node):
+                users[inp].append(node)
+    return users
+
+
+def numel(shape: Shape | None) -> int | None:
+    """Number of elements of a static shape (None if unknown)."""
+    if shape is None or any(d is None for d in shape):
+        return None
+    return math.prod(shape)

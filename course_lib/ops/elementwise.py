@@ -1,0 +1,521 @@
+"""Elementwise ops with NumPy broadcasting; every gradient un-broadcasts to its input."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..graph import Node, Op, apply
+from . import _shapes
+
+
+class Elementwise(Op):
+    """Shape = broadcast of the inputs; ``cost`` flops per output element."""
+
+    elementwise = True
+    cost = 1
+
+    def infer_shape(self, *shapes):
+        return _shapes.broadcast(*shapes)
+
+    def flops(self, out_shape, *in_shapes):
+        return self.cost * math.prod(out_shape)
+
+
+def tangent_sum(*terms: Node | None) -> Node | None:
+    """Add the tangent terms that are present (None stands for zero)."""
+    present = [t for t in terms if t is not None]
+    if not present:
+        return None
+    total = present[0]
+    for t in present[1:]:
+        total = add(total, t)
+    return total
+
+
+def like_output(tangent: Node | None, node: Node) -> Node | None:
+    """Broadcast a tangent to the shape of ``node`` (the op's output)."""
+    if tangent is None:
+        return None
+    from .shape import broadcast_like  # noqa: PLC0415  (shape ops import this module)
+
+    return broadcast_like(tangent, node)
+
+
+def unbroadcast(adjoint: Node, like: Node) -> Node:
+    """Sum ``adjoint`` down to the shape of ``like`` (identity when shapes agree)."""
+    from .reductions import sum_to  # noqa: PLC0415
+
+    return sum_to(adjoint, like)
+
+
+# -- binary arithmetic ----------------------------------------------------------------------
+class Add(Elementwise):
+    name, symbol = "add", "+"
+
+    def compute(self, xp, x, y):
+        return x + y
+
+    def gradient(self, node, g):
+        x, y = node.inputs
+        return [unbroadcast(g, x), unbroadcast(g, y)]
+
+    def jvp(self, node, dx, dy):
+        if dx is None or dy is None:
+            return like_output(dx if dy is None else dy, node)
+        return add(dx, dy)
+
+
+class Sub(Elementwise):
+    name, symbol = "sub", "-"
+
+    def compute(self, xp, x, y):
+        return x - y
+
+    def gradient(self, node, g):
+        x, y = node.inputs
+        return [unbroadcast(g, x), unbroadcast(neg(g), y)]
+
+    def jvp(self, node, dx, dy):
+        if dy is None:
+            return like_output(dx, node)
+        return like_output(neg(dy), node) if dx is None else sub(dx, dy)
+
+
+class Mul(Elementwise):
+    name, symbol = "mul", "*"
+
+    def compute(self, xp, x, y):
+        return x * y
+
+    def gradient(self, node, g):
+        x, y = node.inputs
+        return [
+            None if x.is_constant else unbroadcast(mul(g, y), x),
+            None if y.is_constant else unbroadcast(mul(g, x), y),
+        ]
+
+    def jvp(self, node, dx, dy):
+        x, y = node.inputs
+        return tangent_sum(
+            None if dx is None else like_output(mul(dx, y), node),
+            None if dy is None else like_output(mul(x, dy), node),
+        )
+
+
+class Div(Elementwise):
+    name, symbol = "div", "/"
+
+    def compute(self, xp, x, y):
+        return x / y
+
+    def gradient(self, node, g):
+        x, y = node.inputs
+        return [
+            None if x.is_constant else unbroadcast(div(g, y), x),
+            None if y.is_constant else unbroadcast(neg(div(mul(g, node), y)), y),
+        ]
+
+    def jvp(self, node, dx, dy):
+        x, y = node.inputs
+        return tangent_sum(
+            None if dx is None else like_output(div(dx, y), node),
+            None if dy is None else like_output(neg(div(mul(node, dy), y)), node),
+        )
+
+
+class Maximum(Elementwise):
+    name = "maximum"
+
+    def compute(self, xp, x, y):
+        return xp.maximum(x, y)
+
+    def gradient(self, node, g):
+        x, y = node.inputs
+        return [unbroadcast(mul(g, greater_equal(x, y)), x), unbroadcast(mul(g, less(x, y)), y)]
+
+    def jvp(self, node, dx, dy):
+        x, y = node.inputs
+        return tangent_sum(
+            None if dx is None else like_output(mul(dx, greater_equal(x, y)), node),
+            None if dy is None else like_output(mul(dy, less(x, y)), node),
+        )
+
+
+class AddN(Elementwise):
+    """The sum of any number of inputs: ``sum(node_to_grad[i])`` in one node."""
+
+    name = "sum_n"
+
+    def compute(self, xp, *xs):
+        total = xs[0] + xs[1]
+        for x in xs[2:]:
+            total = total + x
+        return total
+
+    def gradient(self, node, g):
+        return [unbroadcast(g, x) for x in node.inputs]
+
+    def jvp(self, node, *tangents):
+        return like_output(tangent_sum(*tangents), node)
+
+    def flops(self, out_shape, *in_shapes):
+        return (len(in_shapes) - 1) * math.prod(out_shape)
+
+
+# -- comparisons (not differentiable: their gradient is zero almost everywhere) -------------
+class Compare(Elementwise):
+    cost = 1
+
+    def infer_dtype(self, *dtypes):
+        return np.dtype(bool)
+
+    def gradient(self, node, g):
+        return [None] * len(node.inputs)
+
+    def jvp(self, node, *tangents):
+        return None
+
+
+def _comparison(name, symbol, fn):
+    cls = type(name.title().replace("_", ""), (Compare,), {"name": name, "symbol": symbol})
+    cls.compute = lambda self, xp, x, y: fn(x, y)
+    return cls
+
+
+Less = _comparison("less", "<", lambda x, y: x < y)
+LessEqual = _comparison("less_equal", "<=", lambda x, y: x <= y)
+Greater = _comparison("greater", ">", lambda x, y: x > y)
+GreaterEqual = _comparison("greater_equal", ">=", lambda x, y: x >= y)
+Equal = _comparison("equal", "==", lambda x, y: x == y)
+
+
+class Where(Elementwise):
+    """``where(cond, x, y)``: x where cond is true, else y."""
+
+    name = "where"
+
+    def infer_dtype(self, c, x, y):
+        return Op.infer_dtype(self, x, y)
+
+    def compute(self, xp, c, x, y):
+        return xp.where(c, x, y)
+
+    def gradient(self, node, g):
+        c, x, y = node.inputs
+        return [None, unbroadcast(where(c, g, 0.0), x), unbroadcast(where(c, 0.0, g), y)]
+
+    def jvp(self, node, dc, dx, dy):
+        if dx is None and dy is None:
+            return None
+        c = node.inputs[0]
+        return like_output(where(c, 0.0 if dx is None else dx, 0.0 if dy is None else dy), node)
+
+
+# -- unary ----------------------------------------------------------------------------------
+class Unary(Elementwise):
+    """``y = f(x)``: the gradient is ``g * f'(x)``, the tangent ``dx * f'(x)``."""
+
+    def derivative(self, node: Node) -> Node:
+        raise NotImplementedError
+
+    def gradient(self, node, g):
+        return [mul(g, self.derivative(node))]
+
+    def jvp(self, node, dx):
+        return None if dx is None else mul(dx, self.derivative(node))
+
+
+class Neg(Unary):
+    name, symbol = "neg", "-"
+
+    def compute(self, xp, x):
+        return -x
+
+    def gradient(self, node, g):
+        return [neg(g)]
+
+    def jvp(self, node, dx):
+        return None if dx is None else neg(dx)
+
+
+class Power(Unary):
+    """``x ** p`` for a constant scalar exponent p."""
+
+    name = "pow"
+
+    def __init__(self, p):
+        super().__init__(p=p)
+        self.p = p
+
+    def label(self):
+        return f"pow({self.p:g})"
+
+    def compute(self, xp, x):
+        p = self.p
+        return x * x if p == 2 else x**p
+
+    def derivative(self, node):
+        x = node.inputs[0]
+        p = self.p
+        return mul(p, x if p - 1 == 1 else power(x, p - 1))
+
+
+class Exp(Unary):
+    name = "exp"
+
+    def compute(self, xp, x):
+        return xp.exp(x)
+
+    def derivative(self, node):
+        return node
+
+
+class Log(Unary):
+    name = "log"
+
+    def compute(self, xp, x):
+        return xp.log(x)
+
+    def gradient(self, node, g):
+        return [div(g, node.inputs[0])]
+
+    def jvp(self, node, dx):
+        return None if dx is None else div(dx, node.inputs[0])
+
+
+class Sin(Unary):
+    name = "sin"
+
+    def compute(self, xp, x):
+        return xp.sin(x)
+
+    def derivative(self, node):
+        return cos(node.inputs[0])
+
+
+class Cos(Unary):
+    name = "cos"
+
+    def compute(self, xp, x):
+        return xp.cos(x)
+
+    def derivative(self, node):
+        return neg(sin(node.inputs[0]))
+
+
+class Tanh(Unary):
+    name = "tanh"
+
+    def compute(self, xp, x):
+        return xp.tanh(x)
+
+    def derivative(self, node):
+        return sub(1.0, mul(node, node))
+
+
+class Sigmoid(Unary):
+    name, cost = "sigmoid", 3
+
+    def compute(self, xp, x):
+        return 0.5 * (xp.tanh(0.5 * x) + 1.0)  # stable for large |x|, no overflow warning
+
+    def derivative(self, node):
+        return mul(node, sub(1.0, node))
+
+
+class Relu(Unary):
+    name = "relu"
+
+    def compute(self, xp, x):
+        return xp.maximum(x, 0)
+
+    def derivative(self, node):
+        return greater(node.inputs[0], 0)
+
+
+class Silu(Unary):
+    """``x * sigmoid(x)`` (Swish with beta = 1), LLaMA's activation."""
+
+    name, cost = "silu", 4
+
+    def compute(self, xp, x):
+        return x * (0.5 * (xp.tanh(0.5 * x) + 1.0))
+
+    def derivative(self, node):
+        x = node.inputs[0]
+        s = sigmoid(x)
+        return mul(s, add(1.0, mul(x, sub(1.0, s))))
+
+
+class Sqrt(Unary):
+    name = "sqrt"
+
+    def compute(self, xp, x):
+        return xp.sqrt(x)
+
+    def derivative(self, node):
+        return div(0.5, node)
+
+
+class Rsqrt(Unary):
+    name, cost = "rsqrt", 2
+
+    def compute(self, xp, x):
+        return 1.0 / xp.sqrt(x)
+
+    def derivative(self, node):
+        return mul(-0.5, div(node, node.inputs[0]))
+
+
+class Cast(Unary):
+    """Convert to ``dtype`` (e.g. a boolean mask to floats)."""
+
+    name, cost = "cast", 0
+
+    def __init__(self, dtype):
+        super().__init__(dtype=np.dtype(dtype).name)
+        self.dtype = np.dtype(dtype)
+
+    def infer_dtype(self, *dtypes):
+        return self.dtype
+
+    def compute(self, xp, x):
+        return xp.asarray(x).astype(self.dtype)
+
+    def gradient(self, node, g):
+        return [cast(g, node.inputs[0].dtype) if node.inputs[0].dtype is not None else g]
+
+    def jvp(self, node, dx):
+        return None if dx is None else cast(dx, self.dtype)
+
+
+class Fill(Op):
+    """``zeros_like`` / ``ones_like``: a constant array shaped like the input."""
+
+    def __init__(self, value):
+        super().__init__(value=value)
+        self.value = value
+        self.name = "zeros_like" if value == 0 else "ones_like" if value == 1 else "full_like"
+
+    def infer_shape(self, shape):
+        return shape
+
+    def compute(self, xp, x):
+        return xp.full_like(x, self.value)
+
+    def gradient(self, node, g):
+        return [None]
+
+    def jvp(self, node, dx):
+        return None
+
+
+# -- public functions -----------------------------------------------------------------------
+_ADD, _SUB, _MUL, _DIV, _NEG = Add(), Sub(), Mul(), Div(), Neg()
+
+
+def add(x, y) -> Node:
+    """``x + y`` with broadcasting."""
+    return apply(_ADD, x, y)
+
+
+def sub(x, y) -> Node:
+    """``x - y`` with broadcasting."""
+    return apply(_SUB, x, y)
+
+
+def mul(x, y) -> Node:
+    """``x * y`` with broadcasting."""
+    return apply(_MUL, x, y)
+
+
+def div(x, y) -> Node:
+    """``x / y`` with broadcasting."""
+    return apply(_DIV, x, y)
+
+
+def neg(x) -> Node:
+    """``-x``."""
+    return apply(_NEG, x)
+
+
+def power(x, p) -> Node:
+    """``x ** p`` for a Python number p."""
+    if isinstance(p, Node) or not np.isscalar(p):
+        raise TypeError("power(x, p) takes a constant scalar exponent p; use exp(p * log(x))")
+    return apply(Power(p), x)
+
+
+def sum_n(*xs) -> Node:
+    """The sum of two or more nodes as one node."""
+    return apply(AddN(), *xs) if len(xs) > 1 else xs[0]
+
+
+def maximum(x, y) -> Node:
+    """Elementwise maximum (the gradient goes to x on ties)."""
+    return apply(Maximum(), x, y)
+
+
+def where(cond, x, y) -> Node:
+    """``x`` where ``cond`` holds, else ``y``."""
+    return apply(Where(), cond, x, y)
+
+
+def less(x, y) -> Node:
+    return apply(Less(), x, y)
+
+
+def less_equal(x, y) -> Node:
+    return apply(LessEqual(), x, y)
+
+
+def greater(x, y) -> Node:
+    return apply(Greater(), x, y)
+
+
+def greater_equal(x, y) -> Node:
+    return apply(GreaterEqual(), x, y)
+
+
+def equal(x, y) -> Node:
+    return apply(Equal(), x, y)
+
+
+def cast(x, dtype) -> Node:
+    """Convert ``x`` to ``dtype``."""
+    return apply(Cast(dtype), x)
+
+
+def zeros_like(x) -> Node:
+    """Zeros with the shape and dtype of ``x``."""
+    return apply(Fill(0), x)
+
+
+def ones_like(x) -> Node:
+    """Ones with the shape and dtype of ``x``."""
+    return apply(Fill(1), x)
+
+
+def _unary(cls):
+    op = cls()
+
+    def fn(x) -> Node:
+        return apply(op, x)
+
+    fn.__name__ = cls.name
+    fn.__doc__ = f"Elementwise ``{cls.name}(x)``."
+    return fn
+
+
+exp = _unary(Exp)
+log = _unary(Log)
+sin = _unary(Sin)
+cos = _unary(Cos)
+tanh = _unary(Tanh)
+sigmoid = _unary(Sigmoid)
+relu = _unary(Relu)
+silu = _unary(Silu)
+sqrt = _unary(Sqrt)
+rsqrt = _unary(Rsqrt)

@@ -1,0 +1,65 @@
+"""Matrix multiplication (batched, NumPy ``matmul`` semantics)."""
+
+from __future__ import annotations
+
+import math
+
+from ..graph import Node, Op, apply
+from . import _shapes
+from .elementwise import tangent_sum
+from .reductions import sum_to
+from .shape import matrix_transpose, reshape
+
+
+class MatMul(Op):
+    """``x @ y`` for inputs with at least two dimensions; batch dims broadcast."""
+
+    name, symbol = "matmul", "@"
+
+    def infer_shape(self, x, y):
+        if x is None or y is None:
+            return None
+        if len(x) < 2 or len(y) < 2:
+            raise ValueError("matmul inputs need 2+ dimensions here (1-D is promoted by matmul())")
+        if x[-1] is not None and y[-2] is not None and x[-1] != y[-2]:
+            raise ValueError(f"inner dimensions differ: {x[-1]} vs {y[-2]}")
+        return _shapes.broadcast(x[:-2], y[:-2]) + (x[-2], y[-1])
+
+    def compute(self, xp, x, y):
+        return xp.matmul(x, y)
+
+    def gradient(self, node, g):
+        x, y = node.inputs
+        return [
+            sum_to(matmul(g, matrix_transpose(y)), x),
+            sum_to(matmul(matrix_transpose(x), g), y),
+        ]
+
+    def jvp(self, node, dx, dy):
+        x, y = node.inputs
+        return tangent_sum(
+            None if dx is None else matmul(dx, y),
+            None if dy is None else matmul(x, dy),
+        )
+
+    def flops(self, out_shape, x_shape, y_shape):
+        """``2·m·n·p`` per matrix product (the lecture's m·p·(2n − 1), rounded up)."""
+        return 2 * math.prod(out_shape) * x_shape[-1]
+
+
+_MATMUL = MatMul()
+
+
+def matmul(x, y) -> Node:
+    """Matrix product ``x @ y``; 1-D operands are promoted like ``numpy.matmul``."""
+    x_vec = isinstance(x, Node) and x.ndim == 1
+    y_vec = isinstance(y, Node) and y.ndim == 1
+    if not (x_vec or y_vec):
+        return apply(_MATMUL, x, y)
+    out = apply(
+        _MATMUL,
+        reshape(x, (1, x.shape[0])) if x_vec else x,
+        reshape(y, (y.shape[0], 1)) if y_vec else y,
+    )
+    shape = out.shape[:-2] + (() if x_vec else out.shape[-2:-1]) + (() if y_vec else out.shape[-1:])
+    return reshape(out, shape)

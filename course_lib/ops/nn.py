@@ -1,0 +1,158 @@
+"""Neural-network composites: softmax, log-softmax and cross-entropy (all stable)."""
+
+from __future__ import annotations
+
+import math
+
+from ..graph import Node, Op, apply
+from .elementwise import div, exp, mul, sub
+from .reductions import sum
+
+
+class Softmax(Op):
+    """``exp(x - max) / sum(exp(x - max))`` along ``axis``."""
+
+    name, cost = "softmax", 5
+
+    def __init__(self, axis=-1):
+        super().__init__(axis=axis)
+        self.axis = axis
+
+    def infer_shape(self, shape):
+        return shape
+
+    def compute(self, xp, x):
+        e = xp.exp(x - xp.max(x, axis=self.axis, keepdims=True))
+        return e / xp.sum(e, axis=self.axis, keepdims=True)
+
+    def gradient(self, node, g):
+        return [mul(node, sub(g, sum(mul(g, node), self.axis, keepdims=True)))]
+
+    def jvp(self, node, dx):
+        if dx is None:
+            return None
+        return mul(node, sub(dx, sum(mul(dx, node), self.axis, keepdims=True)))
+
+    def flops(self, out_shape, in_shape):
+        return self.cost * math.prod(out_shape)
+
+
+class LogSoftmax(Op):
+    """``x - logsumexp(x)`` along ``axis``."""
+
+    name, cost = "log_softmax", 5
+
+    def __init__(self, axis=-1):
+        super().__init__(axis=axis)
+        self.axis = axis
+
+    def infer_shape(self, shape):
+        return shape
+
+    def compute(self, xp, x):
+        shifted = x - xp.max(x, axis=self.axis, keepdims=True)
+        return shifted - xp.log(xp.sum(xp.exp(shifted), axis=self.axis, keepdims=True))
+
+    def gradient(self, node, g):
+        return [sub(g, mul(exp(node), sum(g, self.axis, keepdims=True)))]
+
+    def jvp(self, node, dx):
+        if dx is None:
+            return None
+        return sub(dx, sum(mul(exp(node), dx), self.axis, keepdims=True))
+
+    def flops(self, out_shape, in_shape):
+        return self.cost * math.prod(out_shape)
+
+
+class CrossEntropy(Op):
+    """Mean over positions of ``-log softmax(logits)[target]``; targets are integers."""
+
+    name, cost = "cross_entropy", 6
+
+    def infer_shape(self, logits, targets):
+        if logits is not None and targets is not None and tuple(logits[:-1]) != tuple(targets):
+            raise ValueError(f"targets {targets} must be the logits' shape {logits} without its last axis")
+        return ()
+
+    def infer_dtype(self, logits_dtype, targets_dtype):
+        if targets_dtype is not None and targets_dtype.kind not in "iu":
+            raise ValueError(f"cross_entropy needs integer class targets, got dtype {targets_dtype}")
+        return logits_dtype
+
+    def compute(self, xp, logits, targets):
+        shifted = logits - xp.max(logits, axis=-1, keepdims=True)
+        log_probs = shifted - xp.log(xp.sum(xp.exp(shifted), axis=-1, keepdims=True))
+        picked = xp.take_along_axis(log_probs, targets[..., None], axis=-1)
+        return -xp.mean(picked)
+
+    def _direction(self, node):
+        logits, targets = node.inputs
+        probs = apply(Softmax(-1), logits)
+        return div(sub(probs, apply(OneHotLike(), targets, logits)), apply(Count(), targets))
+
+    def gradient(self, node, g):
+        return [mul(g, self._direction(node)), None]
+
+    def jvp(self, node, dlogits, dtargets):
+        return None if dlogits is None else sum(mul(dlogits, self._direction(node)))
+
+    def flops(self, out_shape, logits_shape, targets_shape):
+        return self.cost * math.prod(logits_shape)
+
+
+class OneHotLike(Op):
+    """One-hot rows of ``targets`` with as many classes as ``logits`` has (its dtype too)."""
+
+    name = "one_hot"
+
+    def infer_shape(self, targets, logits):
+        return logits
+
+    def infer_dtype(self, targets_dtype, logits_dtype):
+        return logits_dtype
+
+    def compute(self, xp, targets, logits):
+        return (targets[..., None] == xp.arange(logits.shape[-1])).astype(logits.dtype)
+
+    def gradient(self, node, g):
+        return [None, None]
+
+    def jvp(self, node, *tangents):
+        return None
+
+
+class Count(Op):
+    """The number of elements of the input, as a float."""
+
+    name = "count"
+
+    def infer_shape(self, shape):
+        return ()
+
+    def infer_dtype(self, dtype):
+        return None
+
+    def compute(self, xp, x):
+        return float(x.size)
+
+    def gradient(self, node, g):
+        return [None]
+
+    def jvp(self, node, dx):
+        return None
+
+
+def softmax(x, axis=-1) -> Node:
+    """Stable softmax along ``axis``."""
+    return apply(Softmax(axis), x)
+
+
+def log_softmax(x, axis=-1) -> Node:
+    """Stable log-softmax along ``axis``."""
+    return apply(LogSoftmax(axis), x)
+
+
+def cross_entropy(logits, targets) -> Node:
+    """Mean cross-entropy of ``logits`` (..., classes) against integer ``targets`` (...)."""
+    return apply(CrossEntropy(), logits, targets)

@@ -1,0 +1,172 @@
+"""Define-by-run: an eager ``Tensor`` that computes each op the moment it is called.
+
+A Tensor *is* a graph node (so every op of the library works on it) that also holds
+its value. Operations on tensors that require gradients record their inputs;
+``backward()`` runs the same ``gradient(out)`` algorithm as :func:`course_lib.grad`,
+and because every input is eager, each partial adjoint is computed as it is built.
+
+``.grad`` accumulates across ``backward()`` calls, as in PyTorch: call
+``zero_grad()`` between steps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+
+import numpy as np
+
+from .. import backend
+from ..autodiff.reverse import grad as symbolic_grad
+from ..errors import GraphError, ShapeError, describe_shapes
+from ..graph import Node, Op, auto_name, topological_order
+
+_recording = [True]
+
+
+@contextlib.contextmanager
+def no_grad():
+    """Inside this block, eager ops do not record the graph (no gradients flow)."""
+    _recording.append(False)
+    try:
+        yield
+    finally:
+        _recording.pop()
+
+
+class Leaf(Op):
+    """The op of a tensor created from data (it has no inputs)."""
+
+    name = "tensor"
+
+
+_LEAF = Leaf()
+
+
+class Tensor(Node):
+    """An eager array that remembers how it was computed.
+
+    Parameters
+    ----------
+    array : array-like
+        The value (copied to the current device's array type).
+    requires_grad : bool
+        Whether ``backward()`` should compute ``.grad`` for this tensor.
+    name : str, optional
+        A label used in graphs and error messages.
+    """
+
+    __slots__ = ("data", "requires_grad", "grad")
+    is_eager = True
+
+    def __init__(self, array, requires_grad: bool = False, name: str | None = None):
+        xp = backend.xp()
+        data = array.data if isinstance(array, Tensor) else xp.asarray(array)
+        if requires_grad and data.dtype.kind not in "fc":
+            raise GraphError(f"only floating-point tensors can require gradients, not {data.dtype}")
+        self._init(_LEAF, (), name or "tensor", data, requires_grad)
+
+    def _init(self, op, inputs, name, data, requires_grad):
+        setter = object.__setattr__
+        Node.__init__(self, op, inputs, name, tuple(data.shape), data.dtype)
+        setter(self, "data", data)
+        setter(self, "requires_grad", requires_grad)
+        setter(self, "grad", None)
+
+    def __setattr__(self, key, value):
+        if key not in ("grad", "requires_grad"):
+            Node.__setattr__(self, key, value)
+        object.__setattr__(self, key, value)
+
+    @classmethod
+    def apply_eager(cls, op: Op, inputs: tuple, name: str | None):
+        """Run ``op`` on the inputs' values now; record the inputs if gradients may flow."""
+        values = []
+        for node in inputs:
+            if node.is_eager:
+                values.append(node.data)
+            elif node.is_constant:
+                values.append(node.op.value)
+            else:
+                raise GraphError(
+                    f"{op.label()}: cannot mix the eager tensor(s) with the symbolic node "
+                    f"{node.name}; use Tensors only, or variables and an Executor"
+                )
+        try:
+            data = op.compute(backend.xp(), *values)
+        except (ValueError, TypeError, IndexError) as exc:
+            raise _eager_error(op, inputs, exc) from None
+        if not hasattr(data, "dtype"):
+            data = backend.xp().asarray(data)
+        out = cls.__new__(cls)
+        records = _recording[-1] and any(i.is_eager and i.requires_grad for i in inputs)
+        if records:
+            out._init(op, inputs, name or auto_name(op, inputs), data, True)
+        else:
+            out._init(_LEAF, (), name or op.name, data, False)
+        return out
+
+    # -- gradients -------------------------------------------------------------------------
+    def backward(self, gradient=None, create_graph: bool = False) -> None:
+        """Accumulate d self / d leaf into ``leaf.grad`` for every leaf that requires grad.
+
+        ``gradient`` is the seed (ones by default, which for a scalar is d self/d self).
+        With ``create_graph=True`` the gradients are themselves differentiable tensors.
+        """
+        if not self.requires_grad:
+            raise GraphError(f"{self.name} does not require grad: no tensor it depends on does")
+        leaves = [
+            n for n in topological_order([self]) if not n.inputs and n.is_eager and n.requires_grad
+        ]
+        seed = None if gradient is None else Tensor(gradient)
+        with contextlib.nullcontext() if create_graph else no_grad():
+            grads = symbolic_grad(self, leaves, seed=seed)
+        for leaf, g in zip(leaves, grads):
+            leaf.grad = g if leaf.grad is None else leaf.grad + g
+
+    def zero_grad(self) -> None:
+        """Forget the accumulated gradient."""
+        self.grad = None
+
+    def detach(self) -> Tensor:
+        """The same value, cut from the graph."""
+        return Tensor(self.data)
+
+    # -- conversions -----------------------------------------------------------------------
+    def numpy(self) -> np.ndarray:
+        """The value as a NumPy array (copied from the GPU if needed)."""
+        return backend.to_numpy(self.data)
+
+    def item(self) -> float:
+        return self.data.item()
+
+    def __float__(self) -> float:
+        return float(self.data)
+
+    def __bool__(self) -> bool:
+        return bool(self.data)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __array__(self, dtype=None, copy=None):
+        array = self.numpy()
+        return array if dtype is None else array.astype(dtype)
+
+    def __repr__(self) -> str:
+        grad = ", requires_grad=True" if self.requires_grad else ""
+        return f"Tensor({np.array2string(self.numpy(), precision=4)}{grad})"
+
+
+def _eager_error(op: Op, inputs: tuple, exc: Exception) -> ShapeError:
+    try:
+        op.infer_shape(*(i.shape for i in inputs))
+    except (ValueError, IndexError, TypeError) as inferred:
+        exc = inferred
+    return ShapeError(f"{op.label()}: inputs do not fit ({describe_shapes(inputs)}): {exc}")
+
+
+def zero_grad(tensors: Iterable[Tensor]) -> None:
+    """Clear ``.grad`` of every tensor given."""
+    for t in tensors:
+        t.grad = None

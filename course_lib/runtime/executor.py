@@ -1,0 +1,168 @@
+"""Define-then-run: compile output nodes into a schedule once, run it many times.
+
+The schedule is a flat list of steps (compute function, input slots, output slot)
+in topological order. Each intermediate's slot is cleared right after its last use,
+and the executor tracks the bytes alive at every step to report the peak.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from .. import backend
+from ..errors import FeedError, GraphError, ShapeError
+from ..graph import Node, topological_order
+
+
+class Executor:
+    """Run a fixed set of output nodes for many different feeds.
+
+    Parameters
+    ----------
+    outputs : Node or list of Node
+        What to compute. ``run`` returns one array per output (or one array).
+    optimize : bool
+        Apply the graph optimisation passes first (when available).
+
+    Attributes
+    ----------
+    variables : list of Node
+        The variables that must be fed.
+    peak_bytes : int
+        The largest number of bytes held by live intermediates during the last run
+        (fed values and constants included).
+    """
+
+    def __init__(self, outputs: Node | Sequence[Node], optimize: bool = False):
+        self.single = isinstance(outputs, Node)
+        outs = [outputs] if self.single else list(outputs)
+        for o in outs:
+            if not isinstance(o, Node):
+                raise GraphError(f"Executor needs nodes, got {type(o).__name__}")
+            if o.is_eager:
+                raise GraphError(f"{o.name} is an eager Tensor; its value is {o.name}.numpy()")
+        if optimize:
+            from ..passes import optimize as run_passes  # noqa: PLC0415
+
+            outs = run_passes(outs)
+        self.outputs = outs
+        self.order = topological_order(outs)
+        self.variables = [n for n in self.order if n.is_variable]
+        self.peak_bytes = 0
+        self._compile()
+
+    def _compile(self) -> None:
+        slot = {node: i for i, node in enumerate(self.order)}
+        last_use = {}
+        for node in self.order:
+            for inp in node.inputs:
+                last_use[slot[inp]] = slot[node]
+        keep = {slot[o] for o in self.outputs}
+        frees: dict[int, list[int]] = {}
+        for s, at in last_use.items():
+            if s not in keep:
+                frees.setdefault(at, []).append(s)
+        self._constants = [(slot[n], n.op.value) for n in self.order if n.is_constant]
+        self._var_slot = {v: slot[v] for v in self.variables}
+        self._steps = [
+            (
+                node.op.compute,
+                tuple(slot[i] for i in node.inputs),
+                slot[node],
+                tuple(frees.get(slot[node], ())),
+                node,
+            )
+            for node in self.order
+            if node.inputs
+        ]
+        self._out_slots = [slot[o] for o in self.outputs]
+        self._names = {v.name: v for v in self.variables}
+
+    # -- feeding ---------------------------------------------------------------------------
+    def _resolve_feed(self, feed: Mapping) -> dict:
+        values = {}
+        for key, value in feed.items():
+            var = self._names.get(key) if isinstance(key, str) else key
+            if var is None or var not in self._var_slot:
+                name = key if isinstance(key, str) else getattr(key, "name", key)
+                expected = ", ".join(sorted(self._names)) or "nothing"
+                raise FeedError(f"feed names {name!r}, which these outputs do not use; expected {expected}")
+            values[var] = value
+        missing = [v.name for v in self.variables if v not in values]
+        if missing:
+            raise FeedError(
+                f"missing feed for variable(s) {', '.join(missing)}; "
+                f"pass run({{{missing[0]!r}: array, ...}})"
+            )
+        return values
+
+    @staticmethod
+    def _check(var: Node, value, xp):
+        array = value if hasattr(value, "shape") and hasattr(value, "dtype") else xp.asarray(value)
+        if var.shape is not None:
+            ok = len(array.shape) == len(var.shape) and all(
+                d is None or d == a for d, a in zip(var.shape, array.shape)
+            )
+            if not ok:
+                raise ShapeError(
+                    f"variable {var.name} expects shape {var.shape} (None = any size), "
+                    f"but was fed shape {tuple(array.shape)}"
+                )
+        if var.dtype is not None and array.dtype != var.dtype:
+            raise FeedError(
+                f"variable {var.name} expects dtype {var.dtype}, but was fed {array.dtype}; "
+                f"convert with .astype({var.dtype.name!r})"
+            )
+        return array
+
+    # -- running ---------------------------------------------------------------------------
+    def run(self, feed: Mapping | None = None):
+        """Compute the outputs for ``feed`` ({variable or name: array})."""
+        xp = backend.xp()
+        values: list = [None] * len(self.order)
+        for var, value in self._resolve_feed(feed or {}).items():
+            values[self._var_slot[var]] = self._check(var, value, xp)
+        for s, value in self._constants:
+            values[s] = value if xp is np or np.ndim(value) == 0 else xp.asarray(value)
+        live = sum(_nbytes(v) for v in values if v is not None)
+        peak = live
+        try:
+            for step in self._steps:
+                compute, ins, out, frees, _ = step
+                if len(ins) == 1:
+                    result = compute(xp, values[ins[0]])
+                elif len(ins) == 2:
+                    result = compute(xp, values[ins[0]], values[ins[1]])
+                else:
+                    result = compute(xp, *[values[i] for i in ins])
+                values[out] = result
+                live += _nbytes(result)
+                if live > peak:
+                    peak = live
+                for f in frees:
+                    live -= _nbytes(values[f])
+                    values[f] = None
+        except (ValueError, TypeError, IndexError) as exc:
+            raise _run_error(step[4], [values[i] for i in step[1]], exc) from exc
+        self.peak_bytes = peak
+        outs = [values[s] for s in self._out_slots]
+        return outs[0] if self.single else outs
+
+
+
+def _run_error(node: Node, inputs: list, exc: Exception) -> ShapeError:
+    shapes = ", ".join(
+        f"{i.name}: {tuple(getattr(v, 'shape', ()))}" for i, v in zip(node.inputs, inputs)
+    )
+    return ShapeError(f"{node.op.label()} at node {node.name} failed on inputs ({shapes}): {exc}")
+
+
+def _nbytes(value) -> int:
+    return getattr(value, "nbytes", 8)
+
+
+def evaluate(nodes: Node | Sequence[Node], feed: Mapping | None = None):
+    """Compute ``nodes`` once for ``feed`` (an :class:`Executor` built and run once)."""
+    return Executor(nodes).run(feed)

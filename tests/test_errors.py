@@ -1,0 +1,87 @@
+"""Bad input fails early with messages that name the op, the nodes and the shapes."""
+
+import numpy as np
+import pytest
+
+import course_lib as cl
+from course_lib import CourseLibError, DeviceError, FeedError, GraphError, ShapeError
+
+
+def test_shape_error_at_construction_names_op_nodes_and_shapes():
+    x = cl.variable("x", shape=(3, 4))
+    w = cl.variable("w", shape=(5, 2))
+    with pytest.raises(ShapeError) as info:
+        x @ w
+    message = str(info.value)
+    assert "matmul" in message and "x: (3, 4)" in message and "w: (5, 2)" in message
+    assert isinstance(info.value, ValueError) and isinstance(info.value, CourseLibError)
+
+
+def test_broadcast_mismatch_is_a_shape_error():
+    with pytest.raises(ShapeError, match=r"add.*a: \(2, 3\).*b: \(4,\)"):
+        cl.variable("a", (2, 3)) + cl.variable("b", (4,))
+
+
+def test_missing_feed_names_the_variable():
+    x, y = cl.variable("x"), cl.variable("y")
+    with pytest.raises(FeedError, match="missing feed for variable\\(s\\) y"):
+        cl.evaluate(x + y, {"x": 1.0})
+
+
+def test_extra_feed_names_the_stranger_and_what_was_expected():
+    x = cl.variable("x")
+    with pytest.raises(FeedError, match="'z'.*expected x"):
+        cl.evaluate(x * 2, {"x": 1.0, "z": 2.0})
+
+
+def test_fed_shape_must_match_declared_shape():
+    x = cl.variable("x", shape=(None, 3))
+    with pytest.raises(ShapeError, match=r"variable x expects shape \(None, 3\).*fed shape \(2, 4\)"):
+        cl.evaluate(x * 2, {x: np.zeros((2, 4))})
+    assert cl.evaluate(x * 2, {x: np.ones((5, 3))}).shape == (5, 3)
+
+
+def test_fed_dtype_must_match_declared_dtype():
+    x = cl.variable("x", dtype=np.float32)
+    with pytest.raises(FeedError, match="x expects dtype float32.*float64"):
+        cl.evaluate(x * 2, {x: np.zeros(3)})
+
+
+def test_run_time_shape_error_names_node_and_shapes():
+    x, y = cl.variable("x"), cl.variable("y")
+    with pytest.raises(ShapeError, match=r"matmul at node \(x@y\).*x: \(2, 3\).*y: \(2, 3\)"):
+        cl.evaluate(x @ y, {x: np.zeros((2, 3)), y: np.zeros((2, 3))})
+
+
+def test_graph_error_for_python_branching_on_a_node():
+    x = cl.variable("x")
+    with pytest.raises(GraphError, match="cond"):
+        if x > 0:
+            pass
+
+
+def test_nodes_are_immutable():
+    x = cl.variable("x")
+    with pytest.raises(GraphError, match="immutable"):
+        x.name = "y"
+
+
+def test_mixing_eager_and_symbolic_is_refused():
+    with pytest.raises(GraphError, match="cannot mix"):
+        cl.Tensor(np.ones(2)) + cl.variable("x")
+
+
+def test_eager_shape_error_names_shapes():
+    a, b = cl.Tensor(np.ones((2, 3)), name="a"), cl.Tensor(np.ones((4,)), name="b")
+    with pytest.raises(ShapeError, match=r"a: \(2, 3\), b: \(4,\)"):
+        a * b
+
+
+def test_device_error_for_unknown_device():
+    with pytest.raises(DeviceError, match="unknown device 'tpu'"):
+        cl.set_device("tpu")
+
+
+def test_cross_entropy_needs_integer_targets():
+    with pytest.raises(ShapeError, match="integer class targets"):
+        cl.cross_entropy(cl.variable("z", (2, 3)), cl.constant(np.zeros(2)))

@@ -1,0 +1,46 @@
+"""The conda and Binder routes install what pyproject.toml says the package needs."""
+
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+yaml = pytest.importorskip("yaml", reason="PyYAML (a repo2docker dependency) is not installed")
+
+ROOT = Path(__file__).resolve().parents[1]
+CONDA_NAME = {"graphviz": "python-graphviz"}  # PyPI name -> conda-forge name when they differ
+
+
+def _conda_packages(path: Path) -> set[str]:
+    deps = yaml.safe_load(path.read_text())["dependencies"]
+    return {re.split(r"[=<> ]", d)[0] for d in deps if isinstance(d, str)}
+
+
+def test_environment_names_every_runtime_dependency():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    needed = {CONDA_NAME.get(n, n) for n in (re.split(r"[=<>\[ ]", d)[0] for d in project["dependencies"])}
+    missing = needed - _conda_packages(ROOT / "environment.yml")
+    assert not missing, f"environment.yml lacks {sorted(missing)}"
+    assert "graphviz" in _conda_packages(ROOT / "environment.yml"), "the dot binary itself"
+
+
+def test_binder_builds_the_same_environment():
+    assert _conda_packages(ROOT / "binder" / "environment.yml") == _conda_packages(ROOT / "environment.yml")
+    assert "pip install --no-deps -e ." in (ROOT / "binder" / "postBuild").read_text()
+
+
+def test_repo2docker_accepts_the_repository(tmp_path):
+    exe = shutil.which("repo2docker", path=str(Path(sys.executable).parent))
+    if exe is None:
+        pytest.skip("jupyter-repo2docker is not installed (it is in the test extra)")
+    result = subprocess.run(
+        [exe, "--no-build", "--no-run", str(ROOT)],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    dockerfile = result.stdout
+    assert "binder/environment.yml" in dockerfile and "./binder/postBuild" in dockerfile
