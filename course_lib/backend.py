@@ -15,7 +15,7 @@ import numpy
 from .errors import DeviceError
 
 _DEVICES = ("cpu", "gpu")
-_state: dict[str, str | None] = {"device": None}
+_state: dict = {"device": None, "xp": None}  # the device name and its array module
 
 
 def gpu_available() -> bool:
@@ -57,15 +57,19 @@ def set_device(device: str) -> None:
     if device == "gpu" and not gpu_available():
         raise DeviceError("no GPU is available (CuPy missing or no CUDA device); stay on 'cpu'")
     _state["device"] = device
+    _state["xp"] = None
 
 
 def xp() -> ModuleType:
     """The array module of the current device (``numpy`` or ``cupy``)."""
-    if get_device() == "gpu":
-        import cupy  # noqa: PLC0415
-
-        return cupy
-    return numpy
+    module = _state["xp"]
+    if module is None:
+        if get_device() == "gpu":
+            import cupy as module  # noqa: PLC0415
+        else:
+            module = numpy
+        _state["xp"] = module
+    return module
 
 
 def to_numpy(array):

@@ -51,6 +51,7 @@ def check_gradients(out: Node, feed: Mapping[Node, np.ndarray], seed: int = 0, e
     forward = Executor(scalar)
     results = {}
     for var, a in zip(variables, analytic):
+
         def f(value, var=var):
             return _run(forward, {**feed, var: value})
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 from collections.abc import Iterable, Sequence
 from numbers import Number
 
@@ -123,7 +124,9 @@ class Node:
         setter(self, "dtype", dtype)
 
     def __setattr__(self, key, value):
-        raise GraphError(f"node {self.name} is immutable; build a new node instead of setting {key!r}")
+        raise GraphError(
+            f"node {self.name} is immutable; build a new node instead of setting {key!r}"
+        )
 
     def __bool__(self):
         raise GraphError(
@@ -207,7 +210,8 @@ def constant(value, name: str | None = None) -> Node:
     if isinstance(value, Node):
         raise GraphError(f"constant() takes numbers or arrays, not the node {value.name}")
     if isinstance(value, (bool, int, float)) and name is None:
-        key = (type(value), repr(value))
+        nonzero = value == value and value != 0  # nan and ±0.0 are not cached by value
+        key = (type(value), value if nonzero else repr(value))
         node = _scalar_constants.get(key)
         if node is None:
             node = Node(Constant(value), (), _scalar_name(value), (), None)
@@ -236,6 +240,10 @@ def as_node(value) -> Node:
     """Return ``value`` if it is a node, else wrap it as a constant."""
     if isinstance(value, Node):
         return value
+    if type(value) is float and value == value and value != 0.0:  # fast path: cached scalars
+        node = _scalar_constants.get((float, value))
+        if node is not None:
+            return node
     if isinstance(value, Number) or hasattr(value, "shape") or isinstance(value, (list, tuple)):
         return constant(value)
     raise GraphError(f"cannot use a {type(value).__name__} as a graph value")
@@ -259,10 +267,10 @@ def apply(op: Op, *args, name: str | None = None) -> Node:
     If an input is an eager Tensor, the op runs immediately and a Tensor is returned.
     Shapes are checked here, so a bad shape fails when the graph is built.
     """
-    inputs = tuple(a if isinstance(a, Node) else as_node(a) for a in args)
+    inputs = tuple([a if isinstance(a, Node) else as_node(a) for a in args])
     for node in inputs:
         if node.is_eager:
-            return type(node).apply_eager(op, inputs, name)
+            return node.apply_eager(op, inputs, name)
     try:
         shape = op.infer_shape(*(i.shape for i in inputs))
         dtype = op.infer_dtype(*(i.dtype for i in inputs))
@@ -277,30 +285,26 @@ def apply(op: Op, *args, name: str | None = None) -> Node:
 
 # -- walks ----------------------------------------------------------------------------------
 def topological_order(outputs: Iterable[Node]) -> list[Node]:
-    """All nodes the outputs depend on, each after its inputs (iterative DFS)."""
-    order: list[Node] = []
-    visited: set[int] = set()
-    for root in outputs:
-        if id(root) in visited:
-            continue
-        stack = [(root, iter(root.inputs))]
-        visited.add(id(root))
-        while stack:
-            node, children = stack[-1]
-            for child in children:
-                if id(child) not in visited:
-                    visited.add(id(child))
-                    stack.append((child, iter(child.inputs)))
-                    break
-            else:
-                stack.pop()
-                order.append(node)
-    return order
+    """All nodes the outputs depend on, each after its inputs.
+
+    The order is creation order (``seq``), which is topological because a node's inputs
+    exist before it does; it is also the lecture's v1, v2, ... numbering. Iterative, so
+    graphs of any depth work.
+    """
+    seen: set[Node] = set()
+    stack = [o for o in outputs if not (o in seen or seen.add(o))]
+    found = list(stack)
+    while stack:
+        for child in stack.pop().inputs:
+            if child not in seen:
+                seen.add(child)
+                stack.append(child)
+                found.append(child)
+    found.sort(key=_seq)
+    return found
 
 
-def creation_order(outputs: Iterable[Node]) -> list[Node]:
-    """All nodes the outputs depend on, sorted by creation (the lecture's numbering order)."""
-    return sorted(topological_order(outputs), key=lambda n: n.seq)
+_seq = operator.attrgetter("seq")
 
 
 def find_variables(outputs: Iterable[Node]) -> list[Node]:

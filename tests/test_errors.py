@@ -36,7 +36,9 @@ def test_extra_feed_names_the_stranger_and_what_was_expected():
 
 def test_fed_shape_must_match_declared_shape():
     x = cl.variable("x", shape=(None, 3))
-    with pytest.raises(ShapeError, match=r"variable x expects shape \(None, 3\).*fed shape \(2, 4\)"):
+    with pytest.raises(
+        ShapeError, match=r"variable x expects shape \(None, 3\).*fed shape \(2, 4\)"
+    ):
         cl.evaluate(x * 2, {x: np.zeros((2, 4))})
     assert cl.evaluate(x * 2, {x: np.ones((5, 3))}).shape == (5, 3)
 

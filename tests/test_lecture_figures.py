@@ -84,7 +84,9 @@ def test_one_backward_graph_serves_every_input():
     dv1 = cl.grad(v2 * (v2 + 1), v1)
     run = cl.Executor(dv1)
     for x in (-1.0, 0.0, 0.5, 2.0):
-        assert math.isclose(float(run.run({v1: x})), 2 * math.exp(2 * x) + math.exp(x), rel_tol=1e-12)
+        assert math.isclose(
+            float(run.run({v1: x})), 2 * math.exp(2 * x) + math.exp(x), rel_tol=1e-12
+        )
 
 
 def test_second_derivative_from_the_backward_graph():

@@ -76,7 +76,9 @@ COMPOSITIONS = {
     ),
     "silu_norm": (
         lambda x: cl.sum(cl.silu(x) * cl.rsqrt(cl.mean(x * x, -1, True) + 1e-5)),
-        lambda x: (torch.nn.functional.silu(x) * (x * x).mean(-1, keepdim=True).add(1e-5).rsqrt()).sum(),
+        lambda x: (
+            torch.nn.functional.silu(x) * (x * x).mean(-1, keepdim=True).add(1e-5).rsqrt()
+        ).sum(),
     ),
 }
 

@@ -4,10 +4,10 @@ import re
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 yaml = pytest.importorskip("yaml", reason="PyYAML (a repo2docker dependency) is not installed")
 
@@ -22,14 +22,18 @@ def _conda_packages(path: Path) -> set[str]:
 
 def test_environment_names_every_runtime_dependency():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    needed = {CONDA_NAME.get(n, n) for n in (re.split(r"[=<>\[ ]", d)[0] for d in project["dependencies"])}
+    needed = {
+        CONDA_NAME.get(n, n) for n in (re.split(r"[=<>\[ ]", d)[0] for d in project["dependencies"])
+    }
     missing = needed - _conda_packages(ROOT / "environment.yml")
     assert not missing, f"environment.yml lacks {sorted(missing)}"
     assert "graphviz" in _conda_packages(ROOT / "environment.yml"), "the dot binary itself"
 
 
 def test_binder_builds_the_same_environment():
-    assert _conda_packages(ROOT / "binder" / "environment.yml") == _conda_packages(ROOT / "environment.yml")
+    assert _conda_packages(ROOT / "binder" / "environment.yml") == _conda_packages(
+        ROOT / "environment.yml"
+    )
     assert "pip install --no-deps -e ." in (ROOT / "binder" / "postBuild").read_text()
 
 

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..errors import GraphError
-from ..graph import Node, creation_order
+from ..graph import Node, topological_order
 from ..ops import ones_like, sum_n, zeros_like
 
 
@@ -108,16 +108,16 @@ def grad(out: Node, wrt: Node | Sequence[Node], seed: Node | None = None) -> lis
     A ``wrt`` node that ``out`` does not depend on gets ``zeros_like`` of itself.
     ``seed`` is v̄_out, the adjoint of ``out`` (ones by default: d out / d out).
     """
-    grads, _ = _reverse(out, wrt, record=False, seed=seed)
+    grads, _ = reverse_mode(out, wrt, record=False, seed=seed)
     return grads
 
 
 def gradient_trace(out: Node, wrt: Node | Sequence[Node]):
     """Like :func:`grad`, and also return the :class:`Trace` of every step."""
-    return _reverse(out, wrt, record=True)
+    return reverse_mode(out, wrt, record=True)
 
 
-def _reverse(out: Node, wrt, record: bool, seed: Node | None = None):
+def reverse_mode(out: Node, wrt, record: bool, seed: Node | None = None, order=None):
     if not isinstance(out, Node):
         raise GraphError(f"grad needs a node as its output, got {type(out).__name__}")
     single = isinstance(wrt, Node)
@@ -125,7 +125,13 @@ def _reverse(out: Node, wrt, record: bool, seed: Node | None = None):
     for t in targets:
         if not isinstance(t, Node):
             raise GraphError(f"grad: wrt must hold nodes, got {type(t).__name__}")
-    order = creation_order([out])
+        if t.is_constant:
+            raise GraphError(
+                f"grad: {t.name} is a constant, and constants are not differentiated; "
+                "make it a variable to get its gradient"
+            )
+    if order is None:
+        order = topological_order([out])
     depends = _depends_on(order, targets)
     trace = Trace(out, [n for n in order if not n.is_constant]) if record else None
 
@@ -137,18 +143,24 @@ def _reverse(out: Node, wrt, record: bool, seed: Node | None = None):
         partials = node_to_grad.get(node)
         if partials is None or node not in depends:
             continue
-        adjoint = sum_n(*partials)
+        adjoint = partials[0] if len(partials) == 1 else sum_n(*partials)
         adjoints[node] = adjoint
         if record:
             trace.adjoint_of[node] = adjoint
             trace.steps.append(Step("adjoint", node, None, adjoint, _snapshot(node_to_grad)))
-        wanted = [inp in depends for inp in node.inputs]
-        if not any(wanted):
-            continue
-        for inp, want, part in zip(node.inputs, wanted, node.op.gradient(node, adjoint)):
-            if not want or part is None:
+        for inp in node.inputs:
+            if inp in depends:
+                break
+        else:
+            continue  # a leaf, or no input leads to wrt: nothing to propagate
+        for inp, part in zip(node.inputs, node.op.gradient(node, adjoint)):
+            if part is None or inp not in depends:
                 continue
-            node_to_grad.setdefault(inp, []).append(part)
+            existing = node_to_grad.get(inp)
+            if existing is None:
+                node_to_grad[inp] = [part]
+            else:
+                existing.append(part)
             if record:
                 trace.partial_of[part] = (inp, node)
                 trace.steps.append(Step("partial", node, inp, part, _snapshot(node_to_grad)))

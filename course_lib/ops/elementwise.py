@@ -36,18 +36,15 @@ def tangent_sum(*terms: Node | None) -> Node | None:
 
 def like_output(tangent: Node | None, node: Node) -> Node | None:
     """Broadcast a tangent to the shape of ``node`` (the op's output)."""
-    if tangent is None:
-        return None
-    from .shape import broadcast_like  # noqa: PLC0415  (shape ops import this module)
-
-    return broadcast_like(tangent, node)
+    return None if tangent is None else shape.broadcast_like(tangent, node)
 
 
-def unbroadcast(adjoint: Node, like: Node) -> Node:
-    """Sum ``adjoint`` down to the shape of ``like`` (identity when shapes agree)."""
-    from .reductions import sum_to  # noqa: PLC0415
+def unbroadcast(adjoint: Node, like: Node) -> Node | None:
+    """Sum ``adjoint`` down to the shape of ``like`` (identity when shapes agree).
 
-    return sum_to(adjoint, like)
+    Constants are never differentiated, so their partial adjoint is ``None``.
+    """
+    return None if like.is_constant else reductions.sum_to(adjoint, like)
 
 
 # -- binary arithmetic ----------------------------------------------------------------------
@@ -519,3 +516,7 @@ relu = _unary(Relu)
 silu = _unary(Silu)
 sqrt = _unary(Sqrt)
 rsqrt = _unary(Rsqrt)
+
+
+# The families below build on the elementwise ops and are used by their derivative rules.
+from . import reductions, shape  # noqa: E402

@@ -72,12 +72,16 @@ class CrossEntropy(Op):
 
     def infer_shape(self, logits, targets):
         if logits is not None and targets is not None and tuple(logits[:-1]) != tuple(targets):
-            raise ValueError(f"targets {targets} must be the logits' shape {logits} without its last axis")
+            raise ValueError(
+                f"targets {targets} must be the logits' shape {logits} without its last axis"
+            )
         return ()
 
     def infer_dtype(self, logits_dtype, targets_dtype):
         if targets_dtype is not None and targets_dtype.kind not in "iu":
-            raise ValueError(f"cross_entropy needs integer class targets, got dtype {targets_dtype}")
+            raise ValueError(
+                f"cross_entropy needs integer class targets, got dtype {targets_dtype}"
+            )
         return logits_dtype
 
     def compute(self, xp, logits, targets):

@@ -175,7 +175,9 @@ class Concat(Op):
         ndim = len(shapes[0])
         axis = _shapes.normalize_axes(self.axis, ndim)[0]
         for s in shapes[1:]:
-            if len(s) != ndim or any(a != b for i, (a, b) in enumerate(zip(s, shapes[0])) if i != axis):
+            if len(s) != ndim or any(
+                a != b for i, (a, b) in enumerate(zip(s, shapes[0])) if i != axis
+            ):
                 raise ValueError(f"shapes {shapes} differ outside axis {self.axis}")
         sizes = [s[axis] for s in shapes]
         total = None if None in sizes else sum(sizes)

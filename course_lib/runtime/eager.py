@@ -17,9 +17,11 @@ from collections.abc import Iterable
 import numpy as np
 
 from .. import backend
-from ..autodiff.reverse import grad as symbolic_grad
+from ..autodiff.reverse import reverse_mode
 from ..errors import GraphError, ShapeError, describe_shapes
-from ..graph import Node, Op, auto_name, topological_order
+from ..graph import Node, Op, _creation_counter, topological_order
+from ..graph import as_node as _as_node
+from ..ops.elementwise import _ADD, _DIV, _MUL, _SUB
 
 _recording = [True]
 
@@ -68,7 +70,12 @@ class Tensor(Node):
 
     def _init(self, op, inputs, name, data, requires_grad):
         setter = object.__setattr__
-        Node.__init__(self, op, inputs, name, tuple(data.shape), data.dtype)
+        setter(self, "seq", next(_creation_counter))
+        setter(self, "op", op)
+        setter(self, "inputs", inputs)
+        setter(self, "name", name)
+        setter(self, "shape", data.shape)
+        setter(self, "dtype", data.dtype)
         setter(self, "data", data)
         setter(self, "requires_grad", requires_grad)
         setter(self, "grad", None)
@@ -81,30 +88,54 @@ class Tensor(Node):
     @classmethod
     def apply_eager(cls, op: Op, inputs: tuple, name: str | None):
         """Run ``op`` on the inputs' values now; record the inputs if gradients may flow."""
-        values = []
-        for node in inputs:
-            if node.is_eager:
-                values.append(node.data)
-            elif node.is_constant:
-                values.append(node.op.value)
-            else:
-                raise GraphError(
-                    f"{op.label()}: cannot mix the eager tensor(s) with the symbolic node "
-                    f"{node.name}; use Tensors only, or variables and an Executor"
-                )
+        try:  # eager tensors hold .data, constants hold .op.value; symbolic nodes neither
+            values = [n.data if n.is_eager else n.op.value for n in inputs]
+        except AttributeError:
+            stranger = next(n for n in inputs if not (n.is_eager or n.is_constant))
+            raise GraphError(
+                f"{op.label()}: cannot mix the eager tensor(s) with the symbolic node "
+                f"{stranger.name}; use Tensors only, or variables and an Executor"
+            ) from None
+        xp = backend.xp()
         try:
-            data = op.compute(backend.xp(), *values)
+            data = op.compute(xp, *values)
         except (ValueError, TypeError, IndexError) as exc:
             raise _eager_error(op, inputs, exc) from None
         if not hasattr(data, "dtype"):
-            data = backend.xp().asarray(data)
+            data = xp.asarray(data)
         out = cls.__new__(cls)
-        records = _recording[-1] and any(i.is_eager and i.requires_grad for i in inputs)
-        if records:
-            out._init(op, inputs, name or auto_name(op, inputs), data, True)
-        else:
-            out._init(_LEAF, (), name or op.name, data, False)
+        if _recording[-1]:
+            for n in inputs:
+                if n.is_eager and n.requires_grad:
+                    out._init(op, inputs, name or op.name, data, True)
+                    return out
+        out._init(_LEAF, (), name or op.name, data, False)
         return out
+
+    # -- arithmetic fast paths (the same ops as Node's operators, minus the dispatch) -----
+    def __add__(self, other):
+        return self.apply_eager(_ADD, (self, _as_node(other)), None)
+
+    def __radd__(self, other):
+        return self.apply_eager(_ADD, (_as_node(other), self), None)
+
+    def __sub__(self, other):
+        return self.apply_eager(_SUB, (self, _as_node(other)), None)
+
+    def __rsub__(self, other):
+        return self.apply_eager(_SUB, (_as_node(other), self), None)
+
+    def __mul__(self, other):
+        return self.apply_eager(_MUL, (self, _as_node(other)), None)
+
+    def __rmul__(self, other):
+        return self.apply_eager(_MUL, (_as_node(other), self), None)
+
+    def __truediv__(self, other):
+        return self.apply_eager(_DIV, (self, _as_node(other)), None)
+
+    def __rtruediv__(self, other):
+        return self.apply_eager(_DIV, (_as_node(other), self), None)
 
     # -- gradients -------------------------------------------------------------------------
     def backward(self, gradient=None, create_graph: bool = False) -> None:
@@ -115,12 +146,11 @@ class Tensor(Node):
         """
         if not self.requires_grad:
             raise GraphError(f"{self.name} does not require grad: no tensor it depends on does")
-        leaves = [
-            n for n in topological_order([self]) if not n.inputs and n.is_eager and n.requires_grad
-        ]
+        order = topological_order([self])
+        leaves = [n for n in order if not n.inputs and n.is_eager and n.requires_grad]
         seed = None if gradient is None else Tensor(gradient)
         with contextlib.nullcontext() if create_graph else no_grad():
-            grads = symbolic_grad(self, leaves, seed=seed)
+            grads, _ = reverse_mode(self, leaves, record=False, seed=seed, order=order)
         for leaf, g in zip(leaves, grads):
             leaf.grad = g if leaf.grad is None else leaf.grad + g
 

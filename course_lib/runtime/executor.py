@@ -88,7 +88,9 @@ class Executor:
             if var is None or var not in self._var_slot:
                 name = key if isinstance(key, str) else getattr(key, "name", key)
                 expected = ", ".join(sorted(self._names)) or "nothing"
-                raise FeedError(f"feed names {name!r}, which these outputs do not use; expected {expected}")
+                raise FeedError(
+                    f"feed names {name!r}, which these outputs do not use; expected {expected}"
+                )
             values[var] = value
         missing = [v.name for v in self.variables if v not in values]
         if missing:
@@ -149,7 +151,6 @@ class Executor:
         self.peak_bytes = peak
         outs = [values[s] for s in self._out_slots]
         return outs[0] if self.single else outs
-
 
 
 def _run_error(node: Node, inputs: list, exc: Exception) -> ShapeError:
