@@ -31,7 +31,9 @@ class Step:
 
     ``kind == "adjoint"``: line ``v̄i = sum(node_to_grad[i])`` ran for ``node``; ``created``
     is v̄i. ``kind == "partial"``: the partial adjoint ``created`` = v̄(k→i) was appended
-    for ``input`` k of ``node`` i. ``node_to_grad`` is the state after the step.
+    for ``input`` k of ``node`` i. ``node_to_grad`` is the state after the step, and
+    ``sources`` has the same shape: for each entry of ``node_to_grad[k]``, the node i it
+    came from (``None`` for the seed ``[1]`` of the output).
     """
 
     kind: str
@@ -39,64 +41,87 @@ class Step:
     input: Node | None
     created: Node
     node_to_grad: dict
+    sources: dict
 
 
 @dataclass
 class Trace:
-    """Every step of one run of ``gradient(out)``, with the lecture's labels."""
+    """Every step of one run of ``gradient(out)``, with the lecture's labels.
+
+    One backward node can play several roles: for ``v3 = v2 + 1`` the partial adjoint
+    v̄(2→3) = v̄3 · 1 *is* the node v̄3, so no new node is built. :meth:`roles` lists them.
+    """
 
     out: Node
     forward: list  # forward nodes (no constants) in creation order: v1, v2, ...
     steps: list = field(default_factory=list)
-    adjoint_of: dict = field(default_factory=dict)  # forward node -> v̄ node
-    partial_of: dict = field(default_factory=dict)  # partial node -> (k, i)
+
+    def __post_init__(self):
+        self._numbers = {n: i + 1 for i, n in enumerate(self.forward)}
 
     def number(self, node: Node) -> int:
         """The lecture number i of a forward node (``v_i``)."""
         return self._numbers[node]
 
-    def __post_init__(self):
-        self._numbers = {n: i + 1 for i, n in enumerate(self.forward)}
+    def adjoint(self, node: Node) -> Node | None:
+        """The node v̄i built for the forward node ``node`` (None if not reached)."""
+        for s in self.steps:
+            if s.kind == "adjoint" and s.node is node:
+                return s.created
+        return None
 
-    def label(self, node: Node) -> str:
-        """``v3`` for forward nodes, ``v̄(2→4)`` for partial adjoints, ``v̄2`` for sums."""
+    def roles(self, node: Node, upto: int | None = None) -> list[str]:
+        """Every name ``node`` has in the algorithm up to step ``upto``: v̄4, v̄(2→4), ..."""
+        names = []
+        for s in self.steps[: None if upto is None else upto + 1]:
+            if s.created is node:
+                name = self._role(s)
+                if name not in names:
+                    names.append(name)
+        return names
+
+    def _role(self, s: Step) -> str:
+        i = self._numbers[s.node]
+        return f"v̄{i}" if s.kind == "adjoint" else f"v̄({self._numbers[s.input]}→{i})"
+
+    def label(self, node: Node, upto: int | None = None) -> str:
+        """``v3`` for a forward node, else its first role (``v̄(2→4)``), else its name."""
         if node in self._numbers:
             return f"v{self._numbers[node]}"
-        if node in self.partial_of:
-            k, i = self.partial_of[node]
-            return f"v̄({self._numbers[k]}→{self._numbers[i]})"
-        for fwd, adj in self.adjoint_of.items():
-            if adj is node:
-                return f"v̄{self._numbers[fwd]}"
-        return node.name
+        roles = self.roles(node, upto)
+        return roles[0] if roles else node.name
+
+    def _entry(self, owner: Node, source: Node | None) -> str:
+        k = self._numbers[owner]
+        return f"v̄{k}" if source is None else f"v̄({k}→{self._numbers[source]})"
+
+    def entries(self, step: int) -> list[tuple[Node, list[tuple[str, Node]]]]:
+        """``node_to_grad`` after ``step``: (owner, [(entry label, partial node), ...]),
+        owners from the highest node number down, as the lecture draws them."""
+        s = self.steps[step]
+        owners = sorted(s.node_to_grad, key=lambda n: -self._numbers[n])
+        return [
+            (o, [(self._entry(o, src), p) for src, p in zip(s.sources[o], s.node_to_grad[o])])
+            for o in owners
+        ]
 
     def state_text(self, step: int) -> str:
-        """``node_to_grad`` after ``step`` as text, e.g. ``{4: [v̄4], 2: [v̄(2→4)]}``.
-
-        Entries are listed from the highest node number down, as the lecture draws them.
-        """
-        state = self.steps[step].node_to_grad
+        """``node_to_grad`` after ``step`` as text, e.g. ``{4: [v̄4], 2: [v̄(2→4)]}``."""
         items = (
-            f"{self._numbers[n]}: [{', '.join(self._entry_label(n, p) for p in parts)}]"
-            for n, parts in sorted(state.items(), key=lambda item: -self._numbers[item[0]])
+            f"{self._numbers[o]}: [{', '.join(label for label, _ in parts)}]"
+            for o, parts in self.entries(step)
         )
         return "{" + ", ".join(items) + "}"
-
-    def _entry_label(self, owner: Node, part: Node) -> str:
-        if part in self.partial_of:
-            return self.label(part)
-        return f"v̄{self._numbers[owner]}"  # the seed [1] of the output
 
     def describe(self, step: int) -> str:
         """What line of the algorithm did at ``step``, in the lecture's notation."""
         s = self.steps[step]
         i = self._numbers[s.node]
         if s.kind == "adjoint":
-            parts = s.node_to_grad[s.node]
-            if s.node is self.out and len(parts) == 1 and parts[0] not in self.partial_of:
+            sources = s.sources[s.node]
+            if sources == [None]:
                 return f"i = {i}: v̄{i} = sum([1]) = 1"
-            terms = " + ".join(self.label(p) for p in parts)
-            return f"i = {i}: v̄{i} = {terms}"
+            return f"i = {i}: v̄{i} = {' + '.join(self._entry(s.node, src) for src in sources)}"
         k = self._numbers[s.input]
         return f"i = {i}, k = {k}: append v̄({k}→{i}) = v̄{i}·∂v{i}/∂v{k} to node_to_grad[{k}]"
 
@@ -138,6 +163,7 @@ def reverse_mode(out: Node, wrt, record: bool, seed: Node | None = None, order=N
     if seed is None:
         seed = ones_like(out)
     node_to_grad: dict[Node, list[Node]] = {out: [seed]}
+    sources: dict[Node, list[Node | None]] = {out: [None]}  # only kept for the trace
     adjoints: dict[Node, Node] = {}
     for node in reversed(order):
         partials = node_to_grad.get(node)
@@ -146,8 +172,9 @@ def reverse_mode(out: Node, wrt, record: bool, seed: Node | None = None, order=N
         adjoint = partials[0] if len(partials) == 1 else sum_n(*partials)
         adjoints[node] = adjoint
         if record:
-            trace.adjoint_of[node] = adjoint
-            trace.steps.append(Step("adjoint", node, None, adjoint, _snapshot(node_to_grad)))
+            trace.steps.append(
+                Step("adjoint", node, None, adjoint, *_snapshot(node_to_grad, sources))
+            )
         for inp in node.inputs:
             if inp in depends:
                 break
@@ -162,8 +189,10 @@ def reverse_mode(out: Node, wrt, record: bool, seed: Node | None = None, order=N
             else:
                 existing.append(part)
             if record:
-                trace.partial_of[part] = (inp, node)
-                trace.steps.append(Step("partial", node, inp, part, _snapshot(node_to_grad)))
+                sources.setdefault(inp, []).append(node)
+                trace.steps.append(
+                    Step("partial", node, inp, part, *_snapshot(node_to_grad, sources))
+                )
     grads = [adjoints.get(t) if t in adjoints else zeros_like(t) for t in targets]
     result = grads[0] if single else grads
     return (result, trace) if record else (result, None)
@@ -181,5 +210,8 @@ def _depends_on(order: list[Node], targets: list[Node]) -> set[Node]:
     return depends
 
 
-def _snapshot(node_to_grad: dict) -> dict:
-    return {n: list(parts) for n, parts in node_to_grad.items()}
+def _snapshot(node_to_grad: dict, sources: dict) -> tuple[dict, dict]:
+    return (
+        {n: list(parts) for n, parts in node_to_grad.items()},
+        {n: list(srcs) for n, srcs in sources.items()},
+    )

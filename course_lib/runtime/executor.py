@@ -81,11 +81,13 @@ class Executor:
         self._names = {v.name: v for v in self.variables}
 
     # -- feeding ---------------------------------------------------------------------------
-    def _resolve_feed(self, feed: Mapping) -> dict:
+    def _resolve_feed(self, feed: Mapping, allow_unused: bool) -> dict:
         values = {}
         for key, value in feed.items():
             var = self._names.get(key) if isinstance(key, str) else key
             if var is None or var not in self._var_slot:
+                if allow_unused:
+                    continue
                 name = key if isinstance(key, str) else getattr(key, "name", key)
                 expected = ", ".join(sorted(self._names)) or "nothing"
                 raise FeedError(
@@ -120,11 +122,15 @@ class Executor:
         return array
 
     # -- running ---------------------------------------------------------------------------
-    def run(self, feed: Mapping | None = None):
-        """Compute the outputs for ``feed`` ({variable or name: array})."""
+    def run(self, feed: Mapping | None = None, *, allow_unused: bool = False):
+        """Compute the outputs for ``feed`` ({variable or name: array}).
+
+        A feed entry for a variable these outputs do not use is an error, unless
+        ``allow_unused=True``.
+        """
         xp = backend.xp()
         values: list = [None] * len(self.order)
-        for var, value in self._resolve_feed(feed or {}).items():
+        for var, value in self._resolve_feed(feed or {}, allow_unused).items():
             values[self._var_slot[var]] = self._check(var, value, xp)
         for s, value in self._constants:
             values[s] = value if xp is np or np.ndim(value) == 0 else xp.asarray(value)

@@ -1,0 +1,69 @@
+"""A graphviz figure with a deterministic text form and a graceful fallback without ``dot``."""
+
+from __future__ import annotations
+
+import html
+
+import graphviz
+
+MISSING_DOT = (
+    "Graphviz's 'dot' program is not installed, so this graph cannot be drawn.\n"
+    "Install it with one of:\n"
+    "  conda install -c conda-forge graphviz\n"
+    "  sudo apt-get install graphviz\n"
+    "  brew install graphviz\n"
+    "then restart the kernel. The graph's DOT source follows."
+)
+
+
+class GraphFigure(graphviz.Digraph):
+    """A ``graphviz.Digraph`` whose text repr is a stable summary (no memory address).
+
+    In Jupyter it renders as SVG; when the ``dot`` binary is missing it shows an install
+    hint and the DOT source instead of raising.
+    """
+
+    def __init__(self, summary: str = "graph", **kwargs):
+        super().__init__(**kwargs)
+        self.summary = summary
+
+    def __repr__(self) -> str:
+        return self.summary
+
+    def svg(self) -> str | None:
+        """The rendered SVG text, or ``None`` when ``dot`` is not installed."""
+        try:
+            return self.pipe(format="svg", encoding="utf-8")
+        except graphviz.ExecutableNotFound:
+            return None
+
+    def fallback_text(self) -> str:
+        """What is shown instead of a picture when ``dot`` is missing."""
+        return f"{MISSING_DOT}\n\n{self.source}"
+
+    def _repr_mimebundle_(self, include=None, exclude=None, **kwargs):
+        svg = self.svg()
+        if svg is None:
+            return {"text/plain": self.fallback_text()}
+        return {"image/svg+xml": svg, "text/plain": self.summary}
+
+    def html(self) -> str:
+        """An HTML fragment: the SVG, or the fallback text in a ``<pre>`` block."""
+        svg = self.svg()
+        return svg if svg is not None else f"<pre>{html.escape(self.fallback_text())}</pre>"
+
+
+def format_value(value) -> str:
+    """A short text for a computed value: 3 decimals for scalars, shape for big arrays."""
+    size = getattr(value, "size", 1)
+    if size == 1:
+        number = float(value.reshape(()) if hasattr(value, "reshape") else value)
+        return f"{number:.3f}"
+    if size <= 4:
+        return "[" + ", ".join(f"{float(v):.3f}" for v in value.reshape(-1)) + "]"
+    return "shape " + "×".join(map(str, value.shape))
+
+
+def html_text(text: str) -> str:
+    """Escape text for a graphviz HTML-like label (brackets too: dot 2.43 trips on them)."""
+    return html.escape(text, quote=True).replace("[", "&#91;").replace("]", "&#93;")

@@ -1,0 +1,253 @@
+"""The backward algorithm, one step at a time: ``draw_step`` and the ``StepThrough`` player.
+
+Each picture shows the forward graph with the current node i highlighted, the edge
+(k → i) being processed, the backward nodes built so far (the partial adjoint just created
+in yellow), the nodes already finished greyed out, the ``node_to_grad`` dictionary, and the
+lecture's pseudo-code with the line being executed highlighted.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping
+
+from ..autodiff.reverse import Trace
+from ..graph import Node
+from ..runtime import Executor
+from .figure import GraphFigure, format_value, html_text
+from .graphs import EDGE_STYLES, GRAPH_ATTRS, NODE_ATTRS, STAGE_STYLES, VARIABLE_STYLE, fed_values
+from .labels import definition, is_inline_constant
+
+PSEUDO_CODE = [
+    "gradient(out):",
+    "    node_to_grad = {out: [1]}",
+    "    for i in reverse_topo_order(out):",
+    "        v̄i = sum(node_to_grad[i])",
+    "        for k in inputs(i):",
+    "            v̄(k→i) = v̄i · ∂vi/∂vk",
+    "            append v̄(k→i) to node_to_grad[k]",
+    "    return adjoints of the inputs",
+]
+LINES_OF_KIND = {"adjoint": (2, 3), "partial": (4, 5, 6)}
+
+CURRENT = {"color": "#dc2626", "penwidth": "3"}
+INPUT_K = {"color": "#2563eb", "penwidth": "3"}
+CREATED = {"fillcolor": "#fde047", "penwidth": "2.5"}
+DONE = {"fillcolor": "#e5e7eb", "fontcolor": "#6b7280", "color": "#9ca3af"}
+
+
+def _backward_nodes(trace: Trace, upto: int, forward: set) -> list[Node]:
+    """Backward-graph nodes built by steps 0..upto, in the order they were built."""
+    found: dict[Node, None] = {}
+    for step in trace.steps[: upto + 1]:
+        stack = [step.created]
+        while stack:
+            node = stack.pop()
+            if node in found or node in forward or is_inline_constant(node):
+                continue
+            found[node] = None
+            stack.extend(node.inputs)
+    return sorted(found, key=lambda n: n.seq)
+
+
+def _names(trace: Trace, backward: list[Node], step: int) -> dict:
+    names = {n: trace.label(n) for n in trace.forward}
+    temp = 0
+    for node in backward:
+        label = trace.label(node, upto=step)
+        if label == node.name:  # an intermediate of a derivative rule: t1, t2, ...
+            temp += 1
+            label = f"t{temp}"
+        names[node] = label
+    return names
+
+
+def trace_values(trace: Trace, feed: Mapping) -> dict:
+    """Values of every forward and backward node of ``trace`` for ``feed`` (one run)."""
+    backward = _backward_nodes(trace, len(trace.steps) - 1, set(trace.forward))
+    nodes = [n for n in trace.forward + backward if not n.is_variable]
+    run = Executor(nodes)
+    values = dict(zip(nodes, run.run(feed, allow_unused=True)))
+    values.update(fed_values(trace.forward, feed))
+    return values
+
+
+def draw_step(
+    trace: Trace, step: int, feed: Mapping | None = None, values: dict | None = None
+) -> GraphFigure:
+    """The state of ``gradient(out)`` after ``trace.steps[step]``.
+
+    ``feed`` (or precomputed ``values`` from :func:`trace_values`) adds numbers to
+    every node and to the ``node_to_grad`` panel.
+    """
+    if not 0 <= step < len(trace.steps):
+        raise IndexError(f"step {step} is out of range: this trace has {len(trace.steps)} steps")
+    if values is None and feed is not None:
+        values = trace_values(trace, feed)
+    values = values or {}
+    s = trace.steps[step]
+    forward = set(trace.forward)
+    backward = _backward_nodes(trace, step, forward)
+    names = _names(trace, backward, step)
+    done = _finished_before(trace, step)
+    fig = GraphFigure(
+        f"gradient(out) step {step + 1}/{len(trace.steps)}: {trace.describe(step)}\n"
+        f"node_to_grad = {trace.state_text(step)}",
+        graph_attr={
+            **GRAPH_ATTRS,
+            "label": trace.describe(step),
+            "labelloc": "b",
+            "fontsize": "13",
+        },
+        node_attr=NODE_ATTRS,
+    )
+    ids = {n: f"f{i}" for i, n in enumerate(trace.forward)}
+    ids.update({n: f"b{i}" for i, n in enumerate(backward)})
+    for node in trace.forward:
+        style = dict(VARIABLE_STYLE if node.is_variable else STAGE_STYLES["forward"])
+        if node in done:
+            style.update(DONE)
+        if node is s.node:
+            style.update(CURRENT)
+        elif node is s.input:
+            style.update(INPUT_K)
+        fig.node(ids[node], _node_text(node, names, values), **style)
+    for node in backward:
+        style = dict(STAGE_STYLES["backward"])
+        if node is s.created:
+            style.update(CREATED)
+        text = _node_text(node, names, values)
+        aliases = trace.roles(node, upto=step)[1:]
+        if aliases:  # e.g. v̄(2→3) = v̄3 · 1 is the node v̄3 itself
+            text += "\n≡ " + " ≡ ".join(aliases)
+        fig.node(ids[node], text, **style)
+    for node in trace.forward + backward:
+        for inp in node.inputs:
+            if inp not in ids:
+                continue
+            attrs = dict(EDGE_STYLES["forward" if node in forward else "backward"])
+            if s.kind == "partial" and inp is s.input and node is s.node:
+                attrs.update(CURRENT)
+            fig.edge(ids[inp], ids[node], **attrs)
+    with fig.subgraph(name="cluster_panels") as panel:
+        panel.attr(style="invis", rank="sink")
+        panel.node("node_to_grad", _state_table(trace, step, values), shape="plaintext")
+        panel.node("code", _code_table(s.kind), shape="plaintext")
+    return fig
+
+
+def _finished_before(trace: Trace, step: int) -> set:
+    """Forward nodes whose adjoint and partial adjoints were all done before ``step``."""
+    current = trace.steps[step].node
+    done, seen_current = set(), False
+    for s in trace.steps[: step + 1]:
+        if s.node is current:
+            seen_current = True
+        elif not seen_current:
+            done.add(s.node)
+    return done
+
+
+def _node_text(node: Node, names: dict, values: dict) -> str:
+    text = definition(node, names)
+    if node in values:
+        text += f"\n= {format_value(values[node])}"
+    return text
+
+
+def _state_table(trace: Trace, step: int, values: dict) -> str:
+    s = trace.steps[step]
+    rows = ['<tr><td colspan="2" bgcolor="#e2e8f0"><b>node_to_grad</b></td></tr>']
+    for owner, parts in trace.entries(step):
+        cells = []
+        for j, (label, part) in enumerate(parts):
+            if part in values:
+                label += f" = {format_value(values[part])}"
+            new = s.kind == "partial" and owner is s.input and j == len(parts) - 1
+            cells.append(
+                f'<font color="#b45309"><b>{html_text(label)}</b></font>'
+                if new
+                else html_text(label)
+            )
+        bg = ' bgcolor="#fee2e2"' if owner is s.node else ""
+        rows.append(
+            f'<tr><td align="right"{bg}>v{trace.number(owner)}:</td>'
+            f'<td align="left">&#91;{", ".join(cells)}&#93;</td></tr>'
+        )
+    return _table(rows, cellborder=1, cellpadding=4)
+
+
+def _code_table(kind: str) -> str:
+    rows = []
+    for i, line in enumerate(PSEUDO_CODE):
+        bg = ' bgcolor="#fde047"' if i in LINES_OF_KIND[kind] else ""
+        text = html_text(line).replace(" ", "&#160;")
+        rows.append(f'<tr><td align="left"{bg}><font face="Courier">{text}</font></td></tr>')
+    return _table(rows, cellborder=0, cellpadding=2)
+
+
+def _table(rows: list[str], cellborder: int, cellpadding: int) -> str:
+    attrs = f'border="0" cellborder="{cellborder}" cellspacing="0" cellpadding="{cellpadding}"'
+    return f"<<table {attrs}>{''.join(rows)}</table>>"
+
+
+class StepThrough:
+    """An ipywidgets player for a :class:`~course_lib.Trace`: play, slider, previous/next.
+
+    Every step is drawn once up front; moving the slider only swaps the SVG. Without a
+    widget front end (static HTML, GitHub) the notebook shows all steps in sequence.
+    """
+
+    def __init__(self, trace: Trace, feed: Mapping | None = None, interval_ms: int = 1500):
+        import ipywidgets as widgets  # noqa: PLC0415  (only needed for the player)
+
+        self.trace = trace
+        values = trace_values(trace, feed) if feed is not None else None
+        self.figures = [draw_step(trace, i, values=values) for i in range(len(trace.steps))]
+        self.pages = [fig.html() for fig in self.figures]
+        last = len(self.pages) - 1
+        self.play = widgets.Play(value=0, min=0, max=last, interval=interval_ms, description="play")
+        self.slider = widgets.IntSlider(value=0, min=0, max=last, description="step", readout=False)
+        self.previous = widgets.Button(
+            description="◀ previous", layout=widgets.Layout(width="110px")
+        )
+        self.next = widgets.Button(description="next ▶", layout=widgets.Layout(width="110px"))
+        self.caption = widgets.HTML()
+        self.picture = widgets.HTML()
+        widgets.jslink((self.play, "value"), (self.slider, "value"))
+        self.slider.observe(lambda change: self._show(change["new"]), names="value")
+        self.previous.on_click(lambda _: self._move(-1))
+        self.next.on_click(lambda _: self._move(+1))
+        controls = widgets.HBox([self.play, self.previous, self.slider, self.next])
+        self.widget = widgets.VBox([controls, self.caption, self.picture])
+        self._show(0)
+
+    def __len__(self) -> int:
+        return len(self.pages)
+
+    def _move(self, delta: int) -> None:
+        self.slider.value = min(max(self.slider.value + delta, 0), len(self) - 1)
+
+    def _show(self, step: int) -> None:
+        what = html.escape(self.trace.describe(step))
+        self.caption.value = f"<b>step {step + 1} / {len(self)}</b> &#160; <code>{what}</code>"
+        self.picture.value = self.pages[step]
+
+    def __repr__(self) -> str:
+        lines = [f"StepThrough: {len(self)} steps of gradient(out)"]
+        lines += [f"  {i + 1}. {self.trace.describe(i)}" for i in range(len(self))]
+        return "\n".join(lines)
+
+    def static_html(self) -> str:
+        """All steps one after another, for viewers without widgets."""
+        parts = [
+            f"<h4>step {i + 1}: {html.escape(self.trace.describe(i))}</h4>{page}"
+            for i, page in enumerate(self.pages)
+        ]
+        return "<div>" + "".join(parts) + "</div>"
+
+    def _repr_mimebundle_(self, include=None, exclude=None, **kwargs):
+        bundle = self.widget._repr_mimebundle_(include=include, exclude=exclude, **kwargs) or {}
+        bundle["text/plain"] = repr(self)
+        bundle["text/html"] = self.static_html()
+        return bundle

@@ -1,0 +1,141 @@
+"""Graph pictures: deterministic DOT, the step-through, and life without ``dot``."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import course_lib as cl
+from course_lib.viz import StepThrough, draw_graph, draw_step
+
+SCRIPT = textwrap.dedent(
+    """
+    import course_lib as cl
+    from course_lib.viz import draw_graph, draw_step
+    v1 = cl.variable("v1", shape=())
+    v2 = cl.exp(v1)
+    v3 = v2 + 1
+    v4 = v2 * v3
+    grads, trace = cl.gradient_trace(v4, v1)
+    print(draw_graph(v4, {"v1": 0.5}, backward=grads).source)
+    print(draw_step(trace, 4, feed={"v1": 0.5}).source)
+    """
+)
+
+
+def _worked_example():
+    v1 = cl.variable("v1", shape=())
+    v2 = cl.exp(v1)
+    v3 = v2 + 1
+    v4 = v2 * v3
+    grads, trace = cl.gradient_trace(v4, v1)
+    return v1, v4, grads, trace
+
+
+def _run(script, env=None):
+    return subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+def test_dot_is_byte_identical_across_processes():
+    first, second = _run(SCRIPT), _run("x = [object() for _ in range(999)]\n" + SCRIPT)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == second.stdout
+    assert "0x" not in first.stdout  # no memory addresses
+    _, v4, grads, trace = _worked_example()
+    expected = (
+        draw_graph(v4, {"v1": 0.5}, backward=grads).source
+        + "\n"
+        + draw_step(trace, 4, feed={"v1": 0.5}).source
+    )
+    assert first.stdout.strip() == expected.strip()
+
+
+def test_draw_graph_labels_stages_and_values():
+    v1, v4, grads, _ = _worked_example()
+    fig = draw_graph(v4, {v1: 0.5}, backward=grads)
+    text = repr(fig)
+    assert text.startswith("graph with 9 nodes (4 forward, 5 backward)")
+    assert "v8 = v6 + v7" in text  # the adjoint sum v̄2 = v̄(2→4) + v̄(2→3)
+    assert "v4 = v2 × v3" in text and "= 4.367" in fig.source
+    assert "dashed" in fig.source  # backward style
+    assert fig.svg().lstrip().startswith("<?xml")
+
+
+def test_draw_step_highlights_current_node_edge_and_new_partial():
+    _, _, _, trace = _worked_example()
+    fig = draw_step(trace, 4, feed={"v1": 0.5})  # i = 3, k = 2
+    assert repr(fig).splitlines() == [
+        "gradient(out) step 5/8: i = 3, k = 2: append v̄(2→3) = v̄3·∂v3/∂v2 to node_to_grad[2]",
+        "node_to_grad = {4: [v̄4], 3: [v̄(3→4)], 2: [v̄(2→4), v̄(2→3)]}",
+    ]
+    src = fig.source
+    assert 'f1 -> f2 [color="#dc2626" penwidth=3]' in src  # the edge k=2 -> i=3
+    assert "v̄(2→3) = v̄3" in src and 'fillcolor="#fde047"' in src
+    assert "v̄(2→3) = 1.649" in src  # numeric node_to_grad entry
+    assert "v4 = v2 × v3" in src and 'fillcolor="#e5e7eb"' in src  # v4 is done: grey
+
+
+def test_draw_step_rejects_bad_step():
+    _, _, _, trace = _worked_example()
+    with pytest.raises(IndexError, match="8 steps"):
+        draw_step(trace, 8)
+
+
+def test_step_through_swaps_pictures_without_recomputing():
+    _, _, _, trace = _worked_example()
+    player = StepThrough(trace, feed={"v1": 0.5})
+    assert len(player) == 8
+    first = player.picture.value
+    player.slider.value = 3
+    assert player.picture.value == player.pages[3] != first
+    player.next.click()
+    assert player.slider.value == 4 and "i = 3, k = 2" in player.caption.value
+    bundle = player._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert bundle["text/plain"].splitlines()[0] == "StepThrough: 8 steps of gradient(out)"
+    assert bundle["text/html"].count("<svg") == 8  # static sequence for viewers without widgets
+
+
+def test_without_dot_a_clear_message_and_the_source():
+    script = SCRIPT.split("print(")[0] + textwrap.dedent(
+        """
+        fig = draw_step(trace, 2)
+        print(fig._repr_mimebundle_()["text/plain"])
+        print("HTML:", "conda install" in fig.html())
+        """
+    )
+    env = {**os.environ, "PATH": "/nonexistent"}
+    result = _run(script, env)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    out = result.stdout
+    hints = [
+        "Graphviz's 'dot' program is not installed",
+        "conda install -c conda-forge graphviz",
+        "apt-get install graphviz",
+        "brew install graphviz",
+        "digraph {",
+    ]
+    for hint in hints:
+        assert hint in out
+    assert "HTML: True" in out
+
+
+def test_large_graphs_are_refused_with_advice():
+    x = cl.variable("x")
+    y = x
+    for _ in range(30):
+        y = cl.sin(y)
+    with pytest.raises(cl.GraphError, match="max_nodes=10"):
+        draw_graph(y, max_nodes=10)
+
+
+def test_array_values_are_summarised():
+    x = cl.variable("x", shape=(2, 3))
+    fig = draw_graph(cl.sum(x * 2.0), {x: np.ones((2, 3))})
+    assert "shape 2×3" in fig.source and "= 12.000" in fig.source
