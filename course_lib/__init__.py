@@ -6,11 +6,12 @@ mode); run them with :class:`Executor` or :func:`evaluate`; or compute eagerly w
 :class:`Tensor`.
 """
 
-from . import backend, errors
+from . import backend, errors, gradcheck
 from .autodiff import Dual, Step, Trace, grad, gradient_trace, jvp
 from .backend import describe_device, get_device, set_device
 from .errors import CourseLibError, DeviceError, FeedError, GraphError, ShapeError
 from .graph import Node, Op, constant, topological_order, variable
+from .jacobians import JacobianResult, jacobian
 from .ops import *  # noqa: F403  (the op library is the public API)
 from .ops import __all__ as _ops_all
 from .runtime import Executor, Tensor, evaluate, no_grad, zero_grad
@@ -18,8 +19,34 @@ from .runtime import Executor, Tensor, evaluate, no_grad, zero_grad
 __version__ = "0.1.0"
 
 __all__ = [
-    "CourseLibError", "DeviceError", "Dual", "Executor", "FeedError", "GraphError", "Node",
-    "Op", "ShapeError", "Step", "Tensor", "Trace", "backend", "constant", "describe_device",
-    "errors", "evaluate", "get_device", "grad", "gradient_trace", "jvp", "no_grad",
-    "set_device", "topological_order", "variable", "zero_grad", *_ops_all,
-]  # fmt: skip
+    "CourseLibError",
+    "DeviceError",
+    "Dual",
+    "Executor",
+    "FeedError",
+    "GraphError",
+    "JacobianResult",
+    "Node",
+    "Op",
+    "ShapeError",
+    "Step",
+    "Tensor",
+    "Trace",
+    "backend",
+    "constant",
+    "describe_device",
+    "errors",
+    "evaluate",
+    "get_device",
+    "grad",
+    "gradcheck",
+    "gradient_trace",
+    "jacobian",
+    "jvp",
+    "no_grad",
+    "set_device",
+    "topological_order",
+    "variable",
+    "zero_grad",
+    *_ops_all,
+]

@@ -70,3 +70,26 @@ def check_tangents(out: Node, feed: Mapping[Node, np.ndarray], seed: int = 0, ep
     up = _run(forward, {v: x + eps * direction[v] for v, x in feed.items()})
     down = _run(forward, {v: x - eps * direction[v] for v, x in feed.items()})
     return np.asarray(analytic), (np.asarray(up) - np.asarray(down)) / (2 * eps)
+
+
+def forward_difference(f, x: float, eps: float) -> float:
+    """``(f(x + ε) − f(x)) / ε``: truncation error O(ε)."""
+    return (f(x + eps) - f(x)) / eps
+
+
+def central_difference(f, x: float, eps: float) -> float:
+    """``(f(x + ε) − f(x − ε)) / 2ε``: truncation error O(ε²)."""
+    return (f(x + eps) - f(x - eps)) / (2 * eps)
+
+
+def difference_errors(f, exact: float, x: float, eps_values) -> dict[str, np.ndarray]:
+    """Absolute errors of both difference quotients against the ``exact`` derivative."""
+    return {
+        "forward": np.array([abs(forward_difference(f, x, e) - exact) for e in eps_values]),
+        "central": np.array([abs(central_difference(f, x, e) - exact) for e in eps_values]),
+    }
+
+
+def loglog_slope(eps_values, errors) -> float:
+    """The slope of ``log10(error)`` against ``log10(ε)`` (least squares): the error's order."""
+    return float(np.polyfit(np.log10(eps_values), np.log10(errors), 1)[0])

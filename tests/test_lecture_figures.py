@@ -123,3 +123,76 @@ def test_long_chain_needs_no_recursion():
     value, slope = cl.evaluate([a, dx], {x: np.array([1.0])})
     assert math.isclose(float(slope[0]), 1.0001**50_000, rel_tol=1e-9)
     assert np.isfinite(value).all()
+
+
+def test_difference_quotients_have_orders_one_and_two(lecture_graph):
+    v1, v2, *_, y = lecture_graph
+    run = cl.Executor(y)
+
+    def f(a):
+        return float(run.run({v1: a, v2: 5.0}))
+
+    eps = np.logspace(-15, -1, 57)
+    errors = cl.gradcheck.difference_errors(f, 5.5, 2.0, eps)
+    right = eps >= 1e-4
+    assert round(cl.gradcheck.loglog_slope(eps[right], errors["forward"][right]), 1) == 1.0
+    assert round(cl.gradcheck.loglog_slope(eps[right], errors["central"][right]), 1) == 2.0
+    for err in errors.values():  # the V: the smallest ε is far from the best one
+        assert err[0] > 100 * err.min()
+
+
+def test_trace_tables_show_lecture_values(lecture_graph):
+    from course_lib.viz import adjoint_trace, evaluation_trace
+
+    v1, v2 = lecture_graph[:2]
+    table = evaluation_trace(lecture_graph, {v1: 2.0, v2: 5.0}, tangents={v1: 1.0})
+    assert table.column("value") == [
+        "2.000",
+        "5.000",
+        "0.693",
+        "10.000",
+        "-0.959",
+        "10.693",
+        "11.652",
+    ]
+    assert table.column("v̇ (tangent)") == [
+        "1.000",
+        "0.000",
+        "0.500",
+        "5.000",
+        "0.000",
+        "5.500",
+        "5.500",
+    ]
+    _, trace = cl.gradient_trace(lecture_graph[-1], [v1, v2])
+    adjoints = adjoint_trace(trace, {v1: 2.0, v2: 5.0})
+    assert adjoints.column("value") == [
+        "1.000",
+        "1.000",
+        "-1.000",
+        "1.000",
+        "1.000",
+        "1.716",
+        "5.500",
+    ]
+
+
+def test_full_jacobian_costs_n_forward_passes_and_k_reverse_passes():
+    rng = np.random.default_rng(0)
+    x = cl.variable("x", shape=(6,))
+    out = cl.tanh(x)[:2] * cl.sum(x * x)
+    feed = {x: rng.standard_normal(6)}
+    fwd, rev = cl.jacobian(out, x, feed, "forward"), cl.jacobian(out, x, feed, "reverse")
+    assert (fwd.passes, rev.passes) == (6, 2)
+    np.testing.assert_allclose(fwd.matrix, rev.matrix, rtol=1e-12)
+    assert fwd.matrix.shape == (2, 6)
+
+
+def test_softmax_cross_entropy_gradient_is_y_minus_t():
+    rng = np.random.default_rng(1)
+    logits = cl.variable("logits", shape=(7,))
+    target = rng.dirichlet(np.ones(7))
+    loss = -cl.sum(cl.constant(target) * cl.log_softmax(logits))
+    x0 = rng.standard_normal(7)
+    g, y = cl.evaluate([cl.grad(loss, logits), cl.softmax(logits)], {logits: x0})
+    np.testing.assert_allclose(g, y - target, atol=1e-14)

@@ -1,7 +1,19 @@
-"""Pictures: computational graphs and the backward algorithm step by step (graphviz)."""
+"""Pictures: computational graphs, the backward algorithm step by step, traces and plots."""
 
 from .figure import GraphFigure
 from .graphs import draw_graph
+from .plots import plot_curve, plot_difference_errors
 from .steps import StepThrough, draw_step
+from .tables import Table, adjoint_trace, evaluation_trace
 
-__all__ = ["GraphFigure", "StepThrough", "draw_graph", "draw_step"]
+__all__ = [
+    "GraphFigure",
+    "StepThrough",
+    "Table",
+    "adjoint_trace",
+    "draw_graph",
+    "draw_step",
+    "evaluation_trace",
+    "plot_curve",
+    "plot_difference_errors",
+]

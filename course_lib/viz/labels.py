@@ -30,8 +30,12 @@ def expression(node: Node, names: dict) -> str:
         return f"{args[0]} {PRETTY.get(op.symbol, op.symbol)} {args[1]}"
     if op.symbol is not None and len(args) == 1:
         return f"{PRETTY.get(op.symbol, op.symbol)}{args[0]}"
-    name = "ln" if op.name == "log" else op.label()
-    return f"{name}({', '.join(args)})"
+    if op.name == "pow" and len(args) == 1:
+        p = op.attrs["p"]
+        return f"{args[0]}²" if p == 2 else f"{args[0]}^{p:g}"
+    settings = [f"{k}={v}" for k, v in op.attrs.items() if v is not None and v is not False]
+    name = "ln" if op.name == "log" else op.name
+    return f"{name}({', '.join(args + settings)})"
 
 
 def definition(node: Node, names: dict) -> str:

@@ -1,0 +1,71 @@
+"""Matplotlib figures used by the notebooks (returned, not shown, so a cell displays one)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+from matplotlib.figure import Figure
+
+
+def _register_figure_display() -> None:
+    """In IPython, show returned ``Figure`` objects as PNG (without ``%matplotlib inline``)."""
+    try:
+        from IPython import get_ipython  # noqa: PLC0415
+        from IPython.core.pylabtools import print_figure  # noqa: PLC0415
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None:
+        formatter = shell.display_formatter.formatters["image/png"]
+        formatter.for_type(Figure, lambda fig: print_figure(fig, "png", bbox_inches="tight"))
+
+
+_register_figure_display()
+
+
+def plot_difference_errors(eps_values: Sequence[float], errors: Mapping[str, np.ndarray]) -> Figure:
+    """Error of each difference quotient against ε on log-log axes, with slope guides.
+
+    ``errors`` maps "forward" and "central" (in that order) to their absolute errors.
+    """
+    fig = Figure(figsize=(6.4, 4.0))
+    ax = fig.add_subplot()
+    eps = np.asarray(eps_values)
+    for name, err in errors.items():
+        ax.loglog(eps, np.maximum(err, 1e-18), "o-", markersize=3, label=f"{name} difference")
+    for err, order, style in zip(errors.values(), (1, 2), (":", "--")):
+        right = eps >= 10.0 ** (-7 / order)  # where truncation error dominates
+        guide = 3 * err[-1] * (eps[right] / eps[-1]) ** order
+        ax.loglog(eps[right], guide, style, color="grey", linewidth=1, label=f"slope {order}")
+    ax.set_xlabel("step size ε")
+    ax.set_ylabel("absolute error of ∂y/∂x₁")
+    ax.set_title("Truncation error (right) vs round-off error (left)")
+    ax.legend(fontsize=8)
+    ax.grid(True, which="major", alpha=0.3)
+    return fig
+
+
+def plot_curve(
+    xs,
+    ys: Mapping[str, Sequence[float]],
+    xlabel: str,
+    ylabel: str,
+    title: str = "",
+    logy: bool = False,
+) -> Figure:
+    """Lines of ``ys`` (label -> values) against ``xs``."""
+    fig = Figure(figsize=(6.4, 3.6))
+    ax = fig.add_subplot()
+    for label, values in ys.items():
+        ax.plot(xs, values, label=label)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    if len(ys) > 1:
+        ax.legend(fontsize=8)
+    ax.grid(True, alpha=0.3)
+    return fig
