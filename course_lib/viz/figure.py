@@ -48,9 +48,12 @@ class GraphFigure(graphviz.Digraph):
         return {"image/svg+xml": svg, "text/plain": self.summary}
 
     def html(self) -> str:
-        """An HTML fragment: the SVG, or the fallback text in a ``<pre>`` block."""
+        """An HTML fragment: the SVG scaled to the page width, or the fallback text."""
         svg = self.svg()
-        return svg if svg is not None else f"<pre>{html.escape(self.fallback_text())}</pre>"
+        if svg is None:
+            return f"<pre>{html.escape(self.fallback_text())}</pre>"
+        start = svg.index("<svg")
+        return svg[start:].replace("<svg", '<svg style="max-width: 100%; height: auto"', 1)
 
 
 def format_value(value) -> str:
