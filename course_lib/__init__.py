@@ -14,7 +14,7 @@ from .graph import Node, Op, constant, topological_order, variable
 from .jacobians import JacobianResult, jacobian
 from .ops import *  # noqa: F403  (the op library is the public API)
 from .ops import __all__ as _ops_all
-from .runtime import Executor, Tensor, evaluate, no_grad, zero_grad
+from .runtime import Executor, JitFunction, Tensor, evaluate, jit, no_grad, pad_to_bucket, zero_grad
 
 __version__ = "0.1.0"
 
@@ -26,6 +26,7 @@ __all__ = [
     "FeedError",
     "GraphError",
     "JacobianResult",
+    "JitFunction",
     "Node",
     "Op",
     "ShapeError",
@@ -42,8 +43,10 @@ __all__ = [
     "gradcheck",
     "gradient_trace",
     "jacobian",
+    "jit",
     "jvp",
     "no_grad",
+    "pad_to_bucket",
     "set_device",
     "topological_order",
     "variable",

@@ -38,6 +38,7 @@ class Op:
     name = "op"
     symbol: str | None = None  # infix symbol used in auto names, e.g. "*"
     elementwise = False
+    accepts_dead = False  # control-flow ops that look at dead (untaken-branch) inputs
 
     def __init__(self, **attrs):
         self.attrs = attrs
@@ -133,6 +134,14 @@ class Node:
             f"the truth value of node {self.name} is not known while the graph is built; "
             "for data-dependent branches use course_lib.cond(pred, true_fn, false_fn, ...)"
         )
+
+    def __float__(self):
+        raise GraphError(
+            f"node {self.name} has no number while the graph is built; evaluate it first, "
+            "or keep the computation in the graph (course_lib.cond for branches)"
+        )
+
+    __int__ = __float__
 
     def __repr__(self) -> str:
         shape = "?" if self.shape is None else "x".join(map(str, self.shape)) or "scalar"
@@ -305,6 +314,24 @@ def topological_order(outputs: Iterable[Node]) -> list[Node]:
 
 
 _seq = operator.attrgetter("seq")
+
+
+def rebuild(outputs: Sequence[Node], replace: dict) -> list[Node]:
+    """Copies of the graph of ``outputs`` with the nodes of ``replace`` substituted.
+
+    Nodes that do not depend on a replaced node are shared, not copied.
+    """
+    new = dict(replace)
+    for node in topological_order(outputs):
+        if node not in new and any(i in new for i in node.inputs):
+            inputs = tuple(new.get(i, i) for i in node.inputs)
+            new[node] = Node(node.op, inputs, node.name, node.shape, node.dtype)
+    return [new.get(o, o) for o in outputs]
+
+
+def creation_mark() -> int:
+    """A number below the ``seq`` of every node created from now on."""
+    return next(_creation_counter)
 
 
 def find_variables(outputs: Iterable[Node]) -> list[Node]:

@@ -7,6 +7,7 @@ in one class; the functions here are the public way to build nodes.
 from __future__ import annotations
 
 from ..graph import Node
+from .control import cond, merge, switch
 from .elementwise import (
     add,
     cast,
@@ -53,11 +54,11 @@ from .shape import (
 )
 
 __all__ = [
-    "add", "broadcast_to", "cast", "concat", "cos", "cross_entropy", "div", "embedding",
+    "add", "broadcast_to", "cast", "concat", "cond", "cos", "cross_entropy", "div", "embedding",
     "equal", "exp", "getitem", "greater", "greater_equal", "less", "less_equal", "log",
-    "log_softmax", "logsumexp", "matmul", "matrix_transpose", "max", "maximum", "mean",
+    "log_softmax", "logsumexp", "matmul", "matrix_transpose", "max", "maximum", "mean", "merge",
     "mul", "neg", "ones_like", "permute", "power", "relu", "reshape", "rsqrt", "sigmoid",
-    "silu", "sin", "softmax", "split", "sqrt", "sub", "sum", "sum_n", "sum_to", "take",
+    "silu", "sin", "softmax", "split", "sqrt", "sub", "sum", "sum_n", "sum_to", "switch", "take",
     "tanh", "transpose", "where", "zeros_like",
 ]  # fmt: skip
 

@@ -14,6 +14,7 @@ import numpy as np
 from .. import backend
 from ..errors import FeedError, GraphError, ShapeError
 from ..graph import Node, topological_order
+from ..ops.control import DEAD, Switch
 
 
 class Executor:
@@ -33,6 +34,8 @@ class Executor:
     peak_bytes : int
         The largest number of bytes held by live intermediates during the last run
         (fed values and constants included).
+    last_run : dict
+        ``{"computed": ops run, "skipped": ops on untaken branches}`` for the last run.
     """
 
     def __init__(self, outputs: Node | Sequence[Node], optimize: bool = False):
@@ -79,6 +82,7 @@ class Executor:
         ]
         self._out_slots = [slot[o] for o in self.outputs]
         self._names = {v.name: v for v in self.variables}
+        self._control_flow = any(isinstance(n.op, Switch) for n in self.order)
 
     # -- feeding ---------------------------------------------------------------------------
     def _resolve_feed(self, feed: Mapping, allow_unused: bool) -> dict:
@@ -134,6 +138,8 @@ class Executor:
             values[self._var_slot[var]] = self._check(var, value, xp)
         for s, value in self._constants:
             values[s] = value if xp is np or np.ndim(value) == 0 else xp.asarray(value)
+        if self._control_flow:
+            return self._run_with_dead_tensors(xp, values)
         live = sum(_nbytes(v) for v in values if v is not None)
         peak = live
         try:
@@ -155,7 +161,40 @@ class Executor:
         except (ValueError, TypeError, IndexError) as exc:
             raise _run_error(step[4], [values[i] for i in step[1]], exc) from exc
         self.peak_bytes = peak
+        self.last_run = {"computed": len(self._steps), "skipped": 0}
+        return self._results(values)
+
+    def _run_with_dead_tensors(self, xp, values: list):
+        """The run loop for graphs with Switch/Merge: an op with a DEAD input is skipped."""
+        live = peak = sum(_nbytes(v) for v in values if v is not None)
+        computed = skipped = 0
+        try:
+            for step in self._steps:
+                compute, ins, out, frees, node = step
+                args = [values[i] for i in ins]
+                if node.op.accepts_dead or not any(a is DEAD for a in args):
+                    result = compute(xp, *args)
+                    computed += 1
+                else:
+                    result = DEAD
+                    skipped += 1
+                values[out] = result
+                live += _nbytes(result)
+                peak = max(peak, live)
+                for f in frees:
+                    live -= _nbytes(values[f])
+                    values[f] = None
+        except (ValueError, TypeError, IndexError) as exc:
+            raise _run_error(step[4], [values[i] for i in step[1]], exc) from exc
+        self.peak_bytes = peak
+        self.last_run = {"computed": computed, "skipped": skipped}
+        return self._results(values)
+
+    def _results(self, values: list):
         outs = [values[s] for s in self._out_slots]
+        for node, value in zip(self.outputs, outs):
+            if value is DEAD:
+                raise GraphError(f"output {node.name} is on a branch that was not taken")
         return outs[0] if self.single else outs
 
 
@@ -167,7 +206,7 @@ def _run_error(node: Node, inputs: list, exc: Exception) -> ShapeError:
 
 
 def _nbytes(value) -> int:
-    return getattr(value, "nbytes", 8)
+    return 0 if value is DEAD else getattr(value, "nbytes", 8)
 
 
 def evaluate(nodes: Node | Sequence[Node], feed: Mapping | None = None):

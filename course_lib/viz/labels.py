@@ -30,6 +30,8 @@ def expression(node: Node, names: dict) -> str:
         return f"{args[0]} {PRETTY.get(op.symbol, op.symbol)} {args[1]}"
     if op.symbol is not None and len(args) == 1:
         return f"{PRETTY.get(op.symbol, op.symbol)}{args[0]}"
+    if op.name == "switch":
+        return f"switch({', '.join(args)}) → {'true' if op.attrs['branch'] else 'false'}"
     if op.name == "pow" and len(args) == 1:
         p = op.attrs["p"]
         return f"{args[0]}²" if p == 2 else f"{args[0]}^{p:g}"

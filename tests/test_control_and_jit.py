@@ -1,0 +1,111 @@
+"""Control flow in the graph (Switch/Merge, cond) and the tracing JIT with guards."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import course_lib as cl
+from course_lib.gradcheck import check_gradients
+
+
+def _branchy():
+    x, y, z = (cl.variable(n, shape=()) for n in "xyz")
+    out = cl.cond(x < y, lambda: cl.exp(x + z) * 2.0, lambda: cl.sin(y**2) - 1.0)
+    return (x, y, z), out
+
+
+def test_cond_takes_the_right_branch_and_computes_only_it():
+    (x, y, z), out = _branchy()
+    run = cl.Executor(out)
+    assert run.run({x: 1.0, y: 2.0, z: 0.5}) == pytest.approx(2 * np.exp(1.5))
+    taken_true = run.last_run
+    assert run.run({x: 3.0, y: 2.0, z: 0.5}) == pytest.approx(np.sin(4.0) - 1.0)
+    taken_false = run.last_run
+    # true branch: add, exp, mul (3 ops); false branch: pow, sin, sub (3 ops)
+    assert taken_true["skipped"] == 3 and taken_false["skipped"] == 3
+    assert taken_true["computed"] + 3 == len(run._steps)
+
+
+@given(values=st.tuples(*[st.floats(-2, 2) for _ in range(3)]))
+def test_cond_gradient_matches_finite_differences(values):
+    (x, y, z), out = _branchy()
+    a, b, c = values
+    if abs(a - b) < 1e-3:  # keep the kink out of the finite difference
+        b += 0.01
+    feed = {x: np.array(a), y: np.array(b), z: np.array(c)}
+    for name, (analytic, numeric) in check_gradients(out, feed).items():
+        np.testing.assert_allclose(analytic, numeric, rtol=1e-5, atol=1e-7, err_msg=name)
+
+
+def test_cond_operands_and_eager_mode():
+    x = cl.variable("x", shape=(3,))
+    out = cl.cond(cl.sum(x) > 0, lambda v: v * 2.0, lambda v: -v, x)
+    np.testing.assert_array_equal(
+        cl.evaluate(out, {x: np.array([1.0, 2.0, -1.0])}), [2.0, 4.0, -2.0]
+    )
+    np.testing.assert_array_equal(
+        cl.evaluate(out, {x: np.array([-1.0, 0.0, 0.0])}), [1.0, 0.0, 0.0]
+    )
+    t = cl.Tensor(np.array([1.0, 2.0]), requires_grad=True)
+    eager = cl.cond(cl.sum(t) > 0, lambda v: v * 3.0, lambda v: v, t)
+    cl.sum(eager).backward()
+    np.testing.assert_array_equal(t.grad.numpy(), [3.0, 3.0])
+
+
+def test_cond_rejects_a_vector_predicate():
+    x = cl.variable("x", shape=(3,))
+    with pytest.raises(cl.ShapeError, match="single value"):
+        cl.cond(x > 0, lambda: x, lambda: -x)
+
+
+def _model(x, w):
+    loss = cl.mean(cl.tanh(x @ w) ** 2)
+    return loss, cl.grad(loss, w)
+
+
+def test_jit_equals_eager_values_and_gradients(rng):
+    compiled = cl.jit(_model)
+    for _ in range(3):
+        x, w = rng.standard_normal((5, 3)), rng.standard_normal((3, 2))
+        loss, dw = compiled(x, w)
+        tw = cl.Tensor(w, requires_grad=True)
+        eager_loss = cl.mean(cl.tanh(cl.Tensor(x) @ tw) ** 2)
+        eager_loss.backward()
+        assert loss == pytest.approx(eager_loss.item(), rel=1e-12)
+        np.testing.assert_allclose(dw, tw.grad.numpy(), rtol=1e-12)
+    assert compiled.stats["traces"] == 1 and compiled.stats["hits"] == 2
+
+
+def test_jit_retraces_exactly_on_guard_misses(rng):
+    compiled = cl.jit(lambda x, scale: cl.sum(x * scale))
+    calls = [((2, 3), "f8", 1.0), ((2, 3), "f8", 1.0), ((4, 3), "f8", 1.0), ((2, 3), "f4", 1.0),
+             ((2, 3), "f8", 2.0), ((4, 3), "f8", 1.0), ((2, 3), "f8", 2.0)]  # fmt: skip
+    for shape, dtype, scale in calls:
+        compiled(np.ones(shape, dtype=dtype), scale)
+    assert compiled.stats["traces"] == 4  # (2,3,f8,1), (4,3,f8,1), (2,3,f4,1), (2,3,f8,2)
+    assert compiled.stats["hits"] == 3
+    assert compiled.stats["trace_seconds"] > 0
+
+
+def test_dynamic_axes_share_one_trace():
+    compiled = cl.jit(lambda x: cl.sum(x * x, axis=1), dynamic={0: [0]})
+    for n in (1, 5, 17, 3):
+        np.testing.assert_allclose(compiled(np.ones((n, 4))), np.full(n, 4.0))
+    assert compiled.stats["traces"] == 1
+
+
+def test_buckets_bound_the_number_of_traces():
+    compiled = cl.jit(lambda x: cl.sum(x, axis=0))
+    for n in range(1, 40):
+        padded, size = cl.pad_to_bucket(np.ones((n, 2)), axis=0)
+        assert compiled(padded)[0] == size
+    assert compiled.stats["traces"] == 4  # buckets 8, 16, 32, 64
+
+
+def test_value_dependent_python_control_flow_points_to_cond():
+    def relu_by_hand(x):
+        return x if cl.sum(x) > 0 else -x
+
+    with pytest.raises(cl.GraphError, match=r"jit\(relu_by_hand\).*cond"):
+        cl.jit(relu_by_hand)(np.ones(3))
