@@ -77,6 +77,16 @@ SPECS = [
         "transpose", lambda x: cl.transpose(x), torch=lambda x: x.permute(*reversed(range(x.dim())))
     ),
     OpSpec(
+        "permute_roll",
+        lambda x: cl.permute(x, *np.roll(np.arange(x.ndim), 1).tolist()),
+        torch=lambda x: x.permute(*np.roll(np.arange(x.dim()), 1).tolist()),
+    ),
+    OpSpec(
+        "take_rows",
+        lambda x: cl.take(x, np.array([0, x.shape[0] - 1, 0])),
+        torch=lambda x: x[[0, x.shape[0] - 1, 0]],
+    ),
+    OpSpec(
         "broadcast_to",
         lambda x: cl.broadcast_to(x, (2,) + x.shape),
         torch=lambda x: x.expand((2,) + tuple(x.shape)),
