@@ -183,7 +183,7 @@ class StridedView:
 
     def to_numpy(self) -> np.ndarray:
         """A NumPy view of the same memory (``as_strided``; no copy)."""
-        start = self.buffer[self.offset :]
+        start = self.buffer[self.offset :] if self.size else self.buffer[:0]
         return as_strided(start, shape=self.shape, strides=self.byte_strides)
 
     # ----------------------------------------------------------------- views
@@ -300,9 +300,10 @@ class StridedView:
         """
         if len(shape) == 1 and isinstance(shape[0], Sequence):
             shape = tuple(shape[0])
-        new_shape = self._resolve_reshape(_as_ints(shape))
-        if new_shape == self.shape:
+        shape = _as_ints(shape)
+        if shape == self.shape:  # nothing to do (checked before a -1 is filled in, as NumPy)
             return StridedView(self.buffer, self.shape, self.strides, self.offset)
+        new_shape = self._resolve_reshape(shape)
         if self.is_contiguous():
             return StridedView(self.buffer, new_shape, None, self.offset)
         strides = _reshape_strides(self.shape, self.strides, new_shape)
@@ -335,14 +336,11 @@ class StridedView:
 
     # ----------------------------------------------------------------- checks
     def _check_inside_buffer(self) -> None:
-        if self.size == 0:
-            low = high = self.offset
-            limit = len(self.buffer)  # an empty view may point just past the end
-        else:
-            low = self.offset + sum(min(0, s * (n - 1)) for n, s in zip(self.shape, self.strides))
-            high = self.offset + sum(max(0, s * (n - 1)) for n, s in zip(self.shape, self.strides))
-            limit = len(self.buffer) - 1
-        if low < 0 or high > limit:
+        if self.size == 0:  # an empty view reads nothing, wherever it points (as in NumPy)
+            return
+        low = self.offset + sum(min(0, s * (n - 1)) for n, s in zip(self.shape, self.strides))
+        high = self.offset + sum(max(0, s * (n - 1)) for n, s in zip(self.shape, self.strides))
+        if low < 0 or high >= len(self.buffer):
             raise OutOfBoundsError(
                 f"a view with shape {self.shape}, strides {self.strides} and offset "
                 f"{self.offset} reaches memory offsets {low}..{high}, but the buffer has "
@@ -368,7 +366,13 @@ def _as_shape(shape: Sequence[int]) -> tuple[int, ...]:
 
 def _is_integer(entry) -> bool:
     """An integer index (booleans are not: NumPy treats them as masks)."""
-    return hasattr(entry, "__index__") and not isinstance(entry, bool | np.bool_)
+    if isinstance(entry, bool | np.bool_):
+        return False
+    try:
+        operator.index(entry)
+    except TypeError:
+        return False
+    return True
 
 
 def _check_index(i: int, n: int, axis: int, shape: tuple[int, ...]) -> int:
