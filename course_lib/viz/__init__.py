@@ -1,0 +1,1 @@
+from .layout import plot_layout as plot_layout
