@@ -6,7 +6,7 @@ mode); run them with :class:`Executor` or :func:`evaluate`; or compute eagerly w
 :class:`Tensor`.
 """
 
-from . import backend, errors
+from . import backend, errors, strides
 from .autodiff import Dual, Step, Trace, grad, gradient_trace, jvp
 from .backend import describe_device, get_device, set_device
 from .errors import CourseLibError, DeviceError, FeedError, GraphError, ShapeError
@@ -21,5 +21,5 @@ __all__ = [
     "CourseLibError", "DeviceError", "Dual", "Executor", "FeedError", "GraphError", "Node",
     "Op", "ShapeError", "Step", "Tensor", "Trace", "backend", "constant", "describe_device",
     "errors", "evaluate", "get_device", "grad", "gradient_trace", "jvp", "no_grad",
-    "set_device", "topological_order", "variable", "zero_grad", *_ops_all,
+    "set_device", "strides", "topological_order", "variable", "zero_grad", *_ops_all,
 ]  # fmt: skip
