@@ -84,22 +84,18 @@ def _draw_logical(ax, view: StridedView, rows: np.ndarray, colours, fontsize: fl
         for c in range(n_cols):
             position = int(rows[r, c])
             _cell(ax, c, r, colours[position], str(position), fontsize, f"logical:{r},{c}")
-    ax.set_xlim(0, max(n_cols, 1))
-    ax.set_ylim(max(n_rows, 1), 0)
-    ax.set_aspect("equal")
     ax.set_xticks(np.arange(n_cols) + 0.5, [str(c) for c in range(n_cols)])
     leading = list(np.ndindex(view.shape[:-1])) if view.ndim > 1 else [()]
     labels = [_row_label(index) if view.ndim else "" for index in leading]
     ax.set_yticks(np.arange(n_rows) + 0.5, labels[:n_rows])
-    ax.tick_params(length=0, labelsize=fontsize)
-    ax.set_xlabel(f"index along axis {max(view.ndim - 1, 0)}", fontsize=fontsize)
-    ax.set_title(
+    _frame(
+        ax,
+        (n_cols, n_rows),
+        f"index along axis {max(view.ndim - 1, 0)}",
         f"logical view: shape {view.shape}, strides {view.strides}, offset {view.offset}\n"
         "number in a cell = the memory offset it reads",
-        fontsize=fontsize + 1,
+        fontsize,
     )
-    for side in ax.spines.values():
-        side.set_visible(False)
 
 
 def _row_label(leading: tuple[int, ...]) -> str:
@@ -122,20 +118,26 @@ def _draw_memory(ax, view: StridedView, offsets: np.ndarray, colours, fontsize: 
         else:
             text = f"×{len(held)}"
             _cell(ax, position, 0, colours[position], text, fontsize, gid, linewidth=2.5)
-    ax.set_xlim(0, max(n_memory, 1))
-    ax.set_ylim(1, 0)
-    ax.set_aspect("equal")
     step = max(1, n_memory // 32)
     ax.set_xticks(np.arange(0, n_memory, step) + 0.5, [str(p) for p in range(0, n_memory, step)])
     ax.set_yticks([])
-    ax.tick_params(length=0, labelsize=fontsize)
-    ax.set_xlabel(
-        f"memory offset (elements of {view.itemsize} bytes, {view.dtype})", fontsize=fontsize
-    )
-    ax.set_title(
+    _frame(
+        ax,
+        (n_memory, 1),
+        f"memory offset (elements of {view.itemsize} bytes, {view.dtype})",
         f"memory buffer: {n_memory} elements\n"
         "label = logical index stored there, ×k = shared by k elements, grey = unused",
-        fontsize=fontsize + 1,
+        fontsize,
     )
+
+
+def _frame(ax, cells: tuple[int, int], xlabel: str, title: str, fontsize: float) -> None:
+    """Square cells, row 0 at the top, labels, and no box around the grid."""
+    ax.set_xlim(0, max(cells[0], 1))
+    ax.set_ylim(max(cells[1], 1), 0)
+    ax.set_aspect("equal")
+    ax.tick_params(length=0, labelsize=fontsize)
+    ax.set_xlabel(xlabel, fontsize=fontsize)
+    ax.set_title(title, fontsize=fontsize + 1)
     for side in ax.spines.values():
         side.set_visible(False)
