@@ -338,8 +338,7 @@ class StridedView:
     def _check_inside_buffer(self) -> None:
         if self.size == 0:  # an empty view reads nothing, wherever it points (as in NumPy)
             return
-        low = self.offset + sum(min(0, s * (n - 1)) for n, s in zip(self.shape, self.strides))
-        high = self.offset + sum(max(0, s * (n - 1)) for n, s in zip(self.shape, self.strides))
+        low, high = (self.offset + r for r in _reach(self.shape, self.strides))
         if low < 0 or high >= len(self.buffer):
             raise OutOfBoundsError(
                 f"a view with shape {self.shape}, strides {self.strides} and offset "
@@ -424,6 +423,13 @@ def _reshape_strides(
     return tuple(new_strides)
 
 
+def _reach(shape: Sequence[int], strides: Sequence[int]) -> tuple[int, int]:
+    """The lowest and highest distance from element (0, 0, ...) to any element (non-empty)."""
+    low = sum(min(0, s * (n - 1)) for n, s in zip(shape, strides))
+    high = sum(max(0, s * (n - 1)) for n, s in zip(shape, strides))
+    return low, high
+
+
 def _address(array: np.ndarray) -> int:
     return array.__array_interface__["data"][0]
 
@@ -435,8 +441,8 @@ def _storage_of(array: np.ndarray) -> tuple[np.ndarray, int]:
     it, as PyTorch's ``storage_offset``); fall back to the smallest span that covers it.
     """
     itemsize = array.itemsize
-    low = sum(min(0, s * (n - 1)) for n, s in zip(array.shape, array.strides))
-    high = sum(max(0, s * (n - 1)) for n, s in zip(array.shape, array.strides)) + itemsize
+    low, high = _reach(array.shape, array.strides)
+    high += itemsize  # one past the last byte
     root = _allocation_root(array)
     if root is not None:
         flat = root.reshape(-1, order="F" if root.flags.f_contiguous else "C").view(np.uint8)
