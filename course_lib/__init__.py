@@ -6,7 +6,7 @@ mode); run them with :class:`Executor` or :func:`evaluate`; or compute eagerly w
 :class:`Tensor`.
 """
 
-from . import backend, errors, gradcheck
+from . import backend, errors, gradcheck, strides
 from .autodiff import Dual, Step, Trace, grad, gradient_trace, jvp
 from .backend import describe_device, get_device, set_device
 from .errors import CourseLibError, DeviceError, FeedError, GraphError, ShapeError
@@ -48,6 +48,7 @@ __all__ = [
     "no_grad",
     "pad_to_bucket",
     "set_device",
+    "strides",
     "topological_order",
     "variable",
     "zero_grad",

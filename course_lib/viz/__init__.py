@@ -2,6 +2,7 @@
 
 from .figure import GraphFigure
 from .graphs import draw_graph
+from .layout import plot_layout
 from .plots import plot_curve, plot_difference_errors
 from .steps import StepThrough, draw_step
 from .tables import Table, adjoint_trace, evaluation_trace
@@ -16,4 +17,5 @@ __all__ = [
     "evaluation_trace",
     "plot_curve",
     "plot_difference_errors",
+    "plot_layout",
 ]

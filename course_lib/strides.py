@@ -1,0 +1,472 @@
+"""A tensor from first principles: a flat buffer plus shape, strides and offset.
+
+The element at index ``(i0, i1, ...)`` of a :class:`StridedView` lives at
+
+    buffer[offset + i0 * strides[0] + i1 * strides[1] + ...]
+
+with strides and offset counted in *elements*, as in the lecture (NumPy and CuPy count
+strides in bytes: ``byte_strides = strides * itemsize``). Transposing, slicing,
+broadcasting and most reshapes only change ``shape``, ``strides`` and ``offset``; they
+never copy the buffer. Every view agrees with NumPy (``tests/test_strides.py``).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from .errors import ShapeError
+
+__all__ = [
+    "OutOfBoundsError",
+    "StridedView",
+    "col_major_strides",
+    "row_major_strides",
+]
+
+
+class OutOfBoundsError(ShapeError, IndexError):
+    """An index outside its axis, or a view that would read outside its buffer."""
+
+
+def row_major_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    """Strides (in elements) of a contiguous row-major (C order) array.
+
+    ``strides[k] = shape[k+1] * shape[k+2] * ... * shape[-1]``: the last index moves
+    fastest. ``row_major_strides((1, 2, 3, 4)) == (24, 12, 4, 1)``.
+    """
+    shape = _as_shape(shape)
+    return tuple(math.prod(shape[k + 1 :]) for k in range(len(shape)))
+
+
+def col_major_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    """Strides (in elements) of a contiguous column-major (Fortran order) array.
+
+    ``strides[k] = shape[0] * ... * shape[k-1]``: the first index moves fastest.
+    """
+    shape = _as_shape(shape)
+    return tuple(math.prod(shape[:k]) for k in range(len(shape)))
+
+
+class StridedView:
+    """A view of a 1-D buffer with a shape, strides and an offset, all in elements.
+
+    Parameters
+    ----------
+    buffer : 1-D contiguous array (anything ``numpy.asarray`` accepts)
+        The flat memory. Views share it; only :meth:`compact` makes a new one.
+    shape : sequence of int
+        The logical shape.
+    strides : sequence of int, optional
+        Elements to skip to move one step along each axis (may be 0 or negative).
+        Default: row-major strides of ``shape``.
+    offset : int
+        Position in ``buffer`` of the element at index ``(0, 0, ...)``.
+    """
+
+    def __init__(
+        self,
+        buffer,
+        shape: Sequence[int],
+        strides: Sequence[int] | None = None,
+        offset: int = 0,
+    ) -> None:
+        buffer = np.asarray(buffer)
+        if buffer.ndim != 1 or not buffer.flags.c_contiguous:
+            raise ShapeError(
+                f"StridedView needs a contiguous 1-D buffer, got shape {buffer.shape} with byte "
+                f"strides {buffer.strides}; pass array.reshape(-1) of a contiguous array, or use "
+                "StridedView.from_numpy(array)"
+            )
+        self.buffer = buffer
+        self.shape = _as_shape(shape)
+        self.strides = row_major_strides(self.shape) if strides is None else _as_ints(strides)
+        self.offset = operator.index(offset)
+        if len(self.strides) != len(self.shape):
+            raise ShapeError(
+                f"shape {self.shape} has {len(self.shape)} axes but strides {self.strides} "
+                f"has {len(self.strides)}; give one stride per axis"
+            )
+        self._check_inside_buffer()
+
+    # ----------------------------------------------------------------- basic facts
+    @property
+    def ndim(self) -> int:
+        """Number of axes."""
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of logical elements."""
+        return math.prod(self.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The element type of the buffer."""
+        return self.buffer.dtype
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return self.buffer.itemsize
+
+    @property
+    def byte_strides(self) -> tuple[int, ...]:
+        """Strides in bytes, the unit NumPy and CuPy report."""
+        return tuple(s * self.itemsize for s in self.strides)
+
+    def __repr__(self) -> str:
+        return (
+            f"StridedView(shape={self.shape}, strides={self.strides}, offset={self.offset}, "
+            f"buffer={len(self.buffer)} x {self.dtype})"
+        )
+
+    # ----------------------------------------------------------------- addressing
+    def index_to_offset(self, index: Sequence[int]) -> int:
+        """Memory offset ``offset + sum(i_k * strides[k])`` of one element.
+
+        Negative indices count from the end of their axis, as in Python.
+        """
+        index = _as_ints(index)
+        if len(index) != self.ndim:
+            raise ShapeError(
+                f"index {index} has {len(index)} entries but the view has {self.ndim} axes "
+                f"(shape {self.shape}); give one integer per axis"
+            )
+        position = self.offset
+        for axis, (i, n, s) in enumerate(zip(index, self.shape, self.strides)):
+            position += _check_index(i, n, axis, self.shape) * s
+        return position
+
+    def element_offsets(self) -> np.ndarray:
+        """An integer array of ``shape``: the memory offset of every element."""
+        offsets = np.full(self.shape, self.offset, dtype=np.int64)
+        for axis, (n, s) in enumerate(zip(self.shape, self.strides)):
+            steps = np.arange(n, dtype=np.int64) * s
+            offsets = offsets + steps.reshape((1,) * axis + (n,) + (1,) * (self.ndim - axis - 1))
+        return offsets
+
+    def is_contiguous(self) -> bool:
+        """True when the elements fill memory in row-major order with no gaps.
+
+        Axes of length 1 never move through memory, so their strides do not matter;
+        an empty view is contiguous (NumPy's ``flags.c_contiguous`` rule).
+        """
+        if self.size == 0:
+            return True
+        expected = 1
+        for n, s in zip(reversed(self.shape), reversed(self.strides)):
+            if n != 1:
+                if s != expected:
+                    return False
+                expected *= n
+        return True
+
+    # ----------------------------------------------------------------- NumPy bridge
+    @classmethod
+    def from_numpy(cls, array: np.ndarray) -> StridedView:
+        """The view a NumPy array is, sharing its memory (byte strides / itemsize)."""
+        array = np.asarray(array)
+        itemsize = array.itemsize
+        if any(s % itemsize for s in array.strides):
+            raise ShapeError(
+                f"byte strides {array.strides} are not multiples of the itemsize {itemsize}, so "
+                "they cannot be counted in elements; use numpy.ascontiguousarray(array) first"
+            )
+        buffer, offset = _storage_of(array)
+        strides = tuple(s // itemsize for s in array.strides)
+        return cls(buffer, array.shape, strides, offset)
+
+    def to_numpy(self) -> np.ndarray:
+        """A NumPy view of the same memory (``as_strided``; no copy)."""
+        start = self.buffer[self.offset :] if self.size else self.buffer[:0]
+        return as_strided(start, shape=self.shape, strides=self.byte_strides)
+
+    # ----------------------------------------------------------------- views
+    def __getitem__(self, index):
+        """Basic indexing: integers, slices (any step), ``None`` and ``...``.
+
+        An integer for every axis returns the element itself (as NumPy does); anything
+        else returns a view.
+        """
+        given = index if isinstance(index, tuple) else (index,)
+        entries = self._expand_ellipsis(given)
+        shape, strides, offset = [], [], self.offset
+        axis = 0
+        for entry in entries:
+            if entry is None:  # a new axis of length 1
+                shape.append(1)
+                strides.append(0)
+                continue
+            n, s = self.shape[axis], self.strides[axis]
+            if isinstance(entry, slice):
+                start, stop, step = entry.indices(n)
+                length = len(range(start, stop, step))
+                if length == 0:  # an empty slice stays at the start, like NumPy
+                    start, step = 0, 1
+                offset += start * s
+                shape.append(length)
+                strides.append(s * step)
+            else:
+                offset += _check_index(entry, n, axis, self.shape) * s
+            axis += 1
+        if len(given) == self.ndim and all(_is_integer(e) for e in given):
+            return self.buffer[offset]
+        return StridedView(self.buffer, shape, strides, offset)
+
+    def _expand_ellipsis(self, entries: tuple) -> list:
+        """Check index entries and replace ``...`` (or the missing tail) with full slices."""
+        for entry in entries:
+            if entry is None or entry is Ellipsis or isinstance(entry, slice):
+                continue
+            if not _is_integer(entry):
+                raise TypeError(
+                    f"StridedView index {entry!r} is not an integer, slice, None or '...'; "
+                    "boolean and array (fancy) indexing copy data, so they are not views: "
+                    "index view.to_numpy() instead"
+                )
+        n_ellipsis = sum(e is Ellipsis for e in entries)
+        if n_ellipsis > 1:
+            raise ShapeError(f"an index can have only one '...', got {entries}")
+        used = sum(e is not None and e is not Ellipsis for e in entries)
+        if used > self.ndim:
+            raise OutOfBoundsError(
+                f"too many indices: {used} given for a view with {self.ndim} axes "
+                f"(shape {self.shape})"
+            )
+        fill = [slice(None)] * (self.ndim - used)
+        if n_ellipsis == 0:
+            return list(entries) + fill
+        at = entries.index(Ellipsis)
+        return list(entries[:at]) + fill + list(entries[at + 1 :])
+
+    def permute(self, *axes) -> StridedView:
+        """Reorder the axes: axis ``k`` of the result is axis ``axes[k]`` of this view."""
+        if len(axes) == 1 and isinstance(axes[0], Sequence):
+            axes = tuple(axes[0])
+        axes = _as_ints(axes)
+        normal = tuple(a + self.ndim if a < 0 else a for a in axes)
+        if sorted(normal) != list(range(self.ndim)):
+            raise ShapeError(
+                f"permute{axes} is not a permutation of the {self.ndim} axes of shape "
+                f"{self.shape}; name each of 0..{self.ndim - 1} exactly once"
+            )
+        return StridedView(
+            self.buffer,
+            [self.shape[a] for a in normal],
+            [self.strides[a] for a in normal],
+            self.offset,
+        )
+
+    def transpose(self, *axes) -> StridedView:
+        """Reverse the axes (or reorder them as :meth:`permute` when ``axes`` are given)."""
+        return self.permute(*axes) if axes else self.permute(range(self.ndim)[::-1])
+
+    @property
+    def T(self) -> StridedView:  # noqa: N802  (NumPy's name)
+        """The transpose: axes reversed."""
+        return self.transpose()
+
+    def broadcast_to(self, shape: Sequence[int]) -> StridedView:
+        """Repeat axes of length 1 (and add leading axes) by giving them stride 0."""
+        shape = _as_shape(shape)
+        extra = len(shape) - self.ndim
+        if extra < 0:
+            raise ShapeError(
+                f"cannot broadcast shape {self.shape} to {shape}: the target has fewer axes"
+            )
+        strides = [0] * extra
+        for n_old, s, n_new in zip(self.shape, self.strides, shape[extra:]):
+            if n_old == 1:
+                strides.append(0)  # one element, seen n_new times
+            elif n_old == n_new:
+                strides.append(s)
+            else:
+                raise ShapeError(
+                    f"cannot broadcast shape {self.shape} to {shape}: an axis of length "
+                    f"{n_old} can only stay {n_old}; only axes of length 1 can be repeated"
+                )
+        return StridedView(self.buffer, shape, strides, self.offset)
+
+    def reshape(self, *shape) -> StridedView:
+        """The same elements, in row-major order, seen with a new shape (one ``-1`` allowed).
+
+        A view when the strides allow it; otherwise :class:`ShapeError` (call
+        :meth:`compact` first: it copies the elements into a fresh row-major buffer).
+        """
+        if len(shape) == 1 and isinstance(shape[0], Sequence):
+            shape = tuple(shape[0])
+        shape = _as_ints(shape)
+        if shape == self.shape:  # nothing to do (checked before a -1 is filled in, as NumPy)
+            return StridedView(self.buffer, self.shape, self.strides, self.offset)
+        new_shape = self._resolve_reshape(shape)
+        if self.is_contiguous():
+            return StridedView(self.buffer, new_shape, None, self.offset)
+        strides = _reshape_strides(self.shape, self.strides, new_shape)
+        if strides is None:
+            raise ShapeError(
+                f"reshape of shape {self.shape} with strides {self.strides} to {new_shape} needs "
+                "a copy: the elements are not evenly spaced in memory in row-major order. "
+                "Call .compact() first, then .reshape(...)"
+            )
+        return StridedView(self.buffer, new_shape, strides, self.offset)
+
+    def _resolve_reshape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """Fill in a ``-1`` and check that the number of elements is unchanged."""
+        unknown = [k for k, n in enumerate(shape) if n == -1]
+        if len(unknown) > 1 or any(n < -1 for n in shape):
+            raise ShapeError(f"reshape to {shape}: use non-negative sizes and at most one -1")
+        known = math.prod(n for n in shape if n != -1)
+        if unknown and known and self.size % known == 0:
+            shape = shape[: unknown[0]] + (self.size // known,) + shape[unknown[0] + 1 :]
+        if -1 in shape or math.prod(shape) != self.size:
+            raise ShapeError(
+                f"cannot reshape shape {self.shape} ({self.size} elements) to {shape}; "
+                "the number of elements must stay the same"
+            )
+        return shape
+
+    def compact(self) -> StridedView:
+        """A copy of the elements into a new buffer, in row-major order (contiguous)."""
+        return StridedView(self.buffer[self.element_offsets().reshape(-1)], self.shape)
+
+    # ----------------------------------------------------------------- checks
+    def _check_inside_buffer(self) -> None:
+        if self.size == 0:  # an empty view reads nothing, wherever it points (as in NumPy)
+            return
+        low, high = (self.offset + r for r in _reach(self.shape, self.strides))
+        if low < 0 or high >= len(self.buffer):
+            raise OutOfBoundsError(
+                f"a view with shape {self.shape}, strides {self.strides} and offset "
+                f"{self.offset} reaches memory offsets {low}..{high}, but the buffer has "
+                f"{len(self.buffer)} elements (0..{len(self.buffer) - 1}); "
+                "make the buffer larger or the view smaller"
+            )
+
+
+# --------------------------------------------------------------------- helpers
+def _as_ints(values: Sequence[int]) -> tuple[int, ...]:
+    try:
+        return tuple(operator.index(v) for v in values)
+    except TypeError:
+        raise ShapeError(f"expected a sequence of integers, got {values!r}") from None
+
+
+def _as_shape(shape: Sequence[int]) -> tuple[int, ...]:
+    shape = _as_ints((shape,) if isinstance(shape, int) else shape)
+    if any(n < 0 for n in shape):
+        raise ShapeError(f"shape {shape} has a negative length")
+    return shape
+
+
+def _is_integer(entry) -> bool:
+    """An integer index (booleans are not: NumPy treats them as masks)."""
+    if isinstance(entry, bool | np.bool_):
+        return False
+    try:
+        operator.index(entry)
+    except TypeError:
+        return False
+    return True
+
+
+def _check_index(i: int, n: int, axis: int, shape: tuple[int, ...]) -> int:
+    """``i`` as a non-negative position on an axis of length ``n``."""
+    i = operator.index(i)
+    if not -n <= i < n:
+        raise OutOfBoundsError(
+            f"index {i} is out of range for axis {axis} of length {n} (shape {shape}); "
+            f"use -{n} <= index < {n}"
+        )
+    return i + n if i < 0 else i
+
+
+def _reshape_strides(
+    shape: tuple[int, ...], strides: tuple[int, ...], new_shape: tuple[int, ...]
+) -> tuple[int, ...] | None:
+    """Strides showing a non-empty view with ``new_shape`` without a copy, or None.
+
+    Group old and new axes into runs with equal numbers of elements (the old shape
+    (6, 4) and new shape (2, 3, 4) make the groups (6)↔(2, 3) and (4)↔(4)). Within a
+    group the old axes must form one evenly spaced run of memory (each stride equals
+    the next stride times the next length); the new axes of the group then take
+    row-major strides over that run. Axes of length 1 never move, so they are skipped.
+    """
+    old = [(n, s) for n, s in zip(shape, strides) if n != 1]
+    new_strides = [0] * len(new_shape)
+    i = j = 0  # first old axis and first new axis of the current group
+    while i < len(old) and j < len(new_shape):
+        i_end, j_end = i + 1, j + 1
+        old_count, new_count = old[i][0], new_shape[j]
+        while old_count != new_count:
+            if new_count < old_count:
+                new_count *= new_shape[j_end]
+                j_end += 1
+            else:
+                old_count *= old[i_end][0]
+                i_end += 1
+        for k in range(i, i_end - 1):
+            if old[k][1] != old[k + 1][0] * old[k + 1][1]:
+                return None  # a jump in memory inside the group
+        stride = old[i_end - 1][1]
+        for k in range(j_end - 1, j - 1, -1):
+            new_strides[k] = stride
+            stride *= new_shape[k]
+        i, j = i_end, j_end
+    trailing = new_strides[j - 1] if j > 0 else 1  # trailing axes of length 1, as NumPy
+    for k in range(j, len(new_shape)):
+        new_strides[k] = trailing
+    return tuple(new_strides)
+
+
+def _reach(shape: Sequence[int], strides: Sequence[int]) -> tuple[int, int]:
+    """The lowest and highest distance from element (0, 0, ...) to any element (non-empty)."""
+    low = sum(min(0, s * (n - 1)) for n, s in zip(shape, strides))
+    high = sum(max(0, s * (n - 1)) for n, s in zip(shape, strides))
+    return low, high
+
+
+def _address(array: np.ndarray) -> int:
+    return array.__array_interface__["data"][0]
+
+
+def _storage_of(array: np.ndarray) -> tuple[np.ndarray, int]:
+    """A 1-D buffer sharing ``array``'s memory, and the element offset of ``array[0, ...]``.
+
+    Prefer the whole allocation the array came from (so a slice keeps its offset into
+    it, as PyTorch's ``storage_offset``); fall back to the smallest span that covers it.
+    """
+    itemsize = array.itemsize
+    low, high = _reach(array.shape, array.strides)
+    high += itemsize  # one past the last byte
+    root = _allocation_root(array)
+    if root is not None:
+        flat = root.reshape(-1, order="F" if root.flags.f_contiguous else "C").view(np.uint8)
+        start = _address(array) - _address(flat)
+        if (
+            start % itemsize == 0
+            and flat.nbytes % itemsize == 0
+            and 0 <= start + low
+            and start + high <= flat.nbytes
+        ):
+            return flat.view(array.dtype), start // itemsize
+    if array.size == 0:
+        return np.empty(0, dtype=array.dtype), 0
+    # the element at the lowest address: the last one along every axis with a negative stride
+    first = array[tuple(slice(None, None, -1) if s < 0 else slice(None) for s in array.strides)]
+    span = as_strided(first, shape=((high - low) // itemsize,), strides=(itemsize,))
+    return span, -low // itemsize
+
+
+def _allocation_root(array: np.ndarray) -> np.ndarray | None:
+    """The outermost contiguous ndarray in ``array``'s chain of bases, if any."""
+    root, node = None, array
+    while node is not None:
+        if isinstance(node, np.ndarray) and (node.flags.c_contiguous or node.flags.f_contiguous):
+            root = node
+        node = getattr(node, "base", None)
+    return root
