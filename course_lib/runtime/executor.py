@@ -69,9 +69,11 @@ class Executor:
                 frees.setdefault(at, []).append(s)
         self._constants = [(slot[n], n.op.value) for n in self.order if n.is_constant]
         self._var_slot = {v: slot[v] for v in self.variables}
+        self._skipped = [0]  # ops skipped on untaken branches in the current run
+        control_flow = any(isinstance(n.op, Switch) for n in self.order)
         self._steps = [
             (
-                node.op.compute,
+                _skipping_dead(node.op, self._skipped) if control_flow else node.op.compute,
                 tuple(slot[i] for i in node.inputs),
                 slot[node],
                 tuple(frees.get(slot[node], ())),
@@ -82,7 +84,6 @@ class Executor:
         ]
         self._out_slots = [slot[o] for o in self.outputs]
         self._names = {v.name: v for v in self.variables}
-        self._control_flow = any(isinstance(n.op, Switch) for n in self.order)
 
     # -- feeding ---------------------------------------------------------------------------
     def _resolve_feed(self, feed: Mapping, allow_unused: bool) -> dict:
@@ -138,8 +139,7 @@ class Executor:
             values[self._var_slot[var]] = self._check(var, value, xp)
         for s, value in self._constants:
             values[s] = value if xp is np or np.ndim(value) == 0 else xp.asarray(value)
-        if self._control_flow:
-            return self._run_with_dead_tensors(xp, values)
+        self._skipped[0] = 0
         live = sum(_nbytes(v) for v in values if v is not None)
         peak = live
         try:
@@ -161,33 +161,8 @@ class Executor:
         except (ValueError, TypeError, IndexError) as exc:
             raise _run_error(step[4], [values[i] for i in step[1]], exc) from exc
         self.peak_bytes = peak
-        self.last_run = {"computed": len(self._steps), "skipped": 0}
-        return self._results(values)
-
-    def _run_with_dead_tensors(self, xp, values: list):
-        """The run loop for graphs with Switch/Merge: an op with a DEAD input is skipped."""
-        live = peak = sum(_nbytes(v) for v in values if v is not None)
-        computed = skipped = 0
-        try:
-            for step in self._steps:
-                compute, ins, out, frees, node = step
-                args = [values[i] for i in ins]
-                if node.op.accepts_dead or not any(a is DEAD for a in args):
-                    result = compute(xp, *args)
-                    computed += 1
-                else:
-                    result = DEAD
-                    skipped += 1
-                values[out] = result
-                live += _nbytes(result)
-                peak = max(peak, live)
-                for f in frees:
-                    live -= _nbytes(values[f])
-                    values[f] = None
-        except (ValueError, TypeError, IndexError) as exc:
-            raise _run_error(step[4], [values[i] for i in step[1]], exc) from exc
-        self.peak_bytes = peak
-        self.last_run = {"computed": computed, "skipped": skipped}
+        skipped = self._skipped[0]
+        self.last_run = {"computed": len(self._steps) - skipped, "skipped": skipped}
         return self._results(values)
 
     def _results(self, values: list):
@@ -203,6 +178,22 @@ def _run_error(node: Node, inputs: list, exc: Exception) -> ShapeError:
         f"{i.name}: {tuple(getattr(v, 'shape', ()))}" for i, v in zip(node.inputs, inputs)
     )
     return ShapeError(f"{node.op.label()} at node {node.name} failed on inputs ({shapes}): {exc}")
+
+
+def _skipping_dead(op, skipped: list):
+    """``op.compute``, but an op with a DEAD input (an untaken branch) outputs DEAD unrun."""
+    if op.accepts_dead:
+        return op.compute
+    compute = op.compute
+
+    def run(xp, *args):
+        for arg in args:
+            if arg is DEAD:
+                skipped[0] += 1
+                return DEAD
+        return compute(xp, *args)
+
+    return run
 
 
 def _nbytes(value) -> int:
