@@ -14,6 +14,7 @@
 #pragma once
 #undef _FORTIFY_SOURCE  // its longjmp check rejects jumps between fiber stacks
 #include <cmath>
+#include <csignal>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -264,6 +265,34 @@ inline void call(void (*kernel)(A...), void** args, std::index_sequence<I...>) {
     kernel(*static_cast<std::remove_cv_t<A>*>(args[I])...);
 }
 
+// A memory fault inside a kernel becomes an error, like CUDA's "illegal memory access",
+// instead of killing the Python process: the handler jumps back to the launch.
+inline sigjmp_buf fault_jump;
+inline void on_fault(int) { siglongjmp(fault_jump, 1); }
+
+struct FaultGuard {
+    struct sigaction old_segv {}, old_bus {};
+    stack_t old_stack {};
+    FaultGuard() {
+        static char alternate[64 * 1024];  // the handler must run even if a fiber stack overflowed
+        stack_t stack{};
+        stack.ss_sp = alternate;
+        stack.ss_size = sizeof alternate;
+        sigaltstack(&stack, &old_stack);
+        struct sigaction action {};
+        action.sa_handler = on_fault;
+        action.sa_flags = SA_ONSTACK;
+        sigemptyset(&action.sa_mask);
+        sigaction(SIGSEGV, &action, &old_segv);
+        sigaction(SIGBUS, &action, &old_bus);
+    }
+    ~FaultGuard() {
+        sigaction(SIGSEGV, &old_segv, nullptr);
+        sigaction(SIGBUS, &old_bus, nullptr);
+        sigaltstack(&old_stack, nullptr);
+    }
+};
+
 template <class... A>
 inline int launch(void (*kernel)(A...), const unsigned* grid, const unsigned* block,
                   void* shared, void** args, int use_fibers, char* error, std::size_t size) {
@@ -278,6 +307,16 @@ inline int launch(void (*kernel)(A...), const unsigned* grid, const unsigned* bl
     const std::size_t n = std::size_t{block_dim.x} * block_dim.y * block_dim.z;
     if (use_fibers && !reserve(n)) {
         fail("could not allocate fiber stacks for the block");
+        return 1;
+    }
+    FaultGuard guard;
+    if (sigsetjmp(fault_jump, 1) != 0) {
+        char a[48], b[48], text[256];
+        std::snprintf(text, sizeof text,
+                      "illegal memory access (segmentation fault) in block %s, thread %s: an "
+                      "index out of bounds, or a misaligned vector load?",
+                      describe(block_idx, a), describe(thread_idx, b));
+        fail(text);
         return 1;
     }
     for (unsigned bz = 0; bz < grid_dim.z; ++bz)
