@@ -13,7 +13,7 @@ WARP = 32
 
 
 def warp_addresses(stride: int, itemsize: int = 4, offset: int = 0) -> np.ndarray:
-    """Byte addresses read by the 32 threads of a warp when thread t reads ``x[offset + t * stride]``."""
+    """Byte addresses read by a warp's 32 threads when thread t reads ``x[offset + t * stride]``."""
     return (offset + np.arange(WARP) * stride) * itemsize
 
 

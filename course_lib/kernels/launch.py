@@ -201,7 +201,11 @@ def attention(
     (``attention.cu``); H must be a multiple of KV (grouped-query attention)."""
     mode = _mode(mode)
     q, k, v = _inputs(mode, q, k, v)
-    same = q.ndim == k.ndim == 4 and k.shape == v.shape and q.shape[::2] + q.shape[3:] == k.shape[::2] + k.shape[3:]
+    same = (
+        q.ndim == k.ndim == 4
+        and k.shape == v.shape
+        and q.shape[::2] + q.shape[3:] == k.shape[::2] + k.shape[3:]
+    )
     if not same:
         raise ShapeError(
             f"attention needs q (B, H, T, D) and k, v (B, KV, T, D), got {q.shape}, {k.shape}, "
