@@ -9,33 +9,15 @@ such machines by NVRTC compilation and the CPU emulator (see tests/test_kernels_
 
 from __future__ import annotations
 
-import statistics
 import sys
 
 import numpy as np
 
 from course_lib.backend import gpu_available
 from course_lib.kernels import FusedElementwise, launch, reference
+from course_lib.kernels.gpu import median_ms
 
 LECTURE = FusedElementwise("fused_lecture", ("a", "b", "c", "d"), (("e", "d + (a + b) * c"),))
-
-
-def gpu_median_ms(fn, repeats: int = 20, warmup: int = 3) -> float:
-    """Median time of ``fn()`` on the GPU in milliseconds, measured with CUDA events."""
-    import cupy  # noqa: PLC0415
-
-    for _ in range(warmup):
-        fn()
-    cupy.cuda.Device().synchronize()
-    times = []
-    for _ in range(repeats):
-        start, end = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(start, end))
-    return statistics.median(times)
 
 
 def bandwidth_rows(cupy, rng) -> list[tuple[str, float, float]]:
@@ -61,7 +43,7 @@ def bandwidth_rows(cupy, rng) -> list[tuple[str, float, float]]:
     }
     rows = []
     for name, (fn, nbytes) in cases.items():
-        ms = gpu_median_ms(fn)
+        ms = median_ms(fn)
         rows.append((name, ms, nbytes / ms / 1e6))
     return rows
 
@@ -85,7 +67,7 @@ def flop_rows(cupy, rng) -> list[tuple[str, float, float]]:
     }
     rows = []
     for name, (fn, flops) in cases.items():
-        ms = gpu_median_ms(fn, repeats=10)
+        ms = median_ms(fn, repeats=10)
         rows.append((name, ms, flops / ms / 1e9))
     return rows
 

@@ -79,3 +79,13 @@ def test_fused_inputs_must_match():
         fused(LECTURE, *[np.ones(3)] * 3, np.ones(4), mode="emulator")
     with pytest.raises(ShapeError, match="inputs"):
         fused(LECTURE, np.ones(3), mode="emulator")
+
+
+def test_kernel_source_extracts_one_kernel_with_its_comment():
+    from course_lib.kernels import kernel_source
+
+    text = kernel_source("vector_add.cu", "vector_add_float4")
+    assert text.startswith("// Four elements per thread")
+    assert text.rstrip().endswith("}") and "void vector_add(" not in text
+    with pytest.raises(KernelCompileError, match="no kernel"):
+        kernel_source("vector_add.cu", "nope")

@@ -30,7 +30,7 @@ from .launch import (
     vector_add,
     vector_add_float4,
 )
-from .sources import kernel_files, kernel_names, read_source
+from .sources import kernel_files, kernel_names, kernel_source, read_source
 
 
 def describe_mode() -> str:
@@ -46,7 +46,7 @@ __all__ = [
     "EmulatedKernel", "EmulatedModule", "FusedElementwise", "KernelCompileError", "KernelError",
     "KernelLaunchError", "UnsupportedConstructError", "analysis", "attention", "compile_module",
     "default_mode", "describe_mode", "dispatch", "emulator", "emulator_available", "fused",
-    "get_kernel", "kernel_files", "kernel_names", "launch", "matmul_naive", "matmul_tiled",
-    "nvrtc", "read_source", "reference", "rmsnorm", "rope", "softmax", "vector_add",
-    "vector_add_float4",
+    "get_kernel", "kernel_files", "kernel_names", "kernel_source", "launch", "matmul_naive",
+    "matmul_tiled", "nvrtc", "read_source", "reference", "rmsnorm", "rope", "softmax",
+    "vector_add", "vector_add_float4",
 ]  # fmt: skip

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import statistics
 
 from ..backend import gpu_available
 from .errors import KernelError
@@ -29,3 +30,20 @@ def compile_module(source: str, filename: str = "module.cu"):
 def load_module(filename: str):
     """``cupy.RawModule`` of a packaged kernel file, e.g. ``load_module("softmax.cu")``."""
     return compile_module(read_source(filename), filename)
+
+
+def median_ms(fn, repeats: int = 20, warmup: int = 3) -> float:
+    """Median GPU time of ``fn()`` in milliseconds, measured with CUDA events."""
+    cupy = _cupy()
+    for _ in range(warmup):
+        fn()
+    cupy.cuda.Device().synchronize()
+    times = []
+    for _ in range(repeats):
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, end))
+    return statistics.median(times)

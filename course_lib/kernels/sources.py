@@ -58,6 +58,27 @@ def blank_comments(text: str) -> str:
     )
 
 
+def kernel_source(filename: str, name: str | None = None) -> str:
+    """The source of one kernel (with the comment block above it) for display; the whole file
+    when ``name`` is None."""
+    text = (KERNEL_DIR / filename).read_text()
+    if name is None:
+        return text
+    match = re.search(rf'extern\s+"C"\s+__global__\s+void\s+{re.escape(name)}\s*\(', text)
+    if match is None:
+        raise KernelCompileError(f"{filename} has no kernel {name!r}")
+    lines = text[: match.start()].split("\n")
+    start = len(lines) - 1
+    while start > 0 and lines[start - 1].lstrip().startswith("//"):
+        start -= 1
+    depth, end = 0, text.index("{", match.end())
+    while True:
+        depth += {"{": 1, "}": -1}.get(text[end], 0)
+        if depth == 0:
+            return "\n".join(lines[start:]) + text[match.start() : end + 1]
+        end += 1
+
+
 def kernel_names(text: str) -> list[str]:
     """Names of the ``extern "C" __global__`` functions defined in ``text``, in order."""
     return _KERNEL.findall(blank_comments(text))
