@@ -1,5 +1,6 @@
 """Every kernel compiles with NVRTC for sm_80 (A100) and sm_90 (H100), without a GPU."""
 
+import os
 import re
 
 import pytest
@@ -7,8 +8,9 @@ import pytest
 from course_lib.kernels import FusedElementwise, kernel_files, kernel_names, nvrtc, read_source
 from course_lib.kernels.errors import KernelCompileError
 
+# In CI (CI=true) the test extra must have installed NVRTC: fail there rather than skip.
 pytestmark = pytest.mark.skipif(
-    not nvrtc.nvrtc_available(),
+    not nvrtc.nvrtc_available() and not os.environ.get("CI"),
     reason="NVRTC missing: the test extra installs cupy-cuda12x and nvidia-cuda-nvrtc-cu12",
 )
 

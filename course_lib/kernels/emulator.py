@@ -181,7 +181,7 @@ def _compiler_identity(path: str) -> str:
 
 
 def _compile_errors(stderr: str, filename: str) -> str:
-    lines = [line for line in stderr.splitlines() if ": error:" in line or "error:" in line[:8]]
+    lines = [line for line in stderr.splitlines() if "error:" in line]
     shown = "\n".join(lines[:8]) or stderr[-2000:]
     return f"g++ could not compile {filename} for the emulator:\n{shown}"
 
@@ -199,12 +199,10 @@ def build_library(unit: str, filename: str = "module.cu") -> Path:
     library = directory / f"{key[:32]}.so"
     if library.exists():
         return library
-    source = directory / f"{key[:32]}.cpp"
-    source.write_text(unit)
     partial = directory / f"{key[:32]}.{os.getpid()}.{threading.get_ident()}.tmp"
     result = subprocess.run(
-        [cxx, *FLAGS, "-x", "c++", str(source), "-o", str(partial)],
-        capture_output=True, text=True, check=False,
+        [cxx, *FLAGS, "-x", "c++", "-", "-o", str(partial)],
+        input=unit, capture_output=True, text=True, check=False,
     )  # fmt: skip
     if result.returncode != 0:
         partial.unlink(missing_ok=True)
