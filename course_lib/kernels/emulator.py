@@ -170,7 +170,7 @@ def translate(source: str, filename: str = "module.cu") -> tuple[str, list[str],
         body = f'#line 1 "{filename}"\n{body}'
     prelude = (KERNEL_DIR / "emulator_prelude.hpp").read_text()
     exports = "\n".join(f"CLEMU_EXPORT({name})" for name in names)
-    unit = f'{prelude}\n{body}\n#line 1 "<emulator exports>"\n{exports}\n'
+    unit = f'#line 1 "emulator_prelude.hpp"\n{prelude}\n{body}\n#line 1 "<exports>"\n{exports}\n'
     return unit, names, bool(re.search(r"\b__syncthreads\s*\(", text))
 
 

@@ -113,7 +113,6 @@ struct Fiber {
 
 // Switching: ucontext starts a fiber; after that, _setjmp/_longjmp switch between the
 // scheduler and the fibers, because they skip the signal-mask system call of swapcontext.
-inline ucontext_t scheduler_context;
 inline jmp_buf scheduler;
 inline Fiber* fibers = nullptr;
 inline Fiber* current = nullptr;
@@ -127,12 +126,11 @@ inline std::size_t error_size = 0;
 
 inline void fail(const char* text) { std::snprintf(error_text, error_size, "%s", text); }
 
+// __syncthreads(): park this fiber and return to the scheduler. Only kernels whose source
+// calls __syncthreads() reach here, and those always run as fibers (the Python side checks).
+// The memory clobbers stop g++ from keeping shared values in registers across the barrier.
 inline void barrier(int line) {
     asm volatile("" ::: "memory");
-    if (fibers == nullptr) {  // a kernel without fibers cannot reach here (Python checks)
-        fail("__syncthreads() reached outside the fiber scheduler");
-        return;
-    }
     current->state = State::waiting;
     current->barrier_line = line;
     if (_setjmp(current->resume) == 0) _longjmp(scheduler, 1);
@@ -247,14 +245,12 @@ template <class T> struct type_name<T*> {
     static constexpr const char* value = type_name<std::remove_cv_t<T>>::value;
 };
 
-template <class T> constexpr bool is_pointer = std::is_pointer_v<T>;
-
 // "float32*,float32,int32": one entry per parameter, '*' marking pointers.
 template <class... A> inline const char* signature(void (*)(A...)) {
     static char text[512];
     text[0] = '\0';
     ((std::strcat(text, type_name<std::remove_cv_t<A>>::value),
-      std::strcat(text, is_pointer<A> ? "*," : ",")), ...);
+      std::strcat(text, std::is_pointer_v<A> ? "*," : ",")), ...);
     std::size_t n = std::strlen(text);
     if (n > 0) text[n - 1] = '\0';
     return text;
