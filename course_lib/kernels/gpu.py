@@ -1,0 +1,49 @@
+"""Build the kernels for a real GPU with CuPy's ``RawModule`` (cached per source text)."""
+
+from __future__ import annotations
+
+import functools
+import statistics
+
+from ..backend import gpu_available
+from .errors import KernelError
+from .sources import read_source
+
+
+def _cupy():
+    if not gpu_available():
+        raise KernelError(
+            "running a kernel on the GPU needs CuPy and an NVIDIA GPU; without one, use "
+            "mode='emulator' (the same CUDA source, run on the CPU)"
+        )
+    import cupy  # noqa: PLC0415
+
+    return cupy
+
+
+@functools.lru_cache(maxsize=64)
+def compile_module(source: str, filename: str = "module.cu"):
+    """``cupy.RawModule`` for CUDA C ``source`` (CuPy compiles with NVRTC and caches on disk)."""
+    return _cupy().RawModule(code=source, options=("--std=c++17",))
+
+
+def load_module(filename: str):
+    """``cupy.RawModule`` of a packaged kernel file, e.g. ``load_module("softmax.cu")``."""
+    return compile_module(read_source(filename), filename)
+
+
+def median_ms(fn, repeats: int = 20, warmup: int = 3) -> float:
+    """Median GPU time of ``fn()`` in milliseconds, measured with CUDA events."""
+    cupy = _cupy()
+    for _ in range(warmup):
+        fn()
+    cupy.cuda.Device().synchronize()
+    times = []
+    for _ in range(repeats):
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, end))
+    return statistics.median(times)

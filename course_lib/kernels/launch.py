@@ -1,0 +1,258 @@
+"""Call the kernels like NumPy functions: pick a grid and a block, launch, return the result.
+
+Every function takes ``mode``: ``"gpu"`` runs the CUDA source on the GPU through CuPy's
+``RawModule`` (CuPy arrays in and out), ``"emulator"`` runs the *same* source in the CPU
+emulator (NumPy arrays in and out); ``None`` picks ``"gpu"`` when course_lib's device is the
+GPU and ``"emulator"`` otherwise. The signatures match :mod:`course_lib.kernels.reference`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import backend
+from ..errors import ShapeError
+from . import emulator, gpu
+from .errors import KernelLaunchError
+from .fused import FusedElementwise
+
+MODES = ("gpu", "emulator")
+MATMUL_TILE = 16  # TILE in matmul_tiled.cu
+MAX_HEAD_DIM = 128  # MAX_HEAD_DIM in attention.cu
+
+
+def default_mode() -> str:
+    """``"gpu"`` when course_lib's device is the GPU, else ``"emulator"``."""
+    return "gpu" if backend.get_device() == "gpu" else "emulator"
+
+
+def _mode(mode: str | None) -> str:
+    mode = default_mode() if mode is None else mode
+    if mode not in MODES:
+        raise KernelLaunchError(f"unknown kernel mode {mode!r}; use one of {', '.join(MODES)}")
+    return mode
+
+
+def get_kernel(filename: str, name: str, mode: str | None = None):
+    """The kernel ``name`` of a packaged file, as a CuPy ``RawKernel`` or an emulated one.
+
+    Both are called the same way: ``kernel(grid, block, args, shared_mem=0)``.
+    """
+    module = gpu.load_module(filename) if _mode(mode) == "gpu" else emulator.load_module(filename)
+    return module.get_function(name)
+
+
+def _xp(mode: str):
+    if mode == "gpu":
+        import cupy  # noqa: PLC0415
+
+        return cupy
+    return np
+
+
+def _inputs(mode: str, *arrays):
+    """Contiguous float32 copies (or the arrays themselves) in the mode's array module."""
+    xp = _xp(mode)
+    return [xp.ascontiguousarray(xp.asarray(a, dtype=xp.float32)) for a in arrays]
+
+
+def _address(array) -> int:
+    return array.data.ptr if hasattr(array.data, "ptr") else array.ctypes.data
+
+
+def _blocks(count: int, block: int) -> int:
+    return max(1, math.ceil(count / block))
+
+
+def _power_of_two_block(cols: int, block: int | None, limit: int = 256) -> int:
+    if block is None:
+        return min(limit, 1 << max(cols - 1, 0).bit_length())
+    if block < 1 or block & (block - 1) or block > 1024:
+        raise KernelLaunchError(
+            f"row kernels reduce with a tree: block must be a power of two <= 1024, got {block}"
+        )
+    return block
+
+
+def vector_add(a, b, *, mode: str | None = None, block: int = 256):
+    """``a + b`` with one thread per element (``vector_add.cu``)."""
+    return _vector_add("vector_add", a, b, mode, block, per_thread=1)
+
+
+def vector_add_float4(a, b, *, mode: str | None = None, block: int = 256):
+    """``a + b`` with four elements per thread and float4 loads (``vector_add.cu``)."""
+    return _vector_add("vector_add_float4", a, b, mode, block, per_thread=4)
+
+
+def _vector_add(name: str, a, b, mode, block: int, per_thread: int):
+    mode = _mode(mode)
+    a, b = _inputs(mode, a, b)
+    if a.ndim != 1 or a.shape != b.shape:
+        raise ShapeError(f"{name} needs two vectors of equal length, got {a.shape} and {b.shape}")
+    if per_thread == 4:  # float4 loads need 16-byte aligned arrays: copy views that are not
+        a, b = (x if _address(x) % 16 == 0 else x.copy() for x in (a, b))
+    c = _xp(mode).empty_like(a)
+    if a.size:
+        groups = math.ceil(a.size / per_thread)
+        get_kernel("vector_add.cu", name, mode)(
+            (_blocks(groups, block),), (block,), (a, b, c, np.int32(a.size))
+        )
+    return c
+
+
+def _matmul_shapes(name: str, a, b) -> tuple[int, int, int]:
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+        raise ShapeError(f"{name} needs (M, K) @ (K, N) matrices, got {a.shape} @ {b.shape}")
+    return a.shape[0], b.shape[1], a.shape[1]
+
+
+def matmul_naive(a, b, *, mode: str | None = None, block: tuple[int, int] = (16, 16)):
+    """``a @ b`` with one thread per output element reading from global memory."""
+    mode = _mode(mode)
+    a, b = _inputs(mode, a, b)
+    m, n, k = _matmul_shapes("matmul_naive", a, b)
+    c = _xp(mode).zeros((m, n), dtype=np.float32)
+    if c.size:
+        grid = (_blocks(n, block[0]), _blocks(m, block[1]))
+        args = (a, b, c, np.int32(m), np.int32(n), np.int32(k))
+        get_kernel("matmul_naive.cu", "matmul_naive", mode)(grid, tuple(block), args)
+    return c
+
+
+def matmul_tiled(a, b, *, mode: str | None = None):
+    """``a @ b`` with 16 x 16 tiles staged in shared memory (``matmul_tiled.cu``)."""
+    mode = _mode(mode)
+    a, b = _inputs(mode, a, b)
+    m, n, k = _matmul_shapes("matmul_tiled", a, b)
+    c = _xp(mode).zeros((m, n), dtype=np.float32)
+    if c.size:
+        grid = (_blocks(n, MATMUL_TILE), _blocks(m, MATMUL_TILE))
+        args = (a, b, c, np.int32(m), np.int32(n), np.int32(k))
+        get_kernel("matmul_tiled.cu", "matmul_tiled", mode)(grid, (MATMUL_TILE,) * 2, args)
+    return c
+
+
+def _rows(x) -> tuple[int, int]:
+    if x.ndim == 0:
+        raise ShapeError("row kernels need at least one axis; got a scalar")
+    cols = x.shape[-1]
+    return (x.size // cols if cols else 0), cols
+
+
+def softmax(x, *, mode: str | None = None, block: int | None = None):
+    """Softmax over the last axis, one block per row (``softmax.cu``)."""
+    mode = _mode(mode)
+    (x,) = _inputs(mode, x)
+    rows, cols = _rows(x)
+    y = _xp(mode).empty_like(x)
+    if x.size:
+        block = _power_of_two_block(cols, block)
+        get_kernel("softmax.cu", "softmax_rows", mode)(
+            (rows,), (block,), (x, y, np.int32(rows), np.int32(cols)), shared_mem=4 * block
+        )
+    return y
+
+
+def rmsnorm(x, weight, eps: float = 1e-6, *, mode: str | None = None, block: int | None = None):
+    """``weight * x / sqrt(mean(x**2) + eps)`` over the last axis (``rmsnorm.cu``)."""
+    mode = _mode(mode)
+    x, weight = _inputs(mode, x, weight)
+    rows, cols = _rows(x)
+    if weight.shape != (cols,):
+        raise ShapeError(f"rmsnorm weight must have shape ({cols},) like x's last axis, "
+                         f"got {weight.shape}")  # fmt: skip
+    y = _xp(mode).empty_like(x)
+    if x.size:
+        block = _power_of_two_block(cols, block)
+        args = (x, weight, y, np.int32(rows), np.int32(cols), np.float32(eps))
+        get_kernel("rmsnorm.cu", "rmsnorm_rows", mode)(
+            (rows,), (block,), args, shared_mem=4 * block
+        )
+    return y
+
+
+def rope(x, cos, sin, *, mode: str | None = None, block: int = 256):
+    """Half-split rotary embedding of x (..., seq_len, head_dim) (``rope.cu``)."""
+    mode = _mode(mode)
+    x, cos, sin = _inputs(mode, x, cos, sin)
+    if x.ndim < 2 or x.shape[-1] % 2:
+        raise ShapeError(f"rope needs x of shape (..., seq_len, even head_dim), got {x.shape}")
+    seq_len, head_dim = x.shape[-2:]
+    if cos.shape != (seq_len, head_dim // 2) or sin.shape != cos.shape:
+        raise ShapeError(
+            f"rope tables must be ({seq_len}, {head_dim // 2}) for x {x.shape}, got cos "
+            f"{cos.shape} and sin {sin.shape}; see reference.rope_tables"
+        )
+    y = _xp(mode).empty_like(x)
+    rows = x.size // head_dim if head_dim else 0
+    if x.size:
+        args = (x, cos, sin, y, np.int32(rows), np.int32(seq_len), np.int32(head_dim))
+        get_kernel("rope.cu", "rope", mode)((_blocks(rows * head_dim // 2, block),), (block,), args)
+    return y
+
+
+def attention(
+    q, k, v, causal: bool = True, scale: float | None = None, *, mode: str | None = None,
+    block: int = 32,
+):  # fmt: skip
+    """Attention of q (B, H, T, D) over k, v (B, KV, T, D) with an online softmax
+    (``attention.cu``); H must be a multiple of KV (grouped-query attention)."""
+    mode = _mode(mode)
+    q, k, v = _inputs(mode, q, k, v)
+    same = (
+        q.ndim == k.ndim == 4
+        and k.shape == v.shape
+        and q.shape[::2] + q.shape[3:] == k.shape[::2] + k.shape[3:]
+    )
+    if not same:
+        raise ShapeError(
+            f"attention needs q (B, H, T, D) and k, v (B, KV, T, D), got {q.shape}, {k.shape}, "
+            f"{v.shape}"
+        )
+    batch, heads, seq_len, head_dim = q.shape
+    kv_heads = k.shape[1]
+    if kv_heads == 0 or heads % kv_heads or head_dim > MAX_HEAD_DIM:
+        raise ShapeError(
+            f"attention needs n_heads ({heads}) a multiple of n_kv_heads ({kv_heads}) and "
+            f"head_dim ({head_dim}) <= {MAX_HEAD_DIM}"
+        )
+    o = _xp(mode).zeros_like(q)
+    if q.size:
+        scale = head_dim**-0.5 if scale is None else scale
+        args = (q, k, v, o, np.int32(heads), np.int32(kv_heads), np.int32(seq_len),
+                np.int32(head_dim), np.float32(scale), np.int32(bool(causal)))  # fmt: skip
+        get_kernel("attention.cu", "attention", mode)(
+            (_blocks(seq_len, block), heads, batch), (block,), args,
+            shared_mem=2 * block * head_dim * 4,
+        )  # fmt: skip
+    return o
+
+
+def fused(kernel: FusedElementwise, *inputs, mode: str | None = None, block: int = 256):
+    """Run a generated fused elementwise kernel; returns its outputs as a tuple of arrays.
+
+    All inputs must have the same shape (broadcast them first); outputs have that shape.
+    """
+    mode = _mode(mode)
+    if len(inputs) != len(kernel.inputs):
+        raise ShapeError(
+            f"fused kernel {kernel.name} takes inputs {kernel.inputs}, got {len(inputs)} arrays"
+        )
+    arrays = _inputs(mode, *inputs)
+    shapes = {a.shape for a in arrays}
+    if len(shapes) != 1:
+        raise ShapeError(
+            f"fused kernel {kernel.name}: inputs {kernel.inputs} have shapes "
+            f"{[a.shape for a in arrays]}; broadcast them to one shape first"
+        )
+    xp = _xp(mode)
+    outputs = tuple(xp.empty_like(arrays[0]) for _ in kernel.outputs)
+    size = arrays[0].size
+    if size:
+        builder = gpu.compile_module if mode == "gpu" else emulator.compile_module
+        function = builder(kernel.source, f"{kernel.name}.cu").get_function(kernel.name)
+        grid = (min(_blocks(size, block), 65535),)
+        function(grid, (block,), (*arrays, *outputs, np.int32(size)))
+    return outputs

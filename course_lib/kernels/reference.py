@@ -1,0 +1,65 @@
+"""NumPy reference implementations of the kernels, with the same signatures as
+:mod:`course_lib.kernels.launch` (the kernels are tested against these)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def vector_add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a + b`` for two vectors of equal length."""
+    return a + b
+
+
+vector_add_float4 = vector_add
+
+
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` for an (M, K) and a (K, N) matrix, accumulated in float64."""
+    return (a.astype(np.float64) @ b.astype(np.float64)).astype(a.dtype)
+
+
+matmul_naive = matmul_tiled = matmul
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis, with the maximum subtracted first."""
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def rmsnorm(x: np.ndarray, weight: np.ndarray, eps: float = 1e-6) -> np.ndarray:
+    """``weight * x / sqrt(mean(x**2, axis=-1) + eps)`` (LLaMA's RMSNorm)."""
+    mean_square = np.mean(x.astype(np.float64) ** 2, axis=-1, keepdims=True)
+    return (weight * (x / np.sqrt(mean_square + eps))).astype(x.dtype)
+
+
+def rope_tables(seq_len: int, head_dim: int, theta: float = 10000.0):
+    """``cos`` and ``sin`` tables of shape (seq_len, head_dim // 2), float32, for RoPE."""
+    inv_freq = theta ** (-np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    angles = np.outer(np.arange(seq_len, dtype=np.float64), inv_freq)
+    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+def rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """Half-split rotary embedding of ``x`` (..., seq_len, head_dim) (Hugging Face's
+    ``x * cos + rotate_half(x) * sin`` with the tables repeated over both halves)."""
+    half = x.shape[-1] // 2
+    first, second = x[..., :half], x[..., half:]
+    return np.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
+
+
+def attention(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool = True, scale: float | None = None
+) -> np.ndarray:
+    """Softmax attention of q (B, H, T, D) over k, v (B, KV, T, D); query head h uses kv head
+    ``h // (H // KV)``; with ``causal``, query i sees keys j <= i. Scale defaults to D**-0.5."""
+    groups = q.shape[1] // k.shape[1]
+    k = np.repeat(k, groups, axis=1).astype(np.float64)
+    v = np.repeat(v, groups, axis=1).astype(np.float64)
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    scores = (q.astype(np.float64) * scale) @ np.swapaxes(k, -1, -2)
+    if causal:
+        t = q.shape[-2]
+        scores = np.where(np.tril(np.ones((t, t), dtype=bool)), scores, -np.inf)
+    return (softmax(scores) @ v).astype(q.dtype)

@@ -1,0 +1,195 @@
+"""Every kernel runs in the CPU emulator on ragged sizes and matches the NumPy reference."""
+
+import itertools
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from course_lib.errors import ShapeError
+from course_lib.kernels import dispatch, emulator, launch, reference
+from course_lib.kernels.errors import KernelLaunchError
+
+pytestmark = pytest.mark.skipif(  # CI has g++: fail there rather than skip
+    not emulator.emulator_available() and not os.environ.get("CI"),
+    reason="the CUDA emulator needs g++ on PATH",
+)
+SIZES = (1, 17, 33, 257)  # ragged: not multiples of any block or tile size
+EMU = {"mode": "emulator"}
+
+
+def _f32(rng, *shape, scale=1.0):
+    return (scale * rng.standard_normal(shape)).astype(np.float32)
+
+
+def _cyclic(values, n):
+    """n-tuples in which every value appears once in every position."""
+    return [tuple(values[(i + j) % len(values)] for j in range(n)) for i in range(len(values))]
+
+
+@pytest.mark.parametrize("n", [*SIZES, 1000, 4099])
+@pytest.mark.parametrize("kernel", [launch.vector_add, launch.vector_add_float4])
+def test_vector_add(kernel, n, rng):
+    a, b = _f32(rng, n), _f32(rng, n)
+    assert np.array_equal(kernel(a, b, **EMU), reference.vector_add(a, b))
+
+
+def test_float4_copies_misaligned_views(rng):
+    a = _f32(rng, 101)
+    c = launch.vector_add_float4(a[1:], a[:-1], **EMU)  # a[1:] starts 4 bytes off alignment
+    assert np.array_equal(c, a[1:] + a[:-1])
+
+
+@pytest.mark.parametrize("shape", [*_cyclic(SIZES, 3), (257, 257, 257)])
+@pytest.mark.parametrize("kernel", [launch.matmul_naive, launch.matmul_tiled])
+def test_matmul(kernel, shape, rng):
+    m, n, k = shape
+    a, b = _f32(rng, m, k), _f32(rng, k, n)
+    np.testing.assert_allclose(
+        kernel(a, b, **EMU), reference.matmul(a, b), rtol=1e-4, atol=1e-5 * np.sqrt(k)
+    )
+
+
+@given(m=st.integers(1, 70), n=st.integers(1, 70), k=st.integers(1, 70))
+def test_tiled_matmul_any_size(m, n, k):
+    rng = np.random.default_rng(m * 10_000 + n * 100 + k)
+    a, b = _f32(rng, m, k), _f32(rng, k, n)
+    np.testing.assert_allclose(
+        launch.matmul_tiled(a, b, **EMU), reference.matmul(a, b), rtol=1e-4, atol=1e-4
+    )
+
+
+@pytest.mark.parametrize("rows, cols", list(itertools.product(SIZES, SIZES)))
+def test_softmax_and_rmsnorm(rows, cols, rng):
+    x = _f32(rng, rows, cols, scale=30.0)  # logits up to ~100: exp would overflow unshifted
+    y = launch.softmax(x, **EMU)
+    assert np.isfinite(y).all()
+    np.testing.assert_allclose(y, reference.softmax(x), rtol=1e-5, atol=1e-7)
+    w = _f32(rng, cols)
+    np.testing.assert_allclose(
+        launch.rmsnorm(x, w, 1e-5, **EMU), reference.rmsnorm(x, w, 1e-5), rtol=1e-5, atol=1e-6
+    )
+
+
+@pytest.mark.parametrize("block", [1, 2, 64, 1024])
+def test_row_kernels_any_power_of_two_block(block, rng):
+    x = _f32(rng, 3, 33)
+    np.testing.assert_allclose(
+        launch.softmax(x, block=block, **EMU), reference.softmax(x), rtol=1e-5, atol=1e-7
+    )
+
+
+def test_row_kernels_reject_other_blocks(rng):
+    with pytest.raises(KernelLaunchError, match="power of two"):
+        launch.softmax(_f32(rng, 2, 5), block=48, **EMU)
+
+
+@pytest.mark.parametrize("seq_len", SIZES)
+@pytest.mark.parametrize("head_dim", [2, 18, 64])
+def test_rope(seq_len, head_dim, rng):
+    x = _f32(rng, 2, 3, seq_len, head_dim)
+    cos, sin = reference.rope_tables(seq_len, head_dim)
+    np.testing.assert_allclose(
+        launch.rope(x, cos, sin, **EMU), reference.rope(x, cos, sin), rtol=1e-5, atol=1e-6
+    )
+
+
+ATTENTION = [
+    # batch, heads, kv heads, seq_len, head_dim
+    (1, 1, 1, 1, 4),
+    (2, 4, 2, 17, 8),  # grouped-query: 2 query heads per kv head
+    (1, 4, 1, 33, 33),  # multi-query, odd head_dim
+    (1, 2, 2, 257, 16),  # ordinary multi-head, 9 query blocks
+    (1, 6, 2, 40, 128),  # the largest head_dim
+]
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("shape", ATTENTION)
+def test_attention(shape, causal, rng):
+    batch, heads, kv_heads, seq_len, head_dim = shape
+    q = _f32(rng, batch, heads, seq_len, head_dim)
+    k, v = (
+        _f32(rng, batch, kv_heads, seq_len, head_dim),
+        _f32(rng, batch, kv_heads, seq_len, head_dim),
+    )
+    np.testing.assert_allclose(
+        launch.attention(q, k, v, causal, **EMU),
+        reference.attention(q, k, v, causal),
+        rtol=1e-4,
+        atol=1e-5,
+    )
+
+
+def test_attention_block_sizes_and_scale(rng):
+    q, k, v = (_f32(rng, 1, 2, 50, 8) for _ in range(3))
+    expected = reference.attention(q, k, v, True, scale=0.5)
+    for block in (1, 16, 64):
+        out = launch.attention(q, k, v, True, 0.5, block=block, **EMU)
+        np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_causal_first_row_is_the_first_value(rng):
+    q, k, v = (_f32(rng, 1, 1, 17, 8) for _ in range(3))
+    out = launch.attention(q, k, v, True, **EMU)
+    np.testing.assert_allclose(out[0, 0, 0], v[0, 0, 0], rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: launch.vector_add(np.ones(3), np.ones(4), **EMU),
+        lambda: launch.matmul_tiled(np.ones((2, 3)), np.ones((2, 3)), **EMU),
+        lambda: launch.rmsnorm(np.ones((2, 3)), np.ones(4), **EMU),
+        lambda: launch.rope(np.ones((4, 3)), np.ones((4, 1)), np.ones((4, 1)), **EMU),
+        lambda: launch.attention(np.ones((1, 3, 4, 8)), *[np.ones((1, 2, 4, 8))] * 2, **EMU),
+        lambda: launch.attention(np.ones((1, 2, 4, 8)), *[np.ones((1, 2, 5, 8))] * 2, **EMU),
+    ],
+)
+def test_launchers_reject_bad_shapes(call):
+    with pytest.raises(ShapeError):
+        call()
+
+
+def test_empty_inputs_launch_nothing():
+    assert launch.softmax(np.zeros((0, 5)), **EMU).shape == (0, 5)
+    assert launch.matmul_naive(np.zeros((0, 3)), np.zeros((3, 2)), **EMU).shape == (0, 2)
+
+
+def test_unknown_mode():
+    with pytest.raises(KernelLaunchError, match="emulator"):
+        launch.vector_add(np.ones(2), np.ones(2), mode="tpu")
+
+
+def test_default_mode_without_gpu_is_the_emulator():
+    if launch.default_mode() == "gpu":
+        pytest.skip("this machine has a GPU")
+    assert launch.default_mode() == "emulator"
+
+
+def test_dispatch_hooks(rng):
+    x = _f32(rng, 4, 33)
+    np.testing.assert_allclose(
+        dispatch.kernel_result("softmax", x, mode="emulator", axis=-1),
+        reference.softmax(x),
+        rtol=1e-5,
+        atol=1e-7,
+    )
+    assert dispatch.kernel_result("softmax", x, mode="emulator", axis=0) is None
+    assert dispatch.kernel_result("softmax", x.astype(np.float64), mode="emulator") is None
+    a, b = _f32(rng, 5, 7), _f32(rng, 7, 3)
+    np.testing.assert_allclose(
+        dispatch.kernel_result("matmul", a, b, mode="emulator"), a @ b, rtol=1e-5, atol=1e-5
+    )
+    assert dispatch.kernel_result("matmul", a[None], b[None], mode="emulator") is None
+    assert dispatch.run_on_gpu("softmax", np, x) is None  # NumPy arrays: the op's own code
+    assert dispatch.kernel_enabled("softmax") and not dispatch.kernel_enabled("matmul")
+    dispatch.use_kernel("matmul", True)
+    try:
+        assert dispatch.kernel_enabled("matmul")
+    finally:
+        dispatch.use_kernel("matmul", False)
+    with pytest.raises(KeyError, match="softmax"):
+        dispatch.use_kernel("conv2d")

@@ -1,0 +1,102 @@
+"""The kernels on a real GPU through CuPy (skipped without one)."""
+
+import numpy as np
+import pytest
+
+import course_lib as cl
+from course_lib.backend import gpu_available
+from course_lib.kernels import FusedElementwise, dispatch, launch, reference
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not gpu_available(), reason="needs CuPy and an NVIDIA GPU"),
+]
+GPU = {"mode": "gpu"}
+
+
+def _f32(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _host(array):
+    return array.get()
+
+
+@pytest.mark.parametrize("n", [1, 17, 33, 257, 1 << 20])
+def test_vector_add_on_gpu(n, rng):
+    a, b = _f32(rng, n), _f32(rng, n)
+    for kernel in (launch.vector_add, launch.vector_add_float4):
+        assert np.array_equal(_host(kernel(a, b, **GPU)), a + b)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (17, 33, 257), (257, 257, 257), (1000, 300, 700)])
+def test_matmul_on_gpu(shape, rng):
+    m, n, k = shape
+    a, b = _f32(rng, m, k), _f32(rng, k, n)
+    for kernel in (launch.matmul_naive, launch.matmul_tiled):
+        np.testing.assert_allclose(
+            _host(kernel(a, b, **GPU)), reference.matmul(a, b), rtol=1e-4, atol=1e-4 * np.sqrt(k)
+        )
+
+
+@pytest.mark.parametrize("rows, cols", [(1, 1), (17, 33), (257, 4099)])
+def test_row_kernels_on_gpu(rows, cols, rng):
+    x, w = _f32(rng, rows, cols) * 20, _f32(rng, cols)
+    np.testing.assert_allclose(
+        _host(launch.softmax(x, **GPU)), reference.softmax(x), rtol=1e-5, atol=1e-7
+    )
+    np.testing.assert_allclose(
+        _host(launch.rmsnorm(x, w, **GPU)), reference.rmsnorm(x, w), rtol=1e-5, atol=1e-5
+    )
+
+
+def test_rope_and_attention_on_gpu(rng):
+    x = _f32(rng, 2, 4, 33, 64)
+    cos, sin = reference.rope_tables(33, 64)
+    np.testing.assert_allclose(
+        _host(launch.rope(x, cos, sin, **GPU)), reference.rope(x, cos, sin), rtol=1e-5, atol=1e-5
+    )
+    q, k, v = _f32(rng, 2, 8, 257, 64), _f32(rng, 2, 2, 257, 64), _f32(rng, 2, 2, 257, 64)
+    for causal in (True, False):
+        np.testing.assert_allclose(
+            _host(launch.attention(q, k, v, causal, **GPU)),
+            reference.attention(q, k, v, causal),
+            rtol=1e-4,
+            atol=1e-5,
+        )
+
+
+def test_fused_on_gpu(rng):
+    spec = FusedElementwise("fused_gpu", ("a", "b"), (("c", "a * b + 1.0f"),))
+    a, b = _f32(rng, 1000), _f32(rng, 1000)
+    (c,) = launch.fused(spec, a, b, **GPU)
+    np.testing.assert_allclose(_host(c), a * b + 1, rtol=1e-6)
+
+
+def test_gpu_and_emulator_agree(rng):
+    x = _f32(rng, 33, 257)
+    np.testing.assert_allclose(
+        _host(launch.softmax(x, **GPU)), launch.softmax(x, mode="emulator"), rtol=1e-6, atol=1e-8
+    )
+
+
+def test_softmax_op_uses_the_kernel_on_gpu(rng, monkeypatch):
+    import cupy
+
+    calls = []
+    original = dispatch.kernel_result
+
+    def spy(*args, **kwargs):
+        calls.append(args[0])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(dispatch, "kernel_result", spy)
+    data = _f32(rng, 4, 33)
+    cl.set_device("gpu")
+    try:
+        x = cl.variable("x", shape=(4, 33))
+        out = cl.evaluate(cl.softmax(x), {"x": cupy.asarray(data)})
+    finally:
+        cl.set_device("cpu")
+    assert calls == ["softmax"]
+    np.testing.assert_allclose(cl.backend.to_numpy(out), reference.softmax(data), rtol=1e-5)
