@@ -1,0 +1,83 @@
+"""The shape of a LLaMA-style model: one dataclass shared by the model and the calculators."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import ShapeError
+
+
+@dataclass(frozen=True)
+class LlamaConfig:
+    """Hyper-parameters of a LLaMA-style decoder (Hugging Face names in brackets).
+
+    Parameters
+    ----------
+    dim : int
+        Hidden size h (``hidden_size``).
+    n_layers : int
+        Number of decoder blocks N (``num_hidden_layers``).
+    n_heads : int
+        Query heads n (``num_attention_heads``); ``head_dim = dim // n_heads``.
+    n_kv_heads : int
+        Key/value heads (``num_key_value_heads``): ``n_heads`` is multi-head attention,
+        1 is multi-query, anything in between is grouped-query attention.
+    ffn_dim : int
+        SwiGLU inner size i (``intermediate_size``).
+    vocab_size : int
+        Vocabulary size v.
+    max_seq_len : int
+        Longest sequence the RoPE tables cover (``max_position_embeddings``).
+    rope_theta, norm_eps : float
+        RoPE base and the epsilon inside RMSNorm's square root.
+    """
+
+    dim: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    ffn_dim: int
+    vocab_size: int
+    max_seq_len: int
+    rope_theta: float = 10000.0
+    norm_eps: float = 1e-5
+
+    def __post_init__(self):
+        sizes = ("dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim", "vocab_size", "max_seq_len")
+        for field in sizes:
+            if int(getattr(self, field)) < 1:
+                value = getattr(self, field)
+                raise ShapeError(f"LlamaConfig.{field} must be a positive integer, got {value}")
+        if self.dim % self.n_heads:
+            raise ShapeError(
+                f"LlamaConfig: dim={self.dim} is not divisible by n_heads={self.n_heads}"
+            )
+        if self.n_heads % self.n_kv_heads:
+            raise ShapeError(
+                f"LlamaConfig: n_heads={self.n_heads} is not a multiple of "
+                f"n_kv_heads={self.n_kv_heads} (a kv head serves a whole group)"
+            )
+        if self.head_dim % 2:
+            raise ShapeError(f"LlamaConfig: head_dim={self.head_dim} must be even for RoPE")
+
+    @property
+    def head_dim(self) -> int:
+        """d, the size of one attention head."""
+        return self.dim // self.n_heads
+
+    @property
+    def kv_groups(self) -> int:
+        """How many query heads share one key/value head."""
+        return self.n_heads // self.n_kv_heads
+
+    @classmethod
+    def llama2_7b(cls) -> LlamaConfig:
+        """LLaMA-2-7B: h = 4096, N = 32, n = 32 (MHA), i = 11008, v = 32000, s <= 4096."""
+        return cls(dim=4096, n_layers=32, n_heads=32, n_kv_heads=32, ffn_dim=11008,
+                   vocab_size=32000, max_seq_len=4096)
+
+    @classmethod
+    def tiny(cls) -> LlamaConfig:
+        """The benchmark/demo model: dim 256, 4 layers, 8 heads, 4 kv heads, ffn 688, bytes."""
+        return cls(dim=256, n_layers=4, n_heads=8, n_kv_heads=4, ffn_dim=688,
+                   vocab_size=256, max_seq_len=128)
