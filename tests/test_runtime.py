@@ -1,5 +1,7 @@
 """The executor (define-then-run) and the eager Tensor (define-by-run)."""
 
+import gc
+
 import numpy as np
 import pytest
 
@@ -49,6 +51,28 @@ def test_backward_twice_accumulates_exactly_twice():
     np.testing.assert_array_equal(a.grad.numpy(), 2 * once)
     a.zero_grad()
     assert a.grad is None
+
+
+def test_backward_restores_the_cycle_collector_state(monkeypatch):
+    a = cl.Tensor(np.array([1.5]), requires_grad=True)
+    (a * a).backward()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        (a * a).backward()
+        assert not gc.isenabled()  # a user's choice is kept
+    finally:
+        gc.enable()
+    with pytest.raises(cl.ShapeError, match=r"seed has shape \(2, 3\).*shape \(1,\)"):
+        (a * a).backward(gradient=np.ones((2, 3)))
+
+    def failing_pass(*args, **kwargs):
+        raise cl.GraphError("boom")
+
+    monkeypatch.setattr(cl.runtime.eager, "reverse_mode", failing_pass)
+    with pytest.raises(cl.GraphError, match="boom"):
+        (a * a).backward()
+    assert gc.isenabled()
 
 
 def test_eager_shared_node_gradient():

@@ -12,6 +12,7 @@ and because every input is eager, each partial adjoint is computed as it is buil
 from __future__ import annotations
 
 import contextlib
+import gc
 from collections.abc import Iterable
 
 import numpy as np
@@ -24,6 +25,23 @@ from ..graph import as_node as _as_node
 from ..ops.elementwise import _ADD, _DIV, _MUL, _SUB
 
 _recording = [True]
+
+
+@contextlib.contextmanager
+def _cyclic_gc_paused():
+    """Pause Python's cycle collector (reference counting still frees memory).
+
+    A backward pass allocates tens of thousands of short-lived, acyclic tensors; each
+    burst would make the collector re-scan the whole heap (every imported module, which
+    with PyTorch loaded is most of the time spent) while finding nothing to collect.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 @contextlib.contextmanager
@@ -149,7 +167,13 @@ class Tensor(Node):
         order = topological_order([self])
         leaves = [n for n in order if not n.inputs and n.is_eager and n.requires_grad]
         seed = None if gradient is None else Tensor(gradient)
-        with contextlib.nullcontext() if create_graph else no_grad():
+        if seed is not None and seed.shape != self.shape:
+            raise ShapeError(
+                f"backward: the gradient seed has shape {seed.shape}, but {self.name} has "
+                f"shape {self.shape}; pass an array of the output's shape"
+            )
+        recording = contextlib.nullcontext() if create_graph else no_grad()
+        with recording, _cyclic_gc_paused():
             grads, _ = reverse_mode(self, leaves, record=False, seed=seed, order=order)
         for leaf, g in zip(leaves, grads):
             leaf.grad = g if leaf.grad is None else leaf.grad + g
