@@ -22,6 +22,8 @@ def expression(node: Node, names: dict) -> str:
     op, args = node.op, [reference(i, names) for i in node.inputs]
     if node.is_variable:
         return node.name
+    if hasattr(op, "formula"):  # a fused node shows the expression it computes
+        return f"fused: {op.formula(args, PRETTY)}"
     if op.name == "sum_n":
         return " + ".join(args)
     if op.name == "ones_like" and len(args) == 1:
