@@ -59,8 +59,9 @@ class NumexprProgram:
     def evaluate(self, arrays: Sequence) -> np.ndarray | None:
         """The result in one blocked pass over memory, or None when numexpr cannot run it.
 
-        Constants take the floating dtype of the inputs (float32 stays float32, as NumPy's
-        weak scalars do); integer inputs are left to the op-by-op interpreter.
+        Constants and the result take the floating dtype of the inputs (float32 stays
+        float32, as with NumPy's weak scalars); integer inputs are left to the op-by-op
+        interpreter.
         """
         import numexpr  # noqa: PLC0415  (a dependency; imported on first use)
 
@@ -70,9 +71,10 @@ class NumexprProgram:
         names = {f"x{k}": a for k, a in enumerate(arrays)}
         names.update({f"c{j}": dtype.type(v) for j, v in enumerate(self.constants)})
         try:
-            return numexpr.evaluate(self.text, local_dict=names)
+            result = numexpr.evaluate(self.text, local_dict=names)
         except (TypeError, ValueError, NotImplementedError):  # e.g. a float where(cond)
             return None
+        return result.astype(dtype, copy=False)  # numexpr's maximum works in float64
 
 
 def numexpr_program(params: Sequence[Node], body: Node) -> NumexprProgram:

@@ -43,8 +43,7 @@ class Fused(Op):
         if xp is np:
             result = self.numexpr.evaluate(arrays)
             if result is not None:
-                dtype = self.body.dtype
-                return result if dtype is None else result.astype(dtype, copy=False)
+                return result
         elif all(a.dtype == np.float32 for a in arrays):
             return self.run_kernel(xp, *arrays, mode="gpu")
         return self.interpret(xp, *arrays)
@@ -91,7 +90,7 @@ class Fused(Op):
             return None
         tangent = jvp(self.body, seeds)
         replace = dict(zip(self.params, node.inputs))
-        replace.update({s: t for p, t in zip(self.params, tangents) if (s := seeds.get(p))})
+        replace.update({seeds[p]: t for p, t in zip(self.params, tangents) if p in seeds})
         return rebuild([tangent], replace)[0]
 
     def expand(self, inputs: Sequence[Node]) -> Node:
