@@ -84,8 +84,12 @@ def _ratio(flops: int, elements: int) -> Fraction:
     return Fraction(flops, elements) if elements else Fraction(0)
 
 
-def op_cost(node: Node) -> OpCost:
-    """The FLOPs and traffic of one op node (its inputs' and its own static shapes)."""
+def op_cost(node: Node, dtypes: dict | None = None) -> OpCost:
+    """The FLOPs and traffic of one op node (its inputs' and its own static shapes).
+
+    ``dtypes`` gives dtypes the graph leaves open (see :func:`arithmetic_intensity`).
+    """
+    dtypes = dtypes or {}
     shapes = [node.shape, *(i.shape for i in node.inputs)]
     unknown = [n.name for n, s in zip((node, *node.inputs), shapes) if _unknown(s)]
     if unknown:
@@ -93,7 +97,7 @@ def op_cost(node: Node) -> OpCost:
             f"{node.op.label()} at node {node.name}: the shapes of {', '.join(unknown)} are not "
             "known; give the variables static shapes to count FLOPs and bytes"
         )
-    itemsizes = [_itemsize(n, node) for n in (node, *node.inputs)]
+    itemsizes = [_itemsize(n, node, dtypes) for n in (node, *node.inputs)]
     return OpCost(
         node,
         node.op.flops(*shapes),
@@ -109,17 +113,30 @@ def arithmetic_intensity(outputs: Node | list[Node]) -> IntensityReport:
     ``E = D + (A + B) * C``: 1/3; fused, Program 2: 3/5); ``report.byte_intensity`` is
     FLOPs per byte. Variables and constants are inputs, not kernels.
     """
-    outs = [outputs] if isinstance(outputs, Node) else list(outputs)
-    return IntensityReport(tuple(op_cost(n) for n in topological_order(outs) if n.inputs))
+    order = topological_order([outputs] if isinstance(outputs, Node) else list(outputs))
+    dtypes = _dtypes(order)
+    return IntensityReport(tuple(op_cost(n, dtypes) for n in order if n.inputs))
+
+
+def _dtypes(order: list[Node]) -> dict:
+    """Each node's dtype; where the graph has none (a weak scalar took part), NumPy's rule:
+    the result type of the inputs whose dtypes are known."""
+    dtypes: dict = {}
+    for node in order:
+        known = [dtypes[i] for i in node.inputs if dtypes.get(i) is not None]
+        dtypes[node] = node.dtype if node.dtype is not None or not known else np.result_type(*known)
+    return dtypes
 
 
 def _unknown(shape) -> bool:
     return shape is None or any(d is None for d in shape)
 
 
-def _itemsize(node: Node, user: Node) -> int:
+def _itemsize(node: Node, user: Node, dtypes: dict) -> int:
     """Bytes per element; a weakly typed scalar takes the dtype of the op using it."""
-    dtype = node.dtype if node.dtype is not None else user.dtype
+    dtype = dtypes.get(node, node.dtype)
+    if dtype is None:
+        dtype = dtypes.get(user, user.dtype)
     if dtype is None:
         raise GraphError(
             f"{user.op.label()} at node {user.name}: the dtype of {node.name} is not known; "
