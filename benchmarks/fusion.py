@@ -1,10 +1,13 @@
 """Fusion and merged QKV, measured: E = D + (A + B) * C and Q, K, V = x @ Wq, x @ Wk, x @ Wv.
 
-Part 1, N = 2**24 float32 elements: unfused NumPy (three kernels through temporaries, as
-Program 1 of the lecture) against the fused numexpr expression (one blocked pass: Program
-2), side by side, medians. The byte model predicts 9N / 5N = 1.8x. numexpr runs with one
-thread, like NumPy, so the ratio measures fusion, not threads; the all-threads figure is
-printed too. Part 2: three matmuls against one on concatenated weights.
+Part 1, N = 2**24 float32: the lecture's Program 1 (three NumPy kernels through the
+temporaries tmp1, tmp2; every array allocated beforehand, as in the lecture) against Program
+2, the kernel ``fuse_elementwise`` generates for the graph, in its two CPU forms: the
+numexpr expression (one blocked pass, single thread like NumPy) and the same expression as a
+C++ loop compiled for this CPU. Also NumPy written naturally (it allocates its result) and
+the Executor with and without the pass (a fused node on large float32 arrays runs the
+compiled loop, allocating its result). The byte model predicts 9N / 5N = 1.8x.
+Part 2: three matmuls against one on the concatenated weights (``merge_matmuls``).
 Run: ``.venv/bin/python benchmarks/fusion.py``. Target: fused >= 1.5x unfused.
 """
 
@@ -17,7 +20,8 @@ import numpy as np
 from _timing import interleaved_medians
 
 import course_lib as cl
-from course_lib.passes import fuse_elementwise, merge_matmuls
+from course_lib.passes import fold_constants, fuse_elementwise, merge_matmuls
+from course_lib.passes.cpu_loop import run_cpu_loop
 from course_lib.perf import arithmetic_intensity
 
 
@@ -25,68 +29,50 @@ def fusion(n: int, repeats: int) -> None:
     rng = np.random.default_rng(0)
     a, b, c, d = rng.standard_normal((4, n), dtype=np.float32)
     tmp1, tmp2, e = (np.empty_like(a) for _ in range(3))
-    names = "ABCD"
-    nodes = [cl.variable(name, (n,), np.float32) for name in names]
+    nodes = [cl.variable(name, (n,), np.float32) for name in "ABCD"]
     graph = nodes[3] + (nodes[0] + nodes[1]) * nodes[2]
-    fused_graph = fuse_elementwise(graph)
-    unfused, fused = arithmetic_intensity(graph), arithmetic_intensity(fused_graph)
-    feed = dict(zip(names, (a, b, c, d)))
-    run_unfused, run_fused = cl.Executor(graph), cl.Executor(fused_graph)
-    threads = numexpr.detect_number_of_cores()
+    fused = fuse_elementwise(graph)
+    unfused_cost, fused_cost = arithmetic_intensity(graph), arithmetic_intensity(fused)
+    arrays = [dict(zip(nodes, (a, b, c, d)))[x] for x in fused.inputs]
+    program = fused.op.numexpr
+    run_unfused, run_fused = cl.Executor(graph), cl.Executor(fused)
+    feed = dict(zip(nodes, (a, b, c, d)))
+    numexpr.set_num_threads(1)  # NumPy runs on one thread: compare kernels, not thread counts
 
-    def program_1():  # three kernels through preallocated temporaries
+    def program_1():
         np.add(a, b, out=tmp1)
         np.multiply(tmp1, c, out=tmp2)
         np.add(tmp2, d, out=e)
 
-    arrays = {"a": a, "b": b, "c": c, "d": d}
-
-    def threads_then(k, fn):
-        def run():
-            numexpr.set_num_threads(k)
-            return fn()
-
-        return run
-
-    def program_2():  # one fused kernel
-        numexpr.evaluate("d + (a + b) * c", local_dict=arrays, out=e)
-
     medians = interleaved_medians(
         {
+            "Program 1: NumPy, 3 kernels": program_1,
+            "Program 2: numexpr": lambda: numexpr.evaluate(
+                program.text, local_dict={f"x{k}": v for k, v in enumerate(arrays)}, out=e
+            ),
+            "Program 2: C++ loop": lambda: run_cpu_loop(fused.op.kernel, arrays, out=e),
             "NumPy d + (a + b) * c": lambda: d + (a + b) * c,
-            "NumPy, out= buffers": program_1,
-            "numexpr fused, 1 thread": threads_then(1, program_2),
-            f"numexpr fused, {threads} threads": threads_then(threads, program_2),
             "Executor, unfused graph": lambda: run_unfused.run(feed),
-            "Executor, fuse_elementwise": threads_then(1, lambda: run_fused.run(feed)),
+            "Executor, fused graph": lambda: run_fused.run(feed),
         },
         repeats=repeats,
     )
-    numexpr.set_num_threads(threads)
     print(f"E = D + (A + B) * C, N = {n} float32, median of {repeats} interleaved runs")
     print(
-        f"  byte model: {unfused.bytes / 2**20:.0f} MiB vs {fused.bytes / 2**20:.0f} MiB moved, "
-        f"AI {unfused.intensity} -> {fused.intensity}, predicted {unfused.bytes / fused.bytes:.2f}x"
+        f"  counted from the graphs: {unfused_cost.bytes / 2**20:.0f} MiB vs "
+        f"{fused_cost.bytes / 2**20:.0f} MiB moved, AI {unfused_cost.intensity} -> "
+        f"{fused_cost.intensity}, byte model {unfused_cost.bytes / fused_cost.bytes:.2f}x"
     )
     for name, seconds in medians.items():
-        gbs = unfused.bytes / seconds / 1e9 if "fused" not in name else fused.bytes / seconds / 1e9
-        print(f"  {name:28s} {seconds * 1e3:8.2f} ms  {gbs:6.1f} GB/s")
-    base = medians["NumPy d + (a + b) * c"]
+        moved = fused_cost.bytes if "Program 2" in name or "fused" in name else unfused_cost.bytes
+        print(f"  {name:28s} {seconds * 1e3:8.2f} ms  {moved / seconds / 1e9:6.1f} GB/s")
+    base = medians["Program 1: NumPy, 3 kernels"]
+    for name in ("Program 2: C++ loop", "Program 2: numexpr"):
+        print(f"  ratio Program 1 / {name[11:]:9s} = {base / medians[name]:.2f}"
+              "  (target >= 1.5, byte model 1.8)")  # fmt: skip
     print(
-        f"  ratio NumPy / fused (1 thread)      = {base / medians['numexpr fused, 1 thread']:.2f}"
-        "  (target >= 1.5, byte model 1.8)"
-    )
-    print(
-        f"  ratio NumPy out= / fused (1 thread) = "
-        f"{medians['NumPy, out= buffers'] / medians['numexpr fused, 1 thread']:.2f}"
-    )
-    print(
-        f"  ratio NumPy / fused ({threads} threads)     = "
-        f"{base / medians[f'numexpr fused, {threads} threads']:.2f}"
-    )
-    print(
-        f"  ratio Executor unfused / fused      = "
-        f"{medians['Executor, unfused graph'] / medians['Executor, fuse_elementwise']:.2f}"
+        f"  ratio Executor unfused / fused  = "
+        f"{medians['Executor, unfused graph'] / medians['Executor, fused graph']:.2f}"
     )
 
 
@@ -96,7 +82,7 @@ def merged_qkv(tokens: int, dim: int, repeats: int) -> None:
     ws = [rng.standard_normal((dim, dim), dtype=np.float32) for _ in range(3)]
     xv = cl.variable("x", x.shape, np.float32)
     qkv = [xv @ cl.constant(w, name=f"W{k}") for k, w in zip("qkv", ws)]
-    merged = cl.passes.fold_constants(merge_matmuls(qkv))  # the weights concatenated once
+    merged = fold_constants(merge_matmuls(qkv))  # the weights are concatenated once
     run_three, run_merged = cl.Executor(qkv), cl.Executor(merged)
     w_cat = np.concatenate(ws, axis=1)
     medians = interleaved_medians(
@@ -125,8 +111,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--log2n", type=int, default=24)
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--tokens", type=int, default=64)
-    parser.add_argument("--dim", type=int, default=1024)
+    parser.add_argument("--tokens", type=int, default=256)
+    parser.add_argument("--dim", type=int, default=512)
     args = parser.parse_args()
     fusion(2**args.log2n, args.repeats)
     merged_qkv(args.tokens, args.dim, args.repeats)

@@ -1,5 +1,5 @@
-"""Generated code of fused nodes: numexpr on the CPU; CUDA C that compiles with NVRTC for
-sm_80/sm_90 and runs in the CPU emulator, compared with NumPy."""
+"""Generated code of fused nodes: numexpr and a compiled C++ loop on the CPU; CUDA C that
+compiles with NVRTC for sm_80/sm_90 and runs in the CPU emulator; all compared with NumPy."""
 
 import os
 
@@ -7,8 +7,11 @@ import numpy as np
 import pytest
 
 import course_lib as cl
+from course_lib.errors import ShapeError
 from course_lib.kernels import emulator, nvrtc
 from course_lib.passes import fuse_elementwise
+from course_lib.passes.codegen import cpu_source
+from course_lib.passes.cpu_loop import LOOP_MIN_SIZE, _compiled, loop_worthy, run_cpu_loop
 
 needs_emulator = pytest.mark.skipif(  # CI has g++: fail there rather than skip
     not emulator.emulator_available() and not os.environ.get("CI"),
@@ -91,3 +94,31 @@ def test_lecture_kernel_from_the_graph_runs_in_the_emulator():
     feed = feed_for([a, b, c, d])
     result = fused.op.run_kernel(np, *[feed[x] for x in (a, b, c, d)], mode="emulator")
     np.testing.assert_allclose(result, feed[d] + (feed[a] + feed[b]) * feed[c], rtol=1e-6)
+
+
+@needs_emulator
+def test_cpu_loop_matches_numpy_and_runs_large_float32_graphs():
+    xs, out, fused = fused_root()
+    feed = feed_for(xs)
+    result = fused.op.run_kernel(np, *[feed[x] for x in fused.inputs], mode="cpu")
+    np.testing.assert_allclose(result, cl.evaluate(out, feed), rtol=2e-5, atol=2e-6)
+    assert "for (long long i = 0; i < n; ++i)" in cpu_source(fused.op.kernel)
+    big = [cl.variable(n, (LOOP_MIN_SIZE,), np.float32) for n in "ABCD"]
+    graph = big[3] + (big[0] + big[1]) * big[2]
+    run = cl.Executor(graph, optimize=True)
+    feed = feed_for(big)
+    assert loop_worthy([feed[x] for x in run.outputs[0].inputs])
+    before = _compiled.cache_info().misses + _compiled.cache_info().hits
+    np.testing.assert_allclose(run.run(feed), cl.evaluate(graph, feed), rtol=1e-6)
+    assert _compiled.cache_info().misses + _compiled.cache_info().hits == before + 1
+
+
+def test_cpu_loop_checks_its_arrays():
+    _, _, fused = fused_root()
+    kernel = fused.op.kernel
+    ones = np.ones((3, 5), np.float32)
+    with pytest.raises(ShapeError, match="takes inputs"):
+        run_cpu_loop(kernel, [ones])
+    with pytest.raises(ShapeError, match="C-contiguous float32"):
+        run_cpu_loop(kernel, [ones, ones.astype(np.float64), ones])
+    assert not loop_worthy([ones, ones, ones])  # small: numexpr runs it

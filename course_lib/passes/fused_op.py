@@ -1,9 +1,14 @@
 """The node a fusion leaves behind: one op that computes a whole elementwise subgraph.
 
 ``Fused`` keeps the subgraph it replaced (its *body*, over placeholder variables ``x0 …``),
-so it can compute it in one pass over memory (numexpr on the CPU, a generated CUDA kernel
-on the GPU), count its cost, draw itself as a formula, and differentiate: its gradient and
-tangent are built from the body, then wired to the fused node's real inputs.
+so it can compute it in one pass over memory, count its cost, draw itself as a formula, and
+differentiate: its gradient and tangent are built from the body, then wired to the fused
+node's real inputs. Where it runs:
+
+* GPU: the generated CUDA kernel (float32; other dtypes op by op);
+* CPU, large float32 arrays of one shape with g++ present: the same expression as a C++
+  loop compiled for this CPU (:mod:`.cpu_loop`), which runs at memory speed;
+* CPU otherwise: the numexpr expression (float32/float64, broadcasting, no compiler).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from ..graph import Node, Op, rebuild, topological_order, variable
 from ..kernels.fused import FusedElementwise
 from ..kernels.launch import fused as launch_fused
 from .codegen import NumexprProgram, cuda_kernel, is_inline_constant, numexpr_program
+from .cpu_loop import loop_worthy, run_cpu_loop
 
 _DISPLAY = {"+": 1, "-": 1, "*": 2, "/": 2}  # precedence of infix symbols in formulas
 
@@ -41,6 +47,8 @@ class Fused(Op):
 
     def compute(self, xp, *arrays):
         if xp is np:
+            if loop_worthy(arrays):
+                return run_cpu_loop(self.kernel, arrays)
             result = self.numexpr.evaluate(arrays)
             if result is not None:
                 return result
@@ -49,9 +57,16 @@ class Fused(Op):
         return self.interpret(xp, *arrays)
 
     def run_kernel(self, xp, *arrays, mode: str | None = None):
-        """Run the generated CUDA kernel (``mode``: "gpu" or "emulator"; float32 inputs)."""
+        """Run the generated CUDA kernel on float32 arrays (broadcast here).
+
+        ``mode``: "gpu" (CuPy), "emulator" (CUDA threads on the CPU), or "cpu": the
+        kernel's expression as a plain C++ loop compiled for this CPU (vectorised, one pass
+        over memory; see :func:`run_cpu_loop`).
+        """
         shape = np.broadcast_shapes(*(a.shape for a in arrays))
         full = [xp.ascontiguousarray(xp.broadcast_to(a, shape)) for a in arrays]
+        if mode == "cpu":
+            return run_cpu_loop(self.kernel, full)
         (out,) = launch_fused(self.kernel, *full, mode=mode)
         return out
 
