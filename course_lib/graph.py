@@ -84,9 +84,7 @@ class Op:
         loads, stores = self.accesses(out_shape, *in_shapes)
         return sum(loads) + stores
 
-    def memory_bytes(
-        self, out_shape: Shape, *in_shapes: Shape, itemsizes: Sequence[int]
-    ) -> int:
+    def memory_bytes(self, out_shape: Shape, *in_shapes: Shape, itemsizes: Sequence[int]) -> int:
         """Loads plus stores in bytes; ``itemsizes`` gives the output's, then each input's."""
         if len(itemsizes) != len(in_shapes) + 1:
             raise ShapeError(

@@ -8,6 +8,7 @@ optimize=True)`` and :func:`course_lib.jit` call it.
 
 from __future__ import annotations
 
+from .batchnorm import batchnorm_affine, conv2d, fold_batchnorm
 from .constants import fold_constants
 from .cse import eliminate_common_subexpressions
 from .fused_op import Fused
@@ -28,8 +29,11 @@ def optimize(outputs: Graph, passes=PIPELINE) -> Graph:
 __all__ = [
     "PIPELINE",
     "Fused",
+    "batchnorm_affine",
+    "conv2d",
     "eliminate_common_subexpressions",
     "find_regions",
+    "fold_batchnorm",
     "fold_constants",
     "fuse_elementwise",
     "merge_matmuls",

@@ -9,6 +9,8 @@ root, whose inputs are the values entering the region.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ..graph import Node, consumers, topological_order, variable
@@ -22,15 +24,19 @@ _TARGETS = ("numexpr", "cuda")
 _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def fuse_elementwise(outputs: Graph) -> Graph:
+def fuse_elementwise(outputs: Graph, select: Callable[[Node], bool] | None = None) -> Graph:
     """Replace each maximal tree of fusable elementwise ops by one :class:`Fused` node.
 
     Fusable: ops that can write themselves as numexpr and CUDA expressions (arithmetic,
     comparisons, ``where``, ``exp``, ``tanh``, ``relu``, ...), on float32/float64 values
-    (or values of unknown dtype). Outputs are never fused away.
+    (or values of unknown dtype). Outputs are never fused away. ``select(root)`` (optional)
+    picks which of the regions :func:`find_regions` finds are fused (a search can try
+    subsets).
     """
     outs = output_list(outputs, "fuse_elementwise")
     regions = find_regions(outs)
+    if select is not None:
+        regions = {root: members for root, members in regions.items() if select(root)}
     if not regions:
         return outputs
     inside = {m for root, members in regions.items() for m in members if m is not root}

@@ -4,9 +4,11 @@ ceilings (memory bandwidth, matmul rate), kernels placed on a roofline, median t
 from .ceilings import Roofline, measure_bandwidth, measure_matmul_rate, measure_roofline
 from .counts import IntensityReport, OpCost, arithmetic_intensity, op_cost
 from .points import KernelPoint, measure_graph, measure_kernel
+from .search import Candidate, search_fusions
 from .timing import interleaved_medians, median_seconds
 
 __all__ = [
+    "Candidate",
     "IntensityReport",
     "KernelPoint",
     "OpCost",
@@ -20,4 +22,5 @@ __all__ = [
     "measure_roofline",
     "median_seconds",
     "op_cost",
+    "search_fusions",
 ]

@@ -27,7 +27,10 @@ STAGE_STYLES = {
 }
 VARIABLE_STYLE = {"shape": "ellipse", "style": "filled", "fillcolor": "#dbeafe", "color": "#1d4ed8"}
 FUSED_STYLE = {
-    "shape": "box", "style": "rounded,filled", "fillcolor": "#fef9c3", "color": "#a16207"
+    "shape": "box",
+    "style": "rounded,filled",
+    "fillcolor": "#fef9c3",
+    "color": "#a16207",
 }
 CONSTANT_STYLE = {"shape": "note", "style": "filled", "fillcolor": "#f1f5f9", "color": "#64748b"}
 EDGE_STYLES = {
