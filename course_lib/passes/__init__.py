@@ -16,11 +16,13 @@ from .fusion import find_regions, fuse_elementwise
 from .matmuls import merge_matmuls
 from .rewrite import Graph
 
-PIPELINE = (fold_constants, eliminate_common_subexpressions, merge_matmuls, fuse_elementwise)
+# CSE first (equal inputs become one node, so shared operands are found), folding after the
+# matmul merge (constant weights are concatenated once, while optimising), fusion last.
+PIPELINE = (eliminate_common_subexpressions, merge_matmuls, fold_constants, fuse_elementwise)
 
 
 def optimize(outputs: Graph, passes=PIPELINE) -> Graph:
-    """Apply ``passes`` in order (default: fold, CSE, merge matmuls, fuse elementwise)."""
+    """Apply ``passes`` in order (default: CSE, merge matmuls, fold constants, fuse)."""
     for rewrite in passes:
         outputs = rewrite(outputs)
     return outputs
