@@ -52,7 +52,7 @@ class Fused(Op):
             result = self.numexpr.evaluate(arrays)
             if result is not None:
                 return result
-        elif all(a.dtype == np.float32 for a in arrays):
+        elif all(getattr(a, "dtype", None) == np.float32 for a in arrays):
             return self.run_kernel(xp, *arrays, mode="gpu")
         return self.interpret(xp, *arrays)
 
