@@ -61,13 +61,22 @@ def test_silu_does_not_absorb_an_input_it_reads_twice():
     assert fused.op.numexpr.text.count("x0") == 2  # silu reads its input twice
 
 
-def test_fusion_respects_the_input_limit():
-    xs = [cl.variable(f"x{k}", (3,)) for k in range(passes.fusion.MAX_INPUTS + 1)]
+def test_fusion_splits_regions_at_the_input_limit():
+    xs = [cl.variable(f"x{k}", (3,)) for k in range(2 * passes.fusion.MAX_INPUTS)]
     total = xs[0]
     for x in xs[1:]:
         total = total + x
-    counts = [len(f.op.inputs) for f in [passes.fuse_elementwise(total)] if isinstance(f.op, Fused)]
-    assert counts == []  # too many inputs for one kernel: left unfused
+    new = passes.fuse_elementwise(total)
+    fused = [n for n in ops_of(new) if isinstance(n.op, Fused)]
+    assert [len(f.inputs) for f in fused] == [passes.fusion.MAX_INPUTS] * 2
+    assert len(ops_of(new)) == 3  # two kernels of 15 adds, and the first add on its own
+    feed = {x: np.full(3, float(k)) for k, x in enumerate(xs)}
+    np.testing.assert_array_equal(cl.evaluate(new, feed), cl.evaluate(total, feed))
+
+
+def test_constant_only_trees_are_left_to_folding():
+    tree = cl.exp(cl.constant(2.0) * 3.0)  # no array enters: nothing to run a kernel over
+    assert passes.fuse_elementwise(tree) is tree
 
 
 def test_fused_graph_draws_its_expression():

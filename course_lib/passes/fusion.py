@@ -18,8 +18,8 @@ from .codegen import is_inline_constant
 from .fused_op import Fused
 from .rewrite import Graph, copy_with, output_list, same_kind
 
-MAX_OPS = 64  # longer regions are split: one expression stays readable and compilable
-MAX_INPUTS = 16
+MAX_OPS = 64  # larger regions are split: one expression stays readable and compilable
+MAX_INPUTS = 16  # and takes a bounded number of arrays
 _TARGETS = ("numexpr", "cuda")
 _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -56,21 +56,25 @@ def find_regions(outputs: list[Node]) -> dict[Node, list[Node]]:
     is_output = set(outputs)
     root: dict[Node, Node] = {}
     size: dict[Node, int] = {}
+    inputs: dict[Node, set[Node]] = {}  # values entering each region so far
     for node in reversed(order):
         if not fusable(node):
             continue
+        own = {i for i in node.inputs if not is_inline_constant(i)}
         target = _joinable_root(node, users[node], root, is_output)
-        if target is not None and size[target] < MAX_OPS:
-            root[node] = target
-            size[target] += 1
-        elif node.dtype != np.bool_:  # a comparison can only live inside a region
-            root[node] = node
-            size[node] = 1
+        if target is not None:
+            grown = (inputs[target] - {node}) | own
+            if size[target] < MAX_OPS and len(grown) <= MAX_INPUTS:
+                root[node], inputs[target] = target, grown
+                size[target] += 1
+                continue
+        if node.dtype != np.bool_:  # a comparison can only live inside a region
+            root[node], size[node], inputs[node] = node, 1, own
     regions: dict[Node, list[Node]] = {}
     for node in order:
-        if node in root and size[root[node]] > 1:
+        if node in root and size[root[node]] > 1 and inputs[root[node]]:
             regions.setdefault(root[node], []).append(node)
-    return _limit_inputs(regions)
+    return regions
 
 
 def fusable(node: Node) -> bool:
@@ -108,15 +112,6 @@ def _external_inputs(members: list[Node]) -> list[Node]:
             if i not in inside and not is_inline_constant(i):
                 seen.setdefault(i)
     return list(seen)
-
-
-def _limit_inputs(regions: dict[Node, list[Node]]) -> dict[Node, list[Node]]:
-    """Drop regions with no array input (constant folding's job) or too many inputs."""
-    return {
-        root: members
-        for root, members in regions.items()
-        if 0 < len(_external_inputs(members)) <= MAX_INPUTS
-    }
 
 
 def _fused_node(root: Node, members: list[Node], new: dict[Node, Node]) -> Node:
