@@ -16,19 +16,17 @@ from ..errors import GraphError, ShapeError
 from ..graph import Node, topological_order
 
 
-@dataclass(frozen=True)
-class OpCost:
-    """One kernel's work: FLOPs, element transfers (loads + stores) and bytes."""
+class Intensities:
+    """Arithmetic intensity of anything with ``flops``, ``elements`` and ``bytes``."""
 
-    node: Node
     flops: int
     elements: int
     bytes: int
 
     @property
     def intensity(self) -> Fraction:
-        """FLOPs per element transferred (the lecture's AI; ``C = A + B``: 1/3)."""
-        return _ratio(self.flops, self.elements)
+        """FLOPs per element transferred, exact (the lecture's AI; ``C = A + B``: 1/3)."""
+        return Fraction(self.flops, self.elements) if self.elements else Fraction(0)
 
     @property
     def byte_intensity(self) -> float:
@@ -37,7 +35,17 @@ class OpCost:
 
 
 @dataclass(frozen=True)
-class IntensityReport:
+class OpCost(Intensities):
+    """One kernel's work: FLOPs, element transfers (loads + stores) and bytes."""
+
+    node: Node
+    flops: int
+    elements: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class IntensityReport(Intensities):
     """The cost of every op of a graph and of the whole graph."""
 
     ops: tuple[OpCost, ...]
@@ -54,15 +62,6 @@ class IntensityReport:
     def bytes(self) -> int:
         return sum(c.bytes for c in self.ops)
 
-    @property
-    def intensity(self) -> Fraction:
-        """Overall FLOPs per element transferred, as an exact fraction."""
-        return _ratio(self.flops, self.elements)
-
-    @property
-    def byte_intensity(self) -> float:
-        return self.flops / self.bytes if self.bytes else float("inf")
-
     def table(self) -> str:
         """One line per op and a total line (a deterministic text)."""
         lines = [f"{'op':28s} {'flops':>10s} {'loads+stores':>13s} {'bytes':>11s}  AI"]
@@ -78,10 +77,6 @@ class IntensityReport:
 
     def __repr__(self) -> str:
         return self.table()
-
-
-def _ratio(flops: int, elements: int) -> Fraction:
-    return Fraction(flops, elements) if elements else Fraction(0)
 
 
 def op_cost(node: Node, dtypes: dict | None = None) -> OpCost:
