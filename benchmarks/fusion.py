@@ -7,7 +7,10 @@ numexpr expression (one blocked pass, single thread like NumPy) and the same exp
 C++ loop compiled for this CPU. Also NumPy written naturally (it allocates its result) and
 the Executor with and without the pass (a fused node on large float32 arrays runs the
 compiled loop, allocating its result). The byte model predicts 9N / 5N = 1.8x.
-Part 2: three matmuls against one on the concatenated weights (``merge_matmuls``).
+Part 2: three matmuls against one on the concatenated weights (``merge_matmuls``): the
+same FLOPs, x read once, one call instead of three. On a busy 2-core machine each BLAS call
+with two threads can wait milliseconds for its second thread, so the per-call saving
+dominates; with ``OPENBLAS_NUM_THREADS=1`` the products alone are compared.
 Run: ``.venv/bin/python benchmarks/fusion.py``. Target: fused >= 1.5x unfused.
 """
 

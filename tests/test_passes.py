@@ -194,3 +194,22 @@ def test_passes_reject_what_is_not_a_graph(rewrite):
         rewrite([np.ones(3)])
     with pytest.raises(GraphError, match="eager"):
         rewrite(cl.Tensor([1.0]) * 2.0)
+
+
+def test_optimized_control_flow_skips_the_untaken_branch():
+    x, y = cl.variable("x", (4,)), cl.variable("y", (4,))
+    out = cl.cond(
+        cl.sum(x) > 0.0,
+        lambda a, b: cl.tanh(a * b + 1.0) * 2.0,
+        lambda a, b: cl.exp(a - b) - 1.0,
+        x,
+        y,
+    )
+    graph = [out, *cl.grad(cl.sum(out), [x, y])]
+    run = cl.Executor(graph, optimize=True)
+    assert sum(isinstance(n.op, Fused) for n in run.order) >= 2
+    for sign in (1.0, -1.0):
+        feed = {x: sign * np.arange(1.0, 5.0), y: np.arange(4.0)}
+        for a, b in zip(run.run(feed), cl.Executor(graph).run(feed)):
+            np.testing.assert_allclose(a, b, rtol=1e-12)
+        assert run.last_run["skipped"] > 0
