@@ -1,33 +1,7 @@
-"""Shared helpers for the benchmark scripts: medians of repeated runs, side by side."""
+"""Shared helpers for the benchmark scripts: medians of repeated runs, side by side.
 
-from __future__ import annotations
+They live in :mod:`course_lib.perf.timing` (the notebooks time with them too)."""
 
-import statistics
-import time
+from course_lib.perf.timing import interleaved_medians, median_seconds
 
-
-def median_seconds(fn, repeats: int = 7, warmup: int = 1) -> float:
-    """The median wall time of ``fn()`` over ``repeats`` runs after ``warmup`` runs."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def interleaved_medians(fns: dict, repeats: int = 7, warmup: int = 1) -> dict:
-    """Medians of several functions, run in turn (A, B, C, A, B, C, ...) so that machine
-    noise hits all of them alike."""
-    for fn in fns.values():
-        for _ in range(warmup):
-            fn()
-    times = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(ts) for name, ts in times.items()}
+__all__ = ["interleaved_medians", "median_seconds"]

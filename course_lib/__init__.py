@@ -6,7 +6,7 @@ mode); run them with :class:`Executor` or :func:`evaluate`; or compute eagerly w
 :class:`Tensor`.
 """
 
-from . import backend, errors, gradcheck, strides
+from . import backend, errors, gradcheck, passes, perf, strides
 from .autodiff import Dual, Step, Trace, grad, gradient_trace, jvp
 from .backend import describe_device, get_device, set_device
 from .errors import CourseLibError, DeviceError, FeedError, GraphError, ShapeError
@@ -45,6 +45,8 @@ __all__ = [
     "jacobian",
     "jit",
     "jvp",
+    "passes",
+    "perf",
     "no_grad",
     "pad_to_bucket",
     "set_device",

@@ -71,6 +71,38 @@ class Op:
         """Floating-point operations to compute the output (lecture convention)."""
         return 0
 
+    def accesses(self, out_shape: Shape, *in_shapes: Shape) -> tuple[tuple[int, ...], int]:
+        """Elements loaded from each input and stored to the output, run as one kernel.
+
+        The compulsory traffic: each input element is read once and each output element
+        written once (``C = A + B``: loads ``(n, n)``, stores ``n``). Views override this.
+        """
+        return tuple(math.prod(s) for s in in_shapes), math.prod(out_shape)
+
+    def memory_elements(self, out_shape: Shape, *in_shapes: Shape) -> int:
+        """Loads plus stores in elements, as the lecture counts them (``C = A + B``: 3n)."""
+        loads, stores = self.accesses(out_shape, *in_shapes)
+        return sum(loads) + stores
+
+    def memory_bytes(self, out_shape: Shape, *in_shapes: Shape, itemsizes: Sequence[int]) -> int:
+        """Loads plus stores in bytes; ``itemsizes`` gives the output's, then each input's."""
+        if len(itemsizes) != len(in_shapes) + 1:
+            raise ShapeError(
+                f"{self.label()}: memory_bytes needs {len(in_shapes) + 1} itemsizes "
+                f"(output, then each input), got {len(itemsizes)}"
+            )
+        loads, stores = self.accesses(out_shape, *in_shapes)
+        return stores * itemsizes[0] + sum(n * size for n, size in zip(loads, itemsizes[1:]))
+
+    # -- code generation (the fusion pass) -----------------------------------------------
+    def expression(self, args: Sequence[str], target: str) -> str | None:
+        """This op as one expression over the input expressions ``args``, or None.
+
+        ``target`` is ``"numexpr"`` (CPU) or ``"cuda"`` (CUDA C, float). Elementwise ops
+        that return an expression for both targets can be fused into one kernel.
+        """
+        return None
+
     # -- identity and display ------------------------------------------------------------
     def key(self) -> tuple:
         """What makes two ops compute the same function (used by CSE)."""

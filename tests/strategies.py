@@ -1,6 +1,9 @@
-"""Hypothesis strategies for shapes that exercise broadcasting and batching."""
+"""Hypothesis strategies: shapes that exercise broadcasting and batching; random graphs."""
 
+import numpy as np
 from hypothesis import strategies as st
+
+import course_lib as cl
 
 dims = st.integers(1, 4)
 shapes = st.lists(dims, min_size=1, max_size=3).map(tuple)
@@ -35,3 +38,23 @@ def input_shapes(draw, spec):
         shape = draw(shapes)
         return [shape, shape]
     return [draw(shapes)]
+
+
+# -- random expression graphs: a program of steps, each applying an op to earlier nodes ---
+graph_programs = st.lists(
+    st.tuples(st.booleans(), st.integers(0, 100), st.integers(0, 100), st.integers(0, 100)),
+    min_size=1,
+    max_size=12,
+)
+
+
+def build_graph(program, unary, binary, dtype=np.float64):
+    """Variables a (2, 3) and b (3,), then one node per step (``unary[op](x)`` or
+    ``binary[op](x, y)`` on earlier nodes, so nodes get shared). Returns (variables, output)."""
+    xs = [cl.variable("a", (2, 3), dtype), cl.variable("b", (3,), dtype)]
+    nodes = list(xs)
+    for is_binary, op, i, j in program:
+        x, y = nodes[i % len(nodes)], nodes[j % len(nodes)]
+        fns = binary if is_binary else unary
+        nodes.append(fns[op % len(fns)](x, y) if is_binary else fns[op % len(fns)](x))
+    return xs, nodes[-1]

@@ -4,6 +4,7 @@ central differences."""
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
+from strategies import build_graph, graph_programs
 
 import course_lib as cl
 from course_lib.gradcheck import check_gradients, check_tangents
@@ -11,25 +12,10 @@ from course_lib.gradcheck import check_gradients, check_tangents
 UNARY = [cl.tanh, cl.sin, cl.cos, cl.sigmoid, cl.silu, lambda x: cl.softmax(x, -1), lambda x: x * x]
 BINARY = [cl.add, cl.sub, cl.mul, lambda x, y: x / (1.0 + y * y), cl.maximum]
 
-steps = st.lists(
-    st.tuples(st.booleans(), st.integers(0, 6), st.integers(0, 100), st.integers(0, 100)),
-    min_size=1,
-    max_size=12,
-)
 
-
-def build(program):
-    xs = [cl.variable("a", (2, 3), np.float64), cl.variable("b", (3,), np.float64)]
-    nodes = list(xs)
-    for binary, op, i, j in program:
-        x, y = nodes[i % len(nodes)], nodes[j % len(nodes)]
-        nodes.append(BINARY[op % len(BINARY)](x, y) if binary else UNARY[op](x))
-    return xs, nodes[-1]
-
-
-@given(program=steps, seed=st.integers(0, 2**16))
+@given(program=graph_programs, seed=st.integers(0, 2**16))
 def test_random_graph_gradients(program, seed):
-    xs, out = build(program)
+    xs, out = build_graph(program, UNARY, BINARY)
     rng = np.random.default_rng(seed)
     feed = {x: rng.standard_normal(x.shape) for x in xs}
     for name, (analytic, numeric) in check_gradients(out, feed).items():

@@ -45,6 +45,9 @@ from .sources import KERNEL_DIR, blank_comments, kernel_names, read_source
 CACHE_ENV = "COURSE_LIB_KERNEL_CACHE"
 COMPILER_ENV = "COURSE_LIB_CXX"
 FLAGS = ("-std=c++20", "-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-fno-strict-aliasing")
+# For plain C++ loops compiled for this CPU (the fusion pass's CPU kernels): vectorised for
+# the machine's SIMD units, without FMA contraction (results as NumPy computes them).
+NATIVE_FLAGS = ("-O3", "-march=native", "-ffp-contract=off")
 MAX_THREADS_PER_BLOCK = 1024
 MAX_DYNAMIC_SHARED_BYTES = 48 * 1024  # CUDA's default limit without an opt-in attribute
 
@@ -186,22 +189,27 @@ def _compile_errors(stderr: str, filename: str) -> str:
     return f"g++ could not compile {filename} for the emulator:\n{shown}"
 
 
-def build_library(unit: str, filename: str = "module.cu") -> Path:
-    """Compile a translation unit into a shared library in :func:`cache_dir` (cached by hash)."""
+def build_library(unit: str, filename: str = "module.cu", native: bool = False) -> Path:
+    """Compile a translation unit into a shared library in :func:`cache_dir` (cached by hash).
+
+    ``native=True`` adds :data:`NATIVE_FLAGS` (optimised for this CPU's vector units); the
+    emulator's own units do not need it.
+    """
+    flags = FLAGS + NATIVE_FLAGS if native else FLAGS
     cxx = compiler()
     if cxx is None:
         raise KernelCompileError(
             "the CUDA emulator needs a C++ compiler: install g++ (Debian: apt-get install g++) "
             f"or set {COMPILER_ENV}"
         )
-    key = hashlib.sha256("\0".join([_compiler_identity(cxx), *FLAGS, unit]).encode()).hexdigest()
+    key = hashlib.sha256("\0".join([_compiler_identity(cxx), *flags, unit]).encode()).hexdigest()
     directory = cache_dir()
     library = directory / f"{key[:32]}.so"
     if library.exists():
         return library
     partial = directory / f"{key[:32]}.{os.getpid()}.{threading.get_ident()}.tmp"
     result = subprocess.run(
-        [cxx, *FLAGS, "-x", "c++", "-", "-o", str(partial)],
+        [cxx, *flags, "-x", "c++", "-", "-o", str(partial)],
         input=unit, capture_output=True, text=True, check=False,
     )  # fmt: skip
     if result.returncode != 0:

@@ -15,9 +15,16 @@ class Elementwise(Op):
 
     elementwise = True
     cost = 1
+    # The op as an expression for the fusion pass's code generators: "{0}", "{1}", ... are
+    # the inputs. Float literals in numexpr templates take the computation's dtype.
+    templates: dict[str, str] = {}
 
     def infer_shape(self, *shapes):
         return _shapes.broadcast(*shapes)
+
+    def expression(self, args, target):
+        template = self.templates.get(target)
+        return None if template is None else template.format(*args)
 
     def flops(self, out_shape, *in_shapes):
         return self.cost * math.prod(out_shape)
@@ -50,6 +57,7 @@ def unbroadcast(adjoint: Node, like: Node) -> Node | None:
 # -- binary arithmetic ----------------------------------------------------------------------
 class Add(Elementwise):
     name, symbol = "add", "+"
+    templates = {"numexpr": "({0} + {1})", "cuda": "({0} + {1})"}
 
     def compute(self, xp, x, y):
         return x + y
@@ -66,6 +74,7 @@ class Add(Elementwise):
 
 class Sub(Elementwise):
     name, symbol = "sub", "-"
+    templates = {"numexpr": "({0} - {1})", "cuda": "({0} - {1})"}
 
     def compute(self, xp, x, y):
         return x - y
@@ -82,6 +91,7 @@ class Sub(Elementwise):
 
 class Mul(Elementwise):
     name, symbol = "mul", "*"
+    templates = {"numexpr": "({0} * {1})", "cuda": "({0} * {1})"}
 
     def compute(self, xp, x, y):
         return x * y
@@ -103,6 +113,7 @@ class Mul(Elementwise):
 
 class Div(Elementwise):
     name, symbol = "div", "/"
+    templates = {"numexpr": "({0} / {1})", "cuda": "({0} / {1})"}
 
     def compute(self, xp, x, y):
         return x / y
@@ -124,6 +135,7 @@ class Div(Elementwise):
 
 class Maximum(Elementwise):
     name = "maximum"
+    templates = {"numexpr": "maximum({0}, {1})", "cuda": "fmaxf({0}, {1})"}
 
     def compute(self, xp, x, y):
         return xp.maximum(x, y)
@@ -160,6 +172,9 @@ class AddN(Elementwise):
     def flops(self, out_shape, *in_shapes):
         return (len(in_shapes) - 1) * math.prod(out_shape)
 
+    def expression(self, args, target):
+        return f"({' + '.join(args)})"
+
 
 # -- comparisons (not differentiable: their gradient is zero almost everywhere) -------------
 class Compare(Elementwise):
@@ -176,7 +191,9 @@ class Compare(Elementwise):
 
 
 def _comparison(name, symbol, fn):
-    cls = type(name.title().replace("_", ""), (Compare,), {"name": name, "symbol": symbol})
+    template = f"({{0}} {symbol} {{1}})"
+    attrs = {"name": name, "symbol": symbol, "templates": {"numexpr": template, "cuda": template}}
+    cls = type(name.title().replace("_", ""), (Compare,), attrs)
     cls.compute = lambda self, xp, x, y: fn(x, y)
     return cls
 
@@ -192,6 +209,7 @@ class Where(Elementwise):
     """``where(cond, x, y)``: x where cond is true, else y."""
 
     name = "where"
+    templates = {"numexpr": "where({0}, {1}, {2})", "cuda": "({0} ? {1} : {2})"}
 
     def infer_dtype(self, c, x, y):
         return Op.infer_dtype(self, x, y)
@@ -226,6 +244,7 @@ class Unary(Elementwise):
 
 class Neg(Unary):
     name, symbol = "neg", "-"
+    templates = {"numexpr": "(-{0})", "cuda": "(-{0})"}
 
     def compute(self, xp, x):
         return -x
@@ -249,6 +268,12 @@ class Power(Unary):
     def label(self):
         return f"pow({self.p:g})"
 
+    def expression(self, args, target):
+        p = float(self.p)
+        if target == "numexpr":
+            return f"({args[0]} ** {p!r})"
+        return f"powf({args[0]}, {p!r}f)" if target == "cuda" else None
+
     def compute(self, xp, x):
         p = self.p
         return x * x if p == 2 else x**p
@@ -261,6 +286,7 @@ class Power(Unary):
 
 class Exp(Unary):
     name = "exp"
+    templates = {"numexpr": "exp({0})", "cuda": "expf({0})"}
 
     def compute(self, xp, x):
         return xp.exp(x)
@@ -271,6 +297,7 @@ class Exp(Unary):
 
 class Log(Unary):
     name = "log"
+    templates = {"numexpr": "log({0})", "cuda": "logf({0})"}
 
     def compute(self, xp, x):
         return xp.log(x)
@@ -284,6 +311,7 @@ class Log(Unary):
 
 class Sin(Unary):
     name = "sin"
+    templates = {"numexpr": "sin({0})", "cuda": "sinf({0})"}
 
     def compute(self, xp, x):
         return xp.sin(x)
@@ -294,6 +322,7 @@ class Sin(Unary):
 
 class Cos(Unary):
     name = "cos"
+    templates = {"numexpr": "cos({0})", "cuda": "cosf({0})"}
 
     def compute(self, xp, x):
         return xp.cos(x)
@@ -304,6 +333,7 @@ class Cos(Unary):
 
 class Tanh(Unary):
     name = "tanh"
+    templates = {"numexpr": "tanh({0})", "cuda": "tanhf({0})"}
 
     def compute(self, xp, x):
         return xp.tanh(x)
@@ -314,6 +344,10 @@ class Tanh(Unary):
 
 class Sigmoid(Unary):
     name, cost = "sigmoid", 3
+    templates = {
+        "numexpr": "(0.5 * (tanh(0.5 * {0}) + 1.0))",
+        "cuda": "(0.5f * (tanhf(0.5f * {0}) + 1.0f))",
+    }
 
     def compute(self, xp, x):
         return 0.5 * (xp.tanh(0.5 * x) + 1.0)  # stable for large |x|, no overflow warning
@@ -324,6 +358,7 @@ class Sigmoid(Unary):
 
 class Relu(Unary):
     name = "relu"
+    templates = {"numexpr": "maximum({0}, 0.0)", "cuda": "fmaxf({0}, 0.0f)"}
 
     def compute(self, xp, x):
         return xp.maximum(x, 0)
@@ -336,6 +371,10 @@ class Silu(Unary):
     """``x * sigmoid(x)`` (Swish with beta = 1), LLaMA's activation."""
 
     name, cost = "silu", 4
+    templates = {
+        "numexpr": "({0} * (0.5 * (tanh(0.5 * {0}) + 1.0)))",
+        "cuda": "({0} * (0.5f * (tanhf(0.5f * {0}) + 1.0f)))",
+    }
 
     def compute(self, xp, x):
         return x * (0.5 * (xp.tanh(0.5 * x) + 1.0))
@@ -348,6 +387,7 @@ class Silu(Unary):
 
 class Sqrt(Unary):
     name = "sqrt"
+    templates = {"numexpr": "sqrt({0})", "cuda": "sqrtf({0})"}
 
     def compute(self, xp, x):
         return xp.sqrt(x)
@@ -358,6 +398,7 @@ class Sqrt(Unary):
 
 class Rsqrt(Unary):
     name, cost = "rsqrt", 2
+    templates = {"numexpr": "(1.0 / sqrt({0}))", "cuda": "rsqrtf({0})"}
 
     def compute(self, xp, x):
         return 1.0 / xp.sqrt(x)

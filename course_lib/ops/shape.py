@@ -12,7 +12,14 @@ from . import _shapes
 from .elementwise import zeros_like
 
 
-class Reshape(Op):
+class View(Op):
+    """An op NumPy computes as a view (new shape and strides, same memory): no traffic."""
+
+    def accesses(self, out_shape, *in_shapes):
+        return (0,) * len(in_shapes), 0
+
+
+class Reshape(View):
     name = "reshape"
 
     def __init__(self, shape):
@@ -40,7 +47,7 @@ class Reshape(Op):
         return None if dx is None else apply(self, dx)
 
 
-class ReshapeLike(Op):
+class ReshapeLike(View):
     """Reshape ``x`` to the run-time shape of ``like``."""
 
     name = "reshape_like"
@@ -61,7 +68,7 @@ class ReshapeLike(Op):
         return None if dx is None else apply(self, dx, node.inputs[1])
 
 
-class Permute(Op):
+class Permute(View):
     name = "permute"
 
     def __init__(self, axes=None):
@@ -93,7 +100,7 @@ class Permute(Op):
         return None if dx is None else apply(self, dx)
 
 
-class SwapLastAxes(Op):
+class SwapLastAxes(View):
     """Swap the last two axes (the matrix transpose of a batch of matrices)."""
 
     name = "mT"
@@ -115,7 +122,7 @@ class SwapLastAxes(Op):
         return None if dx is None else apply(self, dx)
 
 
-class BroadcastTo(Op):
+class BroadcastTo(View):
     name = "broadcast_to"
 
     def __init__(self, shape):
@@ -139,7 +146,7 @@ class BroadcastTo(Op):
         return None if dx is None else apply(self, dx)
 
 
-class BroadcastToLike(Op):
+class BroadcastToLike(View):
     """Broadcast ``x`` to the run-time shape of ``like``."""
 
     name = "broadcast_like"
@@ -272,6 +279,13 @@ class GetItem(Op):
 
     def infer_shape(self, shape):
         return _shapes.indexed_shape(shape, self.index)
+
+    def accesses(self, out_shape, in_shape):
+        """Basic indexing is a view (no traffic); an integer-array index gathers a copy."""
+        if any(isinstance(i, np.ndarray) for i in self.index):
+            n = math.prod(out_shape)
+            return (n,), n
+        return (0,), 0
 
     def compute(self, xp, x):
         return x[self.index]

@@ -25,7 +25,8 @@ class Executor:
     outputs : Node or list of Node
         What to compute. ``run`` returns one array per output (or one array).
     optimize : bool
-        Apply the graph optimisation passes first (when available).
+        Apply the graph optimisation passes first (:func:`course_lib.passes.optimize`);
+        ``outputs`` then holds the optimised graph that runs.
 
     Attributes
     ----------

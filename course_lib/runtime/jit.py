@@ -10,7 +10,6 @@ graph and excluded from the guards, so one trace serves every size along them.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import time
 from collections.abc import Callable, Mapping, Sequence
 
@@ -23,19 +22,15 @@ from .eager import Tensor
 from .executor import Executor
 
 
-def _passes_available() -> bool:
-    return importlib.util.find_spec("course_lib.passes") is not None
-
-
 class JitFunction:
     """A traced-and-cached version of ``fn`` (see :func:`jit`)."""
 
     def __init__(
-        self, fn: Callable, dynamic: Mapping[int, Sequence[int]] | None = None, optimize=None
+        self, fn: Callable, dynamic: Mapping[int, Sequence[int]] | None = None, optimize=True
     ):
         self.fn = fn
         self.dynamic = {int(k): tuple(v) for k, v in (dynamic or {}).items()}
-        self.optimize = _passes_available() if optimize is None else bool(optimize)
+        self.optimize = bool(optimize)
         self.cache: dict = {}
         self.stats = {"traces": 0, "hits": 0, "trace_seconds": 0.0}
         functools.update_wrapper(self, fn)
@@ -106,7 +101,7 @@ class JitFunction:
 
 
 def jit(
-    fn: Callable | None = None, *, dynamic: Mapping[int, Sequence[int]] | None = None, optimize=None
+    fn: Callable | None = None, *, dynamic: Mapping[int, Sequence[int]] | None = None, optimize=True
 ):
     """Compile ``fn`` by tracing; use as ``@jit`` or ``@jit(dynamic={0: [0]})``.
 
@@ -115,7 +110,8 @@ def jit(
     dynamic : {argument index: [axes]}
         Axes whose size may change without a re-trace (e.g. the batch axis).
     optimize : bool, optional
-        Apply the graph optimisation passes (default: when ``course_lib.passes`` exists).
+        Apply the graph optimisation passes (:func:`course_lib.passes.optimize`: constant
+        folding, CSE, merged matmuls, elementwise fusion) to each traced graph.
 
     The jitted function returns NumPy (or CuPy) arrays; ``.stats`` counts traces, cache hits
     and the seconds spent tracing. Python ``if`` on a traced value raises a ``GraphError``

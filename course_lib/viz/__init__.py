@@ -4,6 +4,7 @@ from .figure import GraphFigure
 from .graphs import draw_graph
 from .layout import plot_layout
 from .plots import plot_curve, plot_difference_errors
+from .roofline import plot_roofline
 from .steps import StepThrough, draw_step
 from .tables import Table, adjoint_trace, evaluation_trace
 
@@ -18,4 +19,5 @@ __all__ = [
     "plot_curve",
     "plot_difference_errors",
     "plot_layout",
+    "plot_roofline",
 ]

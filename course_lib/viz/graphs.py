@@ -26,6 +26,12 @@ STAGE_STYLES = {
     },
 }
 VARIABLE_STYLE = {"shape": "ellipse", "style": "filled", "fillcolor": "#dbeafe", "color": "#1d4ed8"}
+FUSED_STYLE = {
+    "shape": "box",
+    "style": "rounded,filled",
+    "fillcolor": "#fef9c3",
+    "color": "#a16207",
+}
 CONSTANT_STYLE = {"shape": "note", "style": "filled", "fillcolor": "#f1f5f9", "color": "#64748b"}
 EDGE_STYLES = {
     "forward": {},
@@ -100,6 +106,8 @@ def draw_graph(
             style = VARIABLE_STYLE
         elif node.is_constant:
             style = CONSTANT_STYLE
+        elif hasattr(node.op, "formula") and stage_of[node] == "forward":
+            style = FUSED_STYLE
         else:
             style = STAGE_STYLES[stage_of[node]]
         fig.node(ids[node], text, **style)

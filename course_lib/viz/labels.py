@@ -22,6 +22,8 @@ def expression(node: Node, names: dict) -> str:
     op, args = node.op, [reference(i, names) for i in node.inputs]
     if node.is_variable:
         return node.name
+    if hasattr(op, "formula"):  # a fused node shows the expression it computes
+        return f"fused: {op.formula(args, PRETTY)}"
     if op.name == "sum_n":
         return " + ".join(args)
     if op.name == "ones_like" and len(args) == 1:
@@ -32,6 +34,8 @@ def expression(node: Node, names: dict) -> str:
         return f"{PRETTY.get(op.symbol, op.symbol)}{args[0]}"
     if op.name == "switch":
         return f"switch({', '.join(args)}) → {'true' if op.attrs['branch'] else 'false'}"
+    if op.name == "getitem" and len(args) == 1:
+        return f"{args[0]}{op.label()}"
     if op.name == "pow" and len(args) == 1:
         p = op.attrs["p"]
         return f"{args[0]}²" if p == 2 else f"{args[0]}^{p:g}"

@@ -1,0 +1,125 @@
+"""Fusion and merged QKV, measured: E = D + (A + B) * C and Q, K, V = x @ Wq, x @ Wk, x @ Wv.
+
+Part 1, N = 2**24 float32: the lecture's Program 1 (three NumPy kernels through the
+temporaries tmp1, tmp2; every array allocated beforehand, as in the lecture) against Program
+2, the kernel ``fuse_elementwise`` generates for the graph, in its two CPU forms: the
+numexpr expression (one blocked pass, single thread like NumPy) and the same expression as a
+C++ loop compiled for this CPU. Also NumPy written naturally (it allocates its result) and
+the Executor with and without the pass (a fused node on large float32 arrays runs the
+compiled loop, allocating its result). The byte model predicts 9N / 5N = 1.8x.
+Part 2: three matmuls against one on the concatenated weights (``merge_matmuls``): the
+same FLOPs, x read once, one call instead of three. On a busy 2-core machine each BLAS call
+with two threads can wait milliseconds for its second thread, so the per-call saving
+dominates; with ``OPENBLAS_NUM_THREADS=1`` the products alone are compared.
+Run: ``.venv/bin/python benchmarks/fusion.py``. Target: fused >= 1.5x unfused.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numexpr
+import numpy as np
+from _timing import interleaved_medians
+
+import course_lib as cl
+from course_lib.passes import fold_constants, fuse_elementwise, merge_matmuls
+from course_lib.passes.cpu_loop import run_cpu_loop
+from course_lib.perf import arithmetic_intensity
+
+
+def fusion(n: int, repeats: int) -> None:
+    rng = np.random.default_rng(0)
+    a, b, c, d = rng.standard_normal((4, n), dtype=np.float32)
+    tmp1, tmp2, e = (np.empty_like(a) for _ in range(3))
+    nodes = [cl.variable(name, (n,), np.float32) for name in "ABCD"]
+    graph = nodes[3] + (nodes[0] + nodes[1]) * nodes[2]
+    fused = fuse_elementwise(graph)
+    unfused_cost, fused_cost = arithmetic_intensity(graph), arithmetic_intensity(fused)
+    arrays = [dict(zip(nodes, (a, b, c, d)))[x] for x in fused.inputs]
+    program = fused.op.numexpr
+    run_unfused, run_fused = cl.Executor(graph), cl.Executor(fused)
+    feed = dict(zip(nodes, (a, b, c, d)))
+    numexpr.set_num_threads(1)  # NumPy runs on one thread: compare kernels, not thread counts
+
+    def program_1():
+        np.add(a, b, out=tmp1)
+        np.multiply(tmp1, c, out=tmp2)
+        np.add(tmp2, d, out=e)
+
+    medians = interleaved_medians(
+        {
+            "Program 1: NumPy, 3 kernels": program_1,
+            "Program 2: numexpr": lambda: numexpr.evaluate(
+                program.text, local_dict={f"x{k}": v for k, v in enumerate(arrays)}, out=e
+            ),
+            "Program 2: C++ loop": lambda: run_cpu_loop(fused.op.kernel, arrays, out=e),
+            "NumPy d + (a + b) * c": lambda: d + (a + b) * c,
+            "Executor, unfused graph": lambda: run_unfused.run(feed),
+            "Executor, fused graph": lambda: run_fused.run(feed),
+        },
+        repeats=repeats,
+    )
+    print(f"E = D + (A + B) * C, N = {n} float32, median of {repeats} interleaved runs")
+    print(
+        f"  counted from the graphs: {unfused_cost.bytes / 2**20:.0f} MiB vs "
+        f"{fused_cost.bytes / 2**20:.0f} MiB moved, AI {unfused_cost.intensity} -> "
+        f"{fused_cost.intensity}, byte model {unfused_cost.bytes / fused_cost.bytes:.2f}x"
+    )
+    for name, seconds in medians.items():
+        moved = fused_cost.bytes if "Program 2" in name or "fused" in name else unfused_cost.bytes
+        print(f"  {name:28s} {seconds * 1e3:8.2f} ms  {moved / seconds / 1e9:6.1f} GB/s")
+    base = medians["Program 1: NumPy, 3 kernels"]
+    for name in ("Program 2: C++ loop", "Program 2: numexpr"):
+        print(f"  ratio Program 1 / {name[11:]:9s} = {base / medians[name]:.2f}"
+              "  (target >= 1.5, byte model 1.8)")  # fmt: skip
+    print(
+        f"  ratio Executor unfused / fused  = "
+        f"{medians['Executor, unfused graph'] / medians['Executor, fused graph']:.2f}"
+    )
+
+
+def merged_qkv(tokens: int, dim: int, repeats: int) -> None:
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((tokens, dim), dtype=np.float32)
+    ws = [rng.standard_normal((dim, dim), dtype=np.float32) for _ in range(3)]
+    xv = cl.variable("x", x.shape, np.float32)
+    qkv = [xv @ cl.constant(w, name=f"W{k}") for k, w in zip("qkv", ws)]
+    merged = fold_constants(merge_matmuls(qkv))  # the weights are concatenated once
+    run_three, run_merged = cl.Executor(qkv), cl.Executor(merged)
+    w_cat = np.concatenate(ws, axis=1)
+    medians = interleaved_medians(
+        {
+            "three matmuls (NumPy)": lambda: [x @ w for w in ws],
+            "one merged matmul (NumPy)": lambda: x @ w_cat,
+            "Executor, three matmuls": lambda: run_three.run({xv: x}),
+            "Executor, merge_matmuls": lambda: run_merged.run({xv: x}),
+        },
+        repeats=repeats,
+    )
+    print(f"Q, K, V = x @ Wq, x @ Wk, x @ Wv; x {tokens}x{dim}, W {dim}x{dim} float32")
+    for name, seconds in medians.items():
+        print(f"  {name:28s} {seconds * 1e3:8.2f} ms")
+    print(
+        f"  ratio three / merged (NumPy)    = "
+        f"{medians['three matmuls (NumPy)'] / medians['one merged matmul (NumPy)']:.2f}"
+    )
+    print(
+        f"  ratio three / merged (Executor) = "
+        f"{medians['Executor, three matmuls'] / medians['Executor, merge_matmuls']:.2f}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--log2n", type=int, default=24)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--tokens", type=int, default=256)
+    parser.add_argument("--dim", type=int, default=512)
+    args = parser.parse_args()
+    fusion(2**args.log2n, args.repeats)
+    merged_qkv(args.tokens, args.dim, args.repeats)
+
+
+if __name__ == "__main__":
+    main()

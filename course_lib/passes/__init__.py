@@ -1,0 +1,43 @@
+"""Graph optimisation passes: each rewrites a graph (its output nodes) into an equivalent one.
+
+Every pass is a pure function ``outputs -> new outputs``: nodes are immutable, so the
+original graph is untouched and unchanged parts are shared. Results and gradients are
+preserved (tested on random graphs). :func:`optimize` runs them all; ``Executor(...,
+optimize=True)`` and :func:`course_lib.jit` call it.
+"""
+
+from __future__ import annotations
+
+from .batchnorm import batchnorm_affine, conv2d, fold_batchnorm
+from .constants import fold_constants
+from .cse import eliminate_common_subexpressions
+from .fused_op import Fused
+from .fusion import find_regions, fuse_elementwise
+from .matmuls import merge_matmuls
+from .rewrite import Graph
+
+# CSE first (equal inputs become one node, so shared operands are found), folding after the
+# matmul merge (constant weights are concatenated once, while optimising), fusion last.
+PIPELINE = (eliminate_common_subexpressions, merge_matmuls, fold_constants, fuse_elementwise)
+
+
+def optimize(outputs: Graph, passes=PIPELINE) -> Graph:
+    """Apply ``passes`` in order (default: CSE, merge matmuls, fold constants, fuse)."""
+    for rewrite in passes:
+        outputs = rewrite(outputs)
+    return outputs
+
+
+__all__ = [
+    "PIPELINE",
+    "Fused",
+    "batchnorm_affine",
+    "conv2d",
+    "eliminate_common_subexpressions",
+    "find_regions",
+    "fold_batchnorm",
+    "fold_constants",
+    "fuse_elementwise",
+    "merge_matmuls",
+    "optimize",
+]

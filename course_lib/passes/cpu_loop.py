@@ -1,0 +1,66 @@
+"""A fused kernel as a C++ loop compiled for this CPU (g++ -O3 -march=native) and run on
+NumPy arrays: what the fused kernel costs when it runs at memory speed."""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..errors import ShapeError
+from ..kernels.emulator import build_library, emulator_available
+from ..kernels.fused import FusedElementwise
+from .codegen import cpu_source
+
+LOOP_MIN_SIZE = 2**16  # below this, numexpr's start-up cost is small and nothing compiles
+
+
+def loop_worthy(arrays: Sequence) -> bool:
+    """Should a fused node run as a compiled loop? Large C-contiguous float32 arrays of one
+    shape (no broadcast to materialise), and a C++ compiler to build the loop."""
+    return (
+        arrays[0].size >= LOOP_MIN_SIZE
+        and all(
+            isinstance(a, np.ndarray) and a.dtype == np.float32 and a.flags.c_contiguous
+            for a in arrays
+        )
+        and len({a.shape for a in arrays}) == 1
+        and emulator_available()
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(source: str, name: str):
+    library = ctypes.CDLL(str(build_library(source, f"{name}.cpp", native=True)))
+    function = getattr(library, name)
+    function.restype = None
+    return function
+
+
+def run_cpu_loop(
+    kernel: FusedElementwise, arrays: Sequence[np.ndarray], out: np.ndarray | None = None
+) -> np.ndarray:
+    """Run ``kernel`` as one loop over float32 C-contiguous arrays of one shape.
+
+    ``out`` (optional) receives the result, as in the lecture's programs where every
+    array is allocated beforehand.
+    """
+    if len(arrays) != len(kernel.inputs):
+        raise ShapeError(f"{kernel.name} takes inputs {kernel.inputs}, got {len(arrays)} arrays")
+    if out is None:
+        out = np.empty(arrays[0].shape if arrays else (), np.float32)
+    everything = [*arrays, out]
+    if len({a.shape for a in everything}) != 1 or any(
+        a.dtype != np.float32 or not a.flags.c_contiguous for a in everything
+    ):
+        raise ShapeError(
+            f"{kernel.name} runs on C-contiguous float32 arrays of one shape (output "
+            f"included), got {[(a.shape, str(a.dtype)) for a in everything]}"
+        )
+    if out.size:
+        function = _compiled(cpu_source(kernel), kernel.name)
+        pointers = [ctypes.c_void_p(a.ctypes.data) for a in everything]
+        function(*pointers, ctypes.c_longlong(out.size))
+    return out

@@ -1,0 +1,169 @@
+"""The node a fusion leaves behind: one op that computes a whole elementwise subgraph.
+
+``Fused`` keeps the subgraph it replaced (its *body*, over placeholder variables ``x0 …``),
+so it can compute it in one pass over memory, count its cost, draw itself as a formula, and
+differentiate: its gradient and tangent are built from the body, then wired to the fused
+node's real inputs. Where it runs:
+
+* GPU: the generated CUDA kernel (float32; other dtypes op by op);
+* CPU, large float32 arrays of one shape with g++ present: the same expression as a C++
+  loop compiled for this CPU (:mod:`.cpu_loop`), which runs at memory speed;
+* CPU otherwise: the numexpr expression (float32/float64, broadcasting, no compiler).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..autodiff import grad, jvp
+from ..graph import Node, Op, rebuild, topological_order, variable
+from ..kernels.fused import FusedElementwise
+from ..kernels.launch import fused as launch_fused
+from .codegen import NumexprProgram, cuda_kernel, is_inline_constant, numexpr_program
+from .cpu_loop import loop_worthy, run_cpu_loop
+
+_DISPLAY = {"+": 1, "-": 1, "*": 2, "/": 2}  # precedence of infix symbols in formulas
+
+
+class Fused(Op):
+    """A fused elementwise kernel computing ``body`` (a graph over ``params``)."""
+
+    name = "fused"
+    elementwise = True
+
+    def __init__(self, params: Sequence[Node], body: Node):
+        super().__init__()
+        self.params, self.body = tuple(params), body
+
+    # -- forward ---------------------------------------------------------------------------
+    def infer_shape(self, *shapes):
+        return self._propagate(shapes)[self.body]
+
+    def infer_dtype(self, *dtypes):
+        return self.body.dtype
+
+    def compute(self, xp, *arrays):
+        if xp is np:
+            if loop_worthy(arrays):
+                return run_cpu_loop(self.kernel, arrays)
+            result = self.numexpr.evaluate(arrays)
+            if result is not None:
+                return result
+        elif all(getattr(a, "dtype", None) == np.float32 for a in arrays):
+            return self.run_kernel(xp, *arrays, mode="gpu")
+        return self.interpret(xp, *arrays)
+
+    def run_kernel(self, xp, *arrays, mode: str | None = None):
+        """Run the generated CUDA kernel on float32 arrays (broadcast here).
+
+        ``mode``: "gpu" (CuPy), "emulator" (CUDA threads on the CPU), or "cpu": the
+        kernel's expression as a plain C++ loop compiled for this CPU (vectorised, one pass
+        over memory; see :func:`run_cpu_loop`).
+        """
+        shape = np.broadcast_shapes(*(a.shape for a in arrays))
+        full = [xp.ascontiguousarray(xp.broadcast_to(a, shape)) for a in arrays]
+        if mode == "cpu":
+            return run_cpu_loop(self.kernel, full)
+        (out,) = launch_fused(self.kernel, *full, mode=mode)
+        return out
+
+    def interpret(self, xp, *arrays):
+        """Compute the body op by op (the unfused reference, and the fallback)."""
+        values = dict(zip(self.params, arrays))
+        for node in topological_order([self.body]):
+            if node not in values:
+                values[node] = node.op.compute(xp, *(values[i] for i in node.inputs))
+        return values[self.body]
+
+    @functools.cached_property
+    def numexpr(self) -> NumexprProgram:
+        """The CPU code: one numexpr expression."""
+        return numexpr_program(self.params, self.body)
+
+    @functools.cached_property
+    def kernel(self) -> FusedElementwise:
+        """The GPU code: a generated CUDA C kernel (see ``.kernel.source``)."""
+        return cuda_kernel(self.params, self.body)
+
+    # -- derivatives: built from the body, then placed on the real inputs ------------------
+    def gradient(self, node, g):
+        seed = variable("g", self.body.shape, self.body.dtype)
+        partials = grad(self.body, list(self.params), seed=seed)
+        wired = rebuild(partials, {**dict(zip(self.params, node.inputs)), seed: g})
+        return [None if x.is_constant else p for x, p in zip(node.inputs, wired)]
+
+    def jvp(self, node, *tangents):
+        seeds = {
+            p: variable(f"t{k}", p.shape, p.dtype)
+            for k, (p, t) in enumerate(zip(self.params, tangents))
+            if t is not None
+        }
+        if not seeds:
+            return None
+        tangent = jvp(self.body, seeds)
+        replace = dict(zip(self.params, node.inputs))
+        replace.update({seeds[p]: t for p, t in zip(self.params, tangents) if p in seeds})
+        return rebuild([tangent], replace)[0]
+
+    def expand(self, inputs: Sequence[Node]) -> Node:
+        """The unfused subgraph again, on ``inputs``."""
+        return rebuild([self.body], dict(zip(self.params, inputs)))[0]
+
+    # -- cost: the body's flops; traffic is the default (inputs read once, output once) ---
+    def flops(self, out_shape, *in_shapes):
+        shapes = self._propagate(in_shapes)
+        return sum(n.op.flops(shapes[n], *(shapes[i] for i in n.inputs)) for n in self.members())
+
+    def members(self) -> list[Node]:
+        """The original ops inside the fused node, in order."""
+        return [n for n in topological_order([self.body]) if n.inputs and n not in self.params]
+
+    def _propagate(self, shapes) -> dict:
+        """The shape of every body node when the inputs have ``shapes``."""
+        known = dict(zip(self.params, shapes))
+        for node in topological_order([self.body]):
+            if node in known:
+                continue
+            if not node.inputs:
+                known[node] = node.shape
+            else:
+                ins = [known[i] for i in node.inputs]
+                known[node] = None if None in ins else node.op.infer_shape(*ins)
+        return known
+
+    # -- display ---------------------------------------------------------------------------
+    def formula(self, args: Sequence[str], pretty: dict | None = None) -> str:
+        """The body written over ``args`` with infix precedence: ``v4 + (v1 + v2) × v3``."""
+        pretty = pretty or {}
+        text = {p: (a, 9) for p, a in zip(self.params, args)}
+        for node in topological_order([self.body]):
+            if node in text:
+                continue
+            if is_inline_constant(node) or not node.inputs:
+                text[node] = (node.name, 9)
+                continue
+            symbol, parts = node.op.symbol, [text[i] for i in node.inputs]
+            level = _DISPLAY.get(symbol) if len(parts) == 2 else None
+            if level is None:
+                inner = ", ".join(t for t, _ in parts)
+                text[node] = (
+                    f"{symbol}{inner}"
+                    if symbol and len(parts) == 1
+                    else f"{node.op.name}({inner})",
+                    9,
+                )
+                continue
+            (a, pa), (b, pb) = parts
+            left = a if pa >= level else f"({a})"
+            right = b if pb > level or (pb == level and symbol in "+*") else f"({b})"
+            text[node] = (f"{left} {pretty.get(symbol, symbol)} {right}", level)
+        return text[self.body][0]
+
+    def label(self) -> str:
+        return f"fused[{len(self.members())} ops]"
+
+    def key(self) -> tuple:
+        return (Fused, id(self))

@@ -1,0 +1,90 @@
+"""Merging matmuls that share an input: Q, K, V = x @ Wq, x @ Wk, x @ Wv as one matmul.
+
+``x @ concat(Wq, Wk, Wv)`` reads x once and launches one larger (higher-intensity) matmul;
+slices of its result (views, no copies) replace the three products. The same works for a
+shared right operand: ``Wq @ h, Wk @ h`` becomes ``concat(Wq, Wk) @ h``, split by rows.
+"""
+
+from __future__ import annotations
+
+from ..graph import Node, apply, topological_order
+from ..ops.linalg import MatMul
+from ..ops.shape import GetItem, concat
+from .rewrite import Graph, copy_with, output_list, same_kind, transform
+
+
+def merge_matmuls(outputs: Graph) -> Graph:
+    """Merge matmuls whose left (or right) operand is the same node into one matmul.
+
+    The other operands must be 2-D with static shapes and one dtype, and must not depend
+    on any of the matmuls being merged. Each original product becomes a slice of the
+    merged result, so values and gradients are unchanged.
+    """
+    outs = output_list(outputs, "merge_matmuls")
+    groups = _groups(topological_order(outs))
+    if not groups:
+        return outputs
+    member = {m: (shared, side, ms) for (shared, side), ms in groups.items() for m in ms}
+    parts: dict[Node, Node] = {}
+
+    def visit(node: Node, inputs: tuple) -> Node:
+        if node not in member:
+            return copy_with(node, inputs)
+        if node not in parts:
+            shared, side, members = member[node]
+            new_shared = inputs[0] if side == "left" else inputs[1]
+            parts.update(zip(members, _merged(new_shared, side, members)))
+        return parts[node]
+
+    return same_kind(outputs, transform(outs, visit))
+
+
+def _groups(order: list[Node]) -> dict[tuple, list[Node]]:
+    """Matmuls sharing an operand, keyed by (shared node, side), two or more each."""
+    matmuls = [n for n in order if isinstance(n.op, MatMul)]
+    candidates: dict[tuple, list[Node]] = {}
+    for side, shared_at, other_at in (("left", 0, 1), ("right", 1, 0)):
+        for m in matmuls:
+            other = m.inputs[other_at]
+            if other.shape is not None and len(other.shape) == 2 and None not in other.shape:
+                candidates.setdefault((m.inputs[shared_at], side), []).append(m)
+    groups, taken = {}, set()
+    for key, ms in candidates.items():
+        ms = [m for m in ms if m not in taken]
+        ms = _one_dtype(ms, 1 if key[1] == "left" else 0)
+        if len(ms) > 1:
+            groups[key] = ms
+            taken.update(ms)
+    merged = set(taken)
+    for key, ms in list(groups.items()):  # an operand computed from a merged matmul: skip it
+        other_at = 1 if key[1] == "left" else 0
+        keep = [m for m in ms if not merged & set(topological_order([m.inputs[other_at]]))]
+        if len(keep) > 1:
+            groups[key] = keep
+        else:
+            del groups[key]
+    return groups
+
+
+def _one_dtype(ms: list[Node], other_at: int) -> list[Node]:
+    dtype = ms[0].inputs[other_at].dtype if ms else None
+    return [m for m in ms if m.inputs[other_at].dtype == dtype]
+
+
+def _merged(shared: Node, side: str, members: list[Node]) -> list[Node]:
+    """The merged product and one slice of it per original matmul (named like it)."""
+    if side == "left":
+        weights = [m.inputs[1] for m in members]
+        product = apply(MatMul(), shared, concat(weights, axis=1))
+        sizes = [w.shape[1] for w in weights]
+    else:
+        weights = [m.inputs[0] for m in members]
+        product = apply(MatMul(), concat(weights, axis=0), shared)
+        sizes = [w.shape[0] for w in weights]
+    slices, start = [], 0
+    for m, size in zip(members, sizes):
+        cut = slice(start, start + size)
+        index = (Ellipsis, cut) if side == "left" else (Ellipsis, cut, slice(None))
+        slices.append(apply(GetItem(index), product, name=m.name))
+        start += size
+    return slices

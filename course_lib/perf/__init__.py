@@ -1,0 +1,26 @@
+"""Performance accounting: FLOPs and bytes of graphs, arithmetic intensity, measured machine
+ceilings (memory bandwidth, matmul rate), kernels placed on a roofline, median timings."""
+
+from .ceilings import Roofline, measure_bandwidth, measure_matmul_rate, measure_roofline
+from .counts import IntensityReport, OpCost, arithmetic_intensity, op_cost
+from .points import KernelPoint, measure_graph, measure_kernel
+from .search import Candidate, search_fusions
+from .timing import interleaved_medians, median_seconds
+
+__all__ = [
+    "Candidate",
+    "IntensityReport",
+    "KernelPoint",
+    "OpCost",
+    "Roofline",
+    "arithmetic_intensity",
+    "interleaved_medians",
+    "measure_bandwidth",
+    "measure_graph",
+    "measure_kernel",
+    "measure_matmul_rate",
+    "measure_roofline",
+    "median_seconds",
+    "op_cost",
+    "search_fusions",
+]

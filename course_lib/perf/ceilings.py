@@ -1,0 +1,75 @@
+"""The two ceilings of a roofline, measured on this machine.
+
+* Memory bandwidth: copy a large array (bigger than the caches); bytes read + written
+  divided by the median time.
+* Compute: a float32 matrix product through BLAS, ``2·n³`` FLOPs over the *best* time — a
+  peak is what the machine can do, and on a shared machine a BLAS call is often delayed by
+  its worker threads waiting for a core.
+
+Attainable FLOP/s at arithmetic intensity AI (FLOPs per byte) is
+``min(peak FLOP/s, AI × bandwidth)``; the two meet at the ridge point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .timing import median_seconds
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """Measured ceilings: ``bandwidth`` in bytes/s and ``peak_flops`` in FLOP/s."""
+
+    bandwidth: float
+    peak_flops: float
+
+    def __post_init__(self):
+        if not (self.bandwidth > 0 and self.peak_flops > 0):
+            raise ValueError(
+                f"a roofline needs positive ceilings, got bandwidth={self.bandwidth} B/s and "
+                f"peak_flops={self.peak_flops} FLOP/s"
+            )
+
+    @property
+    def ridge(self) -> float:
+        """The intensity (FLOPs/byte) where memory-bound turns into compute-bound."""
+        return self.peak_flops / self.bandwidth
+
+    def attainable(self, intensity):
+        """``min(peak, intensity × bandwidth)`` in FLOP/s (numbers or arrays)."""
+        return np.minimum(self.peak_flops, np.asarray(intensity) * self.bandwidth)
+
+    def describe(self) -> str:
+        return (
+            f"bandwidth {self.bandwidth / 1e9:.1f} GB/s, matmul {self.peak_flops / 1e9:.1f} "
+            f"GFLOP/s, ridge at {self.ridge:.1f} FLOPs/byte"
+        )
+
+
+def measure_bandwidth(nbytes: int = 256 * 2**20, repeats: int = 7) -> float:
+    """Bytes per second of a large copy (each byte read once and written once)."""
+    if nbytes < 8:
+        raise ValueError(f"measure_bandwidth needs at least 8 bytes, got {nbytes}")
+    src = np.ones(nbytes // 8, dtype=np.float64)
+    dst = np.empty_like(src)
+    seconds = median_seconds(lambda: np.copyto(dst, src), repeats=repeats)
+    return 2 * src.nbytes / seconds
+
+
+def measure_matmul_rate(n: int = 1024, repeats: int = 5) -> float:
+    """FLOP/s of an ``n × n`` float32 matrix product (``2·n³`` FLOPs, best of ``repeats``)."""
+    if n < 1:
+        raise ValueError(f"measure_matmul_rate needs n >= 1, got {n}")
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((2, n, n), dtype=np.float32)
+    out = np.empty((n, n), dtype=np.float32)
+    seconds = min(median_seconds(lambda: np.matmul(a, b, out=out), 1) for _ in range(repeats))
+    return 2 * n**3 / seconds
+
+
+def measure_roofline(nbytes: int = 256 * 2**20, n: int = 1024, repeats: int = 5) -> Roofline:
+    """Both ceilings of this machine (smaller ``nbytes`` and ``n`` measure faster)."""
+    return Roofline(measure_bandwidth(nbytes, repeats), measure_matmul_rate(n, repeats))

@@ -1,0 +1,140 @@
+"""FLOP and memory-traffic accounting of a graph, and its arithmetic intensity.
+
+Each op runs as its own kernel: it reads its inputs from memory and writes its output
+(``Op.accesses``), as the lecture counts Program 1. A fused node is one kernel, so
+fusion shows up as less traffic for the same FLOPs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from ..errors import GraphError, ShapeError
+from ..graph import Node, topological_order
+
+
+class Intensities:
+    """Arithmetic intensity of anything with ``flops``, ``elements`` and ``bytes``."""
+
+    flops: int
+    elements: int
+    bytes: int
+
+    @property
+    def intensity(self) -> Fraction:
+        """FLOPs per element transferred, exact (the lecture's AI; ``C = A + B``: 1/3)."""
+        return Fraction(self.flops, self.elements) if self.elements else Fraction(0)
+
+    @property
+    def byte_intensity(self) -> float:
+        """FLOPs per byte transferred (the roofline's x axis)."""
+        return self.flops / self.bytes if self.bytes else float("inf")
+
+
+@dataclass(frozen=True)
+class OpCost(Intensities):
+    """One kernel's work: FLOPs, element transfers (loads + stores) and bytes."""
+
+    node: Node
+    flops: int
+    elements: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class IntensityReport(Intensities):
+    """The cost of every op of a graph and of the whole graph."""
+
+    ops: tuple[OpCost, ...]
+
+    @property
+    def flops(self) -> int:
+        return sum(c.flops for c in self.ops)
+
+    @property
+    def elements(self) -> int:
+        return sum(c.elements for c in self.ops)
+
+    @property
+    def bytes(self) -> int:
+        return sum(c.bytes for c in self.ops)
+
+    def table(self) -> str:
+        """One line per op and a total line (a deterministic text)."""
+        lines = [f"{'op':28s} {'flops':>10s} {'loads+stores':>13s} {'bytes':>11s}  AI"]
+        for c in self.ops:
+            name = f"{c.node.name} = {c.node.op.label()}"
+            lines.append(
+                f"{name[:28]:28s} {c.flops:10d} {c.elements:13d} {c.bytes:11d}  {c.intensity}"
+            )
+        lines.append(
+            f"{'total':28s} {self.flops:10d} {self.elements:13d} {self.bytes:11d}  {self.intensity}"
+        )
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return self.table()
+
+
+def op_cost(node: Node, dtypes: dict | None = None) -> OpCost:
+    """The FLOPs and traffic of one op node (its inputs' and its own static shapes).
+
+    ``dtypes`` gives dtypes the graph leaves open (see :func:`arithmetic_intensity`).
+    """
+    dtypes = dtypes or {}
+    shapes = [node.shape, *(i.shape for i in node.inputs)]
+    unknown = [n.name for n, s in zip((node, *node.inputs), shapes) if _unknown(s)]
+    if unknown:
+        raise ShapeError(
+            f"{node.op.label()} at node {node.name}: the shapes of {', '.join(unknown)} are not "
+            "known; give the variables static shapes to count FLOPs and bytes"
+        )
+    itemsizes = [_itemsize(n, node, dtypes) for n in (node, *node.inputs)]
+    return OpCost(
+        node,
+        node.op.flops(*shapes),
+        node.op.memory_elements(*shapes),
+        node.op.memory_bytes(*shapes, itemsizes=itemsizes),
+    )
+
+
+def arithmetic_intensity(outputs: Node | list[Node]) -> IntensityReport:
+    """FLOPs, loads + stores and bytes of every op of the graph, and their totals.
+
+    ``report.intensity`` is the lecture's AI in FLOPs per element (Program 1 of
+    ``E = D + (A + B) * C``: 1/3; fused, Program 2: 3/5); ``report.byte_intensity`` is
+    FLOPs per byte. Variables and constants are inputs, not kernels.
+    """
+    order = topological_order([outputs] if isinstance(outputs, Node) else list(outputs))
+    dtypes = _dtypes(order)
+    return IntensityReport(tuple(op_cost(n, dtypes) for n in order if n.inputs))
+
+
+def _dtypes(order: list[Node]) -> dict:
+    """Each node's dtype; where the graph has none (a weak scalar took part), NumPy's rule:
+    the result type of the inputs whose dtypes are known."""
+    dtypes: dict = {}
+    for node in order:
+        known = [dtypes[i] for i in node.inputs if dtypes.get(i) is not None]
+        dtypes[node] = node.dtype if node.dtype is not None or not known else np.result_type(*known)
+    return dtypes
+
+
+def _unknown(shape) -> bool:
+    return shape is None or any(d is None for d in shape)
+
+
+def _itemsize(node: Node, user: Node, dtypes: dict) -> int:
+    """Bytes per element; a weakly typed scalar takes the dtype of the op using it."""
+    dtype = dtypes.get(node, node.dtype)
+    if dtype is None:
+        dtype = dtypes.get(user, user.dtype)
+    if dtype is None:
+        raise GraphError(
+            f"{user.op.label()} at node {user.name}: the dtype of {node.name} is not known; "
+            "give the variables dtypes to count bytes"
+        )
+    return np.dtype(dtype).itemsize

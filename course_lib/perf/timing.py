@@ -1,0 +1,31 @@
+"""Wall-clock timing that reports medians (robust to the odd slow run on a shared machine)."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Mapping
+
+
+def median_seconds(fn: Callable, repeats: int = 7, warmup: int = 1) -> float:
+    """The median wall time of ``fn()`` over ``repeats`` runs after ``warmup`` runs."""
+    return interleaved_medians({"fn": fn}, repeats, warmup)["fn"]
+
+
+def interleaved_medians(
+    fns: Mapping[str, Callable], repeats: int = 7, warmup: int = 1
+) -> dict[str, float]:
+    """Medians of several functions, run in turn (A, B, C, A, B, C, ...) so that machine
+    noise hits all of them alike."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1, got {repeats}")
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(ts) for name, ts in times.items()}

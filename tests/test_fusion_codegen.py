@@ -1,0 +1,124 @@
+"""Generated code of fused nodes: numexpr and a compiled C++ loop on the CPU; CUDA C that
+compiles with NVRTC for sm_80/sm_90 and runs in the CPU emulator; all compared with NumPy."""
+
+import os
+
+import numpy as np
+import pytest
+
+import course_lib as cl
+from course_lib.errors import ShapeError
+from course_lib.kernels import emulator, nvrtc
+from course_lib.passes import fuse_elementwise
+from course_lib.passes.codegen import cpu_source
+from course_lib.passes.cpu_loop import LOOP_MIN_SIZE, _compiled, loop_worthy, run_cpu_loop
+
+needs_emulator = pytest.mark.skipif(  # CI has g++: fail there rather than skip
+    not emulator.emulator_available() and not os.environ.get("CI"),
+    reason="the CUDA emulator needs g++ on PATH",
+)
+needs_nvrtc = pytest.mark.skipif(
+    not nvrtc.nvrtc_available() and not os.environ.get("CI"),
+    reason="NVRTC missing: the test extra installs cupy-cuda12x and nvidia-cuda-nvrtc-cu12",
+)
+
+
+def mixed_graph():
+    """Most fusable ops in one tree, with broadcasting (x: (3, 5), bias: (5,))."""
+    x, bias, gate = (
+        cl.variable("x", (3, 5), np.float32),
+        cl.variable("bias", (5,), np.float32),
+        (cl.variable("gate", (3, 5), np.float32)),
+    )
+    h = cl.relu(x + bias) * 0.5 - cl.sigmoid(gate) / (1.0 + cl.exp(-x))
+    g = cl.where(gate > 0.0, cl.tanh(h), cl.silu(gate)) + cl.sqrt(x * x + 1.0) ** 2
+    return [x, bias, gate], cl.maximum(g, cl.rsqrt(gate * gate + 0.5)) - cl.sin(x) * cl.cos(bias)
+
+
+def feed_for(xs, seed=0):
+    rng = np.random.default_rng(seed)
+    return {v: rng.standard_normal(v.shape).astype(np.float32) for v in xs}
+
+
+def fused_root():
+    xs, out = mixed_graph()
+    fused = fuse_elementwise(out)
+    assert fused.op.name == "fused" and len(fused.op.members()) > 15
+    return xs, out, fused
+
+
+def test_numexpr_code_keeps_float32():
+    xs, out, fused = fused_root()
+    program = fused.op.numexpr
+    assert "." not in program.text.replace("..", "")  # every float literal is a named constant
+    feed = feed_for(xs)
+    result = program.evaluate([feed[x] for x in fused.inputs])
+    assert result.dtype == np.float32
+    np.testing.assert_allclose(result, cl.evaluate(out, feed), rtol=2e-5, atol=1e-6)
+
+
+def test_integer_inputs_fall_back_to_the_interpreter():
+    i, j = cl.variable("i", (4,), np.int64), cl.variable("j", (4,))
+    fused = fuse_elementwise((i + j) * 2)
+    values = {i: np.arange(4), j: np.arange(4)}  # j unknown dtype, fed integers
+    assert fused.op.name == "fused"
+    assert fused.op.numexpr.evaluate(list(values.values())) is None
+    assert cl.evaluate(fused, values).tolist() == [0, 4, 8, 12]
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_generated_cuda_compiles_with_nvrtc(arch):
+    _, _, fused = fused_root()
+    spec = fused.op.kernel
+    compiled = nvrtc.compile_source(spec.source, f"{spec.name}.cu", arch)
+    assert set(compiled.resources) == {spec.name}
+    assert compiled.resources[spec.name].spill_bytes == 0
+
+
+@needs_emulator
+@pytest.mark.parametrize("seed", [0, 1])
+def test_generated_cuda_runs_in_the_emulator(seed):
+    xs, out, fused = fused_root()
+    feed = feed_for(xs, seed)
+    result = fused.op.run_kernel(np, *[feed[x] for x in fused.inputs], mode="emulator")
+    np.testing.assert_allclose(result, cl.evaluate(out, feed), rtol=2e-5, atol=2e-6)
+
+
+@needs_emulator
+def test_lecture_kernel_from_the_graph_runs_in_the_emulator():
+    a, b, c, d = (cl.variable(n, (1000,), np.float32) for n in "ABCD")
+    fused = fuse_elementwise(d + (a + b) * c)
+    assert "out_y[i] = (x3 + ((x0 + x1) * x2));" in fused.op.kernel.source
+    assert fused.op.kernel.memory_accesses == 5
+    feed = feed_for([a, b, c, d])
+    result = fused.op.run_kernel(np, *[feed[x] for x in (a, b, c, d)], mode="emulator")
+    np.testing.assert_allclose(result, feed[d] + (feed[a] + feed[b]) * feed[c], rtol=1e-6)
+
+
+@needs_emulator
+def test_cpu_loop_matches_numpy_and_runs_large_float32_graphs():
+    xs, out, fused = fused_root()
+    feed = feed_for(xs)
+    result = fused.op.run_kernel(np, *[feed[x] for x in fused.inputs], mode="cpu")
+    np.testing.assert_allclose(result, cl.evaluate(out, feed), rtol=2e-5, atol=2e-6)
+    assert "for (long long i = 0; i < n; ++i)" in cpu_source(fused.op.kernel)
+    big = [cl.variable(n, (LOOP_MIN_SIZE,), np.float32) for n in "ABCD"]
+    graph = big[3] + (big[0] + big[1]) * big[2]
+    run = cl.Executor(graph, optimize=True)
+    feed = feed_for(big)
+    assert loop_worthy([feed[x] for x in run.outputs[0].inputs])
+    before = _compiled.cache_info().misses + _compiled.cache_info().hits
+    np.testing.assert_allclose(run.run(feed), cl.evaluate(graph, feed), rtol=1e-6)
+    assert _compiled.cache_info().misses + _compiled.cache_info().hits == before + 1
+
+
+def test_cpu_loop_checks_its_arrays():
+    _, _, fused = fused_root()
+    kernel = fused.op.kernel
+    ones = np.ones((3, 5), np.float32)
+    with pytest.raises(ShapeError, match="takes inputs"):
+        run_cpu_loop(kernel, [ones])
+    with pytest.raises(ShapeError, match="C-contiguous float32"):
+        run_cpu_loop(kernel, [ones, ones.astype(np.float64), ones])
+    assert not loop_worthy([ones, ones, ones])  # small: numexpr runs it
