@@ -183,6 +183,16 @@ def _compiler_identity(path: str) -> str:
     return result.stdout.splitlines()[0] if result.stdout else path
 
 
+@functools.cache
+def _native_target(path: str) -> str:
+    """What ``-march=native`` means on this CPU (part of the cache key of native builds, so a
+    cache shared between machines never hands one CPU's instructions to another)."""
+    result = subprocess.run(
+        [path, "-march=native", "-Q", "--help=target"], capture_output=True, text=True, check=False
+    )
+    return result.stdout
+
+
 def _compile_errors(stderr: str, filename: str) -> str:
     lines = [line for line in stderr.splitlines() if "error:" in line]
     shown = "\n".join(lines[:8]) or stderr[-2000:]
@@ -202,7 +212,8 @@ def build_library(unit: str, filename: str = "module.cu", native: bool = False) 
             "the CUDA emulator needs a C++ compiler: install g++ (Debian: apt-get install g++) "
             f"or set {COMPILER_ENV}"
         )
-    key = hashlib.sha256("\0".join([_compiler_identity(cxx), *flags, unit]).encode()).hexdigest()
+    identity = _compiler_identity(cxx) + (_native_target(cxx) if native else "")
+    key = hashlib.sha256("\0".join([identity, *flags, unit]).encode()).hexdigest()
     directory = cache_dir()
     library = directory / f"{key[:32]}.so"
     if library.exists():
