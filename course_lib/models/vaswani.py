@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph import Node, constant
-from ..ops import causal_attention, layer_norm, relu, reshape, take
+from ..graph import constant
+from ..ops import layer_norm, relu, reshape, take
 from .decoder import DecoderLM, flatten_rows
-from .llama import linear
+from .layers import attention_specs, linear, self_attention
 
 
 def sinusoidal_positions(seq: int, dim: int) -> np.ndarray:
@@ -38,15 +38,11 @@ class VaswaniDecoder(DecoderLM):
 
     def parameter_specs(self):
         c = self.config
-        d = c.head_dim
         specs = {"embed.weight": ((c.vocab_size, c.dim), "normal")}
         for i in range(c.n_layers):
             layer = f"layers.{i}"
+            specs.update(attention_specs(c, f"{layer}.attn"))
             specs.update({
-                f"{layer}.attn.q.weight": ((c.n_heads * d, c.dim), "normal"),
-                f"{layer}.attn.k.weight": ((c.n_kv_heads * d, c.dim), "normal"),
-                f"{layer}.attn.v.weight": ((c.n_kv_heads * d, c.dim), "normal"),
-                f"{layer}.attn.o.weight": ((c.dim, c.n_heads * d), "normal"),
                 f"{layer}.norm1.weight": ((c.dim,), "ones"),
                 f"{layer}.norm1.bias": ((c.dim,), "zeros"),
                 f"{layer}.mlp.w1.weight": ((c.ffn_dim, c.dim), "normal"),
@@ -69,23 +65,11 @@ class VaswaniDecoder(DecoderLM):
             def norm(h, k, layer=layer):
                 return layer_norm(h, p[f"{layer}.{k}.weight"], p[f"{layer}.{k}.bias"], c.norm_eps)
 
-            out, probs = self.attention(x, p, f"{layer}.attn", batch, seq)
+            weights = tuple(p[f"{layer}.attn.{n}.weight"] for n in "qkvo")
+            out, probs = self_attention(x, weights, c, batch, seq, rotary=False)
             attention.append(probs)
             z = norm(x + out, "norm1")
             mlp = linear(relu(linear(z, p[f"{layer}.mlp.w1.weight"])), p[f"{layer}.mlp.w2.weight"])
             x = norm(mlp + z, "norm2")
         logits = linear(x, p["head.weight"])
         return reshape(logits, (batch, seq, c.vocab_size)), attention
-
-    def attention(self, x: Node, p: dict, prefix: str, batch: int, seq: int):
-        """Causal attention without rotary positions: (projected output, probabilities)."""
-        c = self.config
-        d = c.head_dim
-
-        def heads(name, n):
-            return reshape(linear(x, p[f"{prefix}.{name}.weight"]), (batch, seq, n, d))
-
-        out, probs = causal_attention(
-            heads("q", c.n_heads), heads("k", c.n_kv_heads), heads("v", c.n_kv_heads)
-        )
-        return linear(reshape(out, (batch * seq, c.n_heads * d)), p[f"{prefix}.o.weight"]), probs
