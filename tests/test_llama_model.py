@@ -1,5 +1,7 @@
 """The model layer: graphs, gradients, training, optimisers, data, sampling, errors."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -242,3 +244,18 @@ def test_op_flops_follow_the_lecture_convention():
     x, w = cl.variable("x", (b * t, 32)), cl.variable("w", (32,))
     normed = cl.rms_norm(x, w)
     assert normed.op.flops(normed.shape, x.shape, w.shape) == 4 * b * t * 32 + 2 * b * t
+
+
+def test_history_smoothing_and_a_new_optimizer_on_the_same_model():
+    data = ByteTokenizer().encode(stdlib_docstrings())
+    model = Llama(dataclasses.replace(SMALL, vocab_size=256), init_std=0.5)
+    first = train(model, data, 3, batch=2, seq=8, optimizer=SGD(lr=0.1), progress=False)
+    trained = {k: v.copy() for k, v in model.params.items()}
+    again = train(model, data, 4, batch=2, seq=8, optimizer=SGD(lr=0.0), progress=False)
+    assert len(first.losses) == 3 and again.lrs == [0.0] * 4
+    assert again.losses[0] < first.losses[0]  # same first batch, after three updates
+    for name, value in model.params.items():  # lr 0: nothing moves
+        np.testing.assert_array_equal(value, trained[name])
+    history = type(first)(losses=[4.0, 2.0, 0.0, 2.0])
+    np.testing.assert_allclose(history.smoothed(2), [4.0, 3.0, 1.0, 1.0])
+    np.testing.assert_array_equal(history.steps, [1, 2, 3, 4])

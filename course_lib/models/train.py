@@ -42,7 +42,7 @@ def training_step(model: DecoderLM, optimizer: Optimizer, batch: int, seq: int) 
         graph, grads = model.loss_graph(batch, seq)
         return [graph.loss, *optimizer.update_nodes(graph.params, grads)]
 
-    return model.executor(("train", id(optimizer), batch, seq), build)
+    return model.executor(("train", optimizer, batch, seq), build)  # the key keeps it alive
 
 
 def train(
