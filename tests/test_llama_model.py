@@ -259,3 +259,18 @@ def test_history_smoothing_and_a_new_optimizer_on_the_same_model():
     history = type(first)(losses=[4.0, 2.0, 0.0, 2.0])
     np.testing.assert_allclose(history.smoothed(2), [4.0, 3.0, 1.0, 1.0])
     np.testing.assert_array_equal(history.steps, [1, 2, 3, 4])
+
+
+def test_rope_needs_a_position_axis_before_the_head_axis():
+    with pytest.raises(cl.ShapeError, match="seq_axis=-1"):
+        cl.rope(cl.variable("x", (3, 4)), seq_axis=-1)
+    with pytest.raises(cl.ShapeError, match="seq_axis=2"):
+        cl.rope(cl.variable("x", (3, 4)), seq_axis=2)
+    assert cl.rope(cl.variable("x", (2, 3, 4)), seq_axis=0).shape == (2, 3, 4)
+
+
+def test_fused_rms_norm_backward_is_first_order_only():
+    x, w = cl.variable("x", (2, 3)), cl.variable("w", (3,))
+    g = cl.grad(cl.sum(cl.rms_norm(x, w)), x)
+    with pytest.raises(cl.GraphError, match="rms_norm_grad_x"):
+        cl.grad(cl.sum(g), x)

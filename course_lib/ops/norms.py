@@ -33,7 +33,8 @@ def _inv_rms(xp, x, eps):
 class RMSNorm(Op):
     """``w * x * rsqrt(mean(x², last axis) + eps)`` (ε inside the square root, as in LLaMA).
 
-    FLOPs: ``4·elements + 2·rows``.
+    FLOPs: ``4·elements + 2·rows``. The backward is two fused ops (fast, first order only:
+    for second derivatives build the same formula from primitives).
     """
 
     name = "rms_norm"

@@ -37,7 +37,8 @@ class Rope(Op):
     def infer_shape(self, shape):
         if shape is None:
             return None
-        if len(shape) < 2 or not -len(shape) <= self.seq_axis < len(shape) - 1:
+        in_range = -len(shape) <= self.seq_axis < len(shape)
+        if len(shape) < 2 or not in_range or self.seq_axis % len(shape) == len(shape) - 1:
             raise ValueError(
                 f"rope needs a position axis (seq_axis={self.seq_axis}) before the last "
                 f"(head) axis; got shape {shape}"
