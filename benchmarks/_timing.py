@@ -2,6 +2,6 @@
 
 They live in :mod:`course_lib.perf.timing` (the notebooks time with them too)."""
 
-from course_lib.perf.timing import interleaved_medians, median_seconds
+from course_lib.perf.timing import blocked_medians, interleaved_medians, median_seconds
 
-__all__ = ["interleaved_medians", "median_seconds"]
+__all__ = ["blocked_medians", "interleaved_medians", "median_seconds"]

@@ -1,5 +1,18 @@
-"""Models built on course_lib: the LLaMA-style transformer and its calculators."""
+"""Models built on course_lib: the LLaMA-style transformer, the original Transformer block
+for comparison, and what training them needs (tokenizer, corpus, optimisers, loop, sampling)."""
 
 from .config import LlamaConfig
+from .corpus import load_text, random_windows, stdlib_docstrings
+from .decoder import DecoderLM, ForwardGraph
+from .llama import Llama, load_hf_state_dict
+from .optim import SGD, AdamW, cosine_schedule
+from .sampling import generate
+from .tokenizer import ByteTokenizer
+from .train import TrainHistory, train
+from .vaswani import VaswaniDecoder, sinusoidal_positions
 
-__all__ = ["LlamaConfig"]
+__all__ = [
+    "SGD", "AdamW", "ByteTokenizer", "DecoderLM", "ForwardGraph", "Llama", "LlamaConfig",
+    "TrainHistory", "VaswaniDecoder", "cosine_schedule", "generate", "load_hf_state_dict",
+    "load_text", "random_windows", "sinusoidal_positions", "stdlib_docstrings", "train",
+]  # fmt: skip

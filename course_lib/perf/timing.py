@@ -29,3 +29,25 @@ def interleaved_medians(
             fn()
             times[name].append(time.perf_counter() - start)
     return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def blocked_medians(
+    fns: Mapping[str, Callable], rounds: int = 3, per_block: int = 3, settle: int = 1
+) -> dict[str, float]:
+    """Medians of several functions run in blocks (A A A, B B B, A A A, ...), ``rounds`` times.
+
+    For work that keeps thread pools busy (BLAS, OpenMP): the first ``settle`` runs of each
+    block let the other library's worker threads go idle and are not counted, so each
+    function is timed in its steady state while both still share the same minutes.
+    """
+    if rounds < 1 or per_block < 1:
+        raise ValueError(f"rounds and per_block must be at least 1, got {rounds}, {per_block}")
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            for i in range(settle + per_block):
+                start = time.perf_counter()
+                fn()
+                if i >= settle:
+                    times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(ts) for name, ts in times.items()}
