@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 import course_lib as cl
-from course_lib.errors import ShapeError
+from course_lib.errors import GraphError, ShapeError
 from course_lib.kernels import emulator, nvrtc
 from course_lib.passes import fuse_elementwise
-from course_lib.passes.codegen import cpu_source
+from course_lib.passes.codegen import cpu_source, numexpr_program
 from course_lib.passes.cpu_loop import LOOP_MIN_SIZE, _compiled, loop_worthy, run_cpu_loop
 
 needs_emulator = pytest.mark.skipif(  # CI has g++: fail there rather than skip
@@ -55,6 +55,22 @@ def test_numexpr_code_keeps_float32():
     result = program.evaluate([feed[x] for x in fused.inputs])
     assert result.dtype == np.float32
     np.testing.assert_allclose(result, cl.evaluate(out, feed), rtol=2e-5, atol=1e-6)
+
+
+def test_numexpr_writes_into_a_preallocated_output():
+    xs, out, fused = fused_root()  # its maximum computes in float64: cast back into out
+    feed = feed_for(xs)
+    arrays = [feed[x] for x in fused.inputs]
+    target = np.empty(fused.shape, np.float32)
+    assert fused.op.numexpr.evaluate(arrays, out=target) is target
+    np.testing.assert_allclose(target, fused.op.numexpr.evaluate(arrays), rtol=1e-6)
+
+
+def test_code_generation_names_the_node_without_an_expression():
+    x = cl.variable("x", (3, 3), np.float32)
+    product = x @ x
+    with pytest.raises(GraphError, match=r"matmul at node \(x@x\) \(shape \(3, 3\), inputs"):
+        numexpr_program([x], product)
 
 
 def test_integer_inputs_fall_back_to_the_interpreter():
@@ -111,6 +127,20 @@ def test_cpu_loop_matches_numpy_and_runs_large_float32_graphs():
     before = _compiled.cache_info().misses + _compiled.cache_info().hits
     np.testing.assert_allclose(run.run(feed), cl.evaluate(graph, feed), rtol=1e-6)
     assert _compiled.cache_info().misses + _compiled.cache_info().hits == before + 1
+
+
+@needs_emulator
+@pytest.mark.parametrize("mode", ["cpu", "emulator"])
+def test_run_kernel_writes_into_out(mode):
+    a, b, c, d = (cl.variable(name, (1000,), np.float32) for name in "ABCD")
+    fused = fuse_elementwise(d + (a + b) * c)
+    feed = feed_for((a, b, c, d))
+    arrays = [feed[x] for x in fused.inputs]
+    target = np.empty(fused.shape, np.float32)
+    assert fused.op.run_kernel(np, *arrays, mode=mode, out=target) is target
+    np.testing.assert_allclose(target, feed[d] + (feed[a] + feed[b]) * feed[c], rtol=1e-6)
+    with pytest.raises(ShapeError, match="float32"):
+        fused.op.run_kernel(np, *arrays, mode=mode, out=np.empty(fused.shape, np.float64))
 
 
 def test_cpu_loop_checks_its_arrays():

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import GraphError
 from ..graph import Node, topological_order
 from ..kernels.fused import FusedElementwise
 
@@ -43,7 +44,10 @@ def render(params: Sequence[Node], body: Node, target: str, constant: Callable) 
             continue
         expression = node.op.expression([text[i] for i in node.inputs], target)
         if expression is None:
-            raise ValueError(f"{node.op.label()} has no {target} expression")
+            raise GraphError(
+                f"{node.op.label()} at node {node.name} (shape {node.shape}, inputs "
+                f"{[i.shape for i in node.inputs]}) has no {target} expression"
+            )
         text[node] = expression
     return text[body]
 
@@ -56,12 +60,13 @@ class NumexprProgram:
     n_inputs: int
     constants: tuple[float, ...]
 
-    def evaluate(self, arrays: Sequence) -> np.ndarray | None:
+    def evaluate(self, arrays: Sequence, out: np.ndarray | None = None) -> np.ndarray | None:
         """The result in one blocked pass over memory, or None when numexpr cannot run it.
 
         Constants and the result take the floating dtype of the inputs (float32 stays
         float32, as with NumPy's weak scalars); integer inputs are left to the op-by-op
-        interpreter.
+        interpreter. ``out`` (optional, of the result's shape and dtype) receives the
+        result instead of a new array, as in the lecture's preallocated programs.
         """
         import numexpr  # noqa: PLC0415  (a dependency; imported on first use)
 
@@ -70,11 +75,11 @@ class NumexprProgram:
             return None
         names = {f"x{k}": a for k, a in enumerate(arrays)}
         names.update({f"c{j}": dtype.type(v) for j, v in enumerate(self.constants)})
-        try:
-            result = numexpr.evaluate(self.text, local_dict=names)
+        try:  # numexpr's maximum works in float64: same_kind casts it back into ``out``
+            result = numexpr.evaluate(self.text, local_dict=names, out=out, casting="same_kind")
         except (TypeError, ValueError, NotImplementedError):  # e.g. a float where(cond)
             return None
-        return result.astype(dtype, copy=False)  # numexpr's maximum works in float64
+        return result.astype(dtype, copy=False)
 
 
 def numexpr_program(params: Sequence[Node], body: Node) -> NumexprProgram:

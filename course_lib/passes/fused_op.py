@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..autodiff import grad, jvp
+from ..errors import ShapeError
 from ..graph import Node, Op, rebuild, topological_order, variable
 from ..kernels.fused import FusedElementwise
 from ..kernels.launch import fused as launch_fused
@@ -56,18 +57,27 @@ class Fused(Op):
             return self.run_kernel(xp, *arrays, mode="gpu")
         return self.interpret(xp, *arrays)
 
-    def run_kernel(self, xp, *arrays, mode: str | None = None):
+    def run_kernel(self, xp, *arrays, mode: str | None = None, out=None):
         """Run the generated CUDA kernel on float32 arrays (broadcast here).
 
         ``mode``: "gpu" (CuPy), "emulator" (CUDA threads on the CPU), or "cpu": the
         kernel's expression as a plain C++ loop compiled for this CPU (vectorised, one pass
-        over memory; see :func:`run_cpu_loop`).
+        over memory; see :func:`run_cpu_loop`). ``out`` (optional, float32 of the broadcast
+        shape) receives the result: the C++ loop writes into it directly.
         """
         shape = np.broadcast_shapes(*(a.shape for a in arrays))
         full = [xp.ascontiguousarray(xp.broadcast_to(a, shape)) for a in arrays]
         if mode == "cpu":
-            return run_cpu_loop(self.kernel, full)
-        (out,) = launch_fused(self.kernel, *full, mode=mode)
+            return run_cpu_loop(self.kernel, full, out=out)
+        (result,) = launch_fused(self.kernel, *full, mode=mode)
+        if out is None:
+            return result
+        if out.shape != result.shape or out.dtype != result.dtype:
+            raise ShapeError(
+                f"{self.kernel.name}: out must be {result.dtype} of shape {result.shape}, "
+                f"got {out.dtype} of shape {out.shape}"
+            )
+        out[...] = result
         return out
 
     def interpret(self, xp, *arrays):
