@@ -10,9 +10,9 @@ after another); matmul_tiled has two per tile (every CUDA thread is a fiber).
 from __future__ import annotations
 
 import numpy as np
-from _timing import median_seconds
 
 from course_lib.kernels import launch
+from course_lib.perf import median_seconds
 
 
 def main() -> None:

@@ -13,11 +13,11 @@ import argparse
 import os
 
 import numpy as np
-from _timing import blocked_medians
 
 from course_lib.models import Llama, LlamaConfig
 from course_lib.models.optim import AdamW
 from course_lib.models.train import training_step
+from course_lib.perf import blocked_medians
 
 
 def course_lib_step(config: LlamaConfig, tokens: np.ndarray):

@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from _timing import interleaved_medians
 
 import course_lib as cl
+from course_lib.perf import interleaved_medians
 
 
 def static_chain(n: int):
