@@ -1,12 +1,14 @@
 """Each pass on small graphs: what it rewrites, what it leaves, and its errors."""
 
+import warnings
+
 import numpy as np
 import pytest
 
 import course_lib as cl
 from course_lib import passes
 from course_lib.errors import GraphError
-from course_lib.graph import topological_order
+from course_lib.graph import apply, topological_order
 from course_lib.ops.linalg import MatMul
 from course_lib.passes import Fused
 from course_lib.viz import draw_graph
@@ -72,6 +74,14 @@ def test_fusion_splits_regions_at_the_input_limit():
     assert len(ops_of(new)) == 3  # two kernels of 15 adds, and the first add on its own
     feed = {x: np.full(3, float(k)) for k, x in enumerate(xs)}
     np.testing.assert_array_equal(cl.evaluate(new, feed), cl.evaluate(total, feed))
+
+
+def test_fusion_returns_a_new_list_even_when_nothing_fuses():
+    x = cl.variable("x", (3,), np.float32)
+    outputs = [cl.exp(x), x @ x]
+    rewritten = passes.fuse_elementwise(outputs)
+    assert rewritten == outputs and rewritten is not outputs
+    assert passes.fuse_elementwise(outputs[0]) is outputs[0]  # a single node stays a node
 
 
 def test_constant_only_trees_are_left_to_folding():
@@ -141,6 +151,23 @@ def test_folding_arrays_and_what_is_left_alone():
     assert [c.shape for c in constants] == [(3, 3)] and constants[0].dtype == np.float64
     bad = cl.log(cl.constant(np.array([-1.0])))  # warns when computed: left for the run
     assert passes.fold_constants(bad) is bad
+
+
+class WarnsWhenComputed(cl.Op):
+    """An identity that emits a (non-numeric) warning, as a deprecated NumPy path would."""
+
+    name = "warns"
+
+    def compute(self, xp, x):
+        warnings.warn("this path is deprecated", DeprecationWarning, stacklevel=1)
+        return x
+
+
+def test_folding_leaves_any_warning_to_the_run():
+    warned = apply(WarnsWhenComputed(), cl.constant(np.array([1.0, 2.0])))
+    assert passes.fold_constants(warned) is warned  # no crash: the run reports the warning
+    with pytest.warns(DeprecationWarning, match="deprecated"):
+        assert cl.evaluate(passes.fold_constants(warned), {}).tolist() == [1.0, 2.0]
 
 
 # -- merged matmuls -----------------------------------------------------------------------

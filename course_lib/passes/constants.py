@@ -29,7 +29,7 @@ def fold_constants(outputs: Graph) -> Graph:
                 warnings.simplefilter("error")
                 with np.errstate(all="raise"):
                     value = node.op.compute(np, *values)
-        except (ArithmeticError, ValueError, TypeError, IndexError, RuntimeWarning):
+        except (ArithmeticError, ValueError, TypeError, IndexError, Warning):
             return copy_with(node, inputs)
         if all(i.dtype is None for i in inputs) and np.ndim(value) == 0:
             value = value.item() if hasattr(value, "item") else value  # stays weakly typed

@@ -38,7 +38,7 @@ def fuse_elementwise(outputs: Graph, select: Callable[[Node], bool] | None = Non
     if select is not None:
         regions = {root: members for root, members in regions.items() if select(root)}
     if not regions:
-        return outputs
+        return same_kind(outputs, outs)
     inside = {m for root, members in regions.items() for m in members if m is not root}
     new: dict[Node, Node] = {}
     for node in topological_order(outs):
