@@ -12,6 +12,8 @@ from course_lib.perf import (
     KernelPoint,
     Roofline,
     arithmetic_intensity,
+    best_seconds,
+    interleaved_medians,
     measure_bandwidth,
     measure_graph,
     measure_matmul_rate,
@@ -70,6 +72,20 @@ def test_views_move_nothing_and_gathers_copy():
     assert arithmetic_intensity(cl.reshape(x, (6, 4))).bytes == 0
     assert arithmetic_intensity(cl.transpose(x)).bytes == 0
     assert arithmetic_intensity(x[[0, 2]]).elements == 2 * 2 * 6
+
+
+def test_zero_traffic_has_zero_intensity_both_ways():
+    report = arithmetic_intensity(cl.reshape(cl.variable("x", (4, 6), np.float32), (6, 4)))
+    assert report.bytes == report.elements == report.flops == 0
+    assert report.intensity == 0 and report.byte_intensity == 0.0
+
+
+def test_timing_helpers_count_their_runs_and_take_any_keys():
+    calls = []
+    assert best_seconds(lambda: calls.append(1), repeats=4) >= 0.0
+    assert len(calls) == 1 + 4  # one warm-up, then each repeat once (no warm-up per repeat)
+    medians = interleaved_medians({("a", 1): lambda: None, ("b", 2): lambda: None}, repeats=2)
+    assert set(medians) == {("a", 1), ("b", 2)}
 
 
 def test_counting_needs_static_shapes_and_dtypes():

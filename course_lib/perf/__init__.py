@@ -5,7 +5,7 @@ from .ceilings import Roofline, measure_bandwidth, measure_matmul_rate, measure_
 from .counts import IntensityReport, OpCost, arithmetic_intensity, op_cost
 from .points import KernelPoint, measure_graph, measure_kernel
 from .search import Candidate, search_fusions
-from .timing import blocked_medians, interleaved_medians, median_seconds
+from .timing import best_seconds, blocked_medians, interleaved_medians, median_seconds
 
 __all__ = [
     "Candidate",
@@ -14,6 +14,7 @@ __all__ = [
     "OpCost",
     "Roofline",
     "arithmetic_intensity",
+    "best_seconds",
     "blocked_medians",
     "interleaved_medians",
     "measure_bandwidth",

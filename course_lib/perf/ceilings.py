@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .timing import median_seconds
+from .timing import best_seconds, median_seconds
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ def measure_matmul_rate(n: int = 1024, repeats: int = 5) -> float:
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((2, n, n), dtype=np.float32)
     out = np.empty((n, n), dtype=np.float32)
-    seconds = min(median_seconds(lambda: np.matmul(a, b, out=out), 1) for _ in range(repeats))
+    seconds = best_seconds(lambda: np.matmul(a, b, out=out), repeats=repeats)
     return 2 * n**3 / seconds
 
 

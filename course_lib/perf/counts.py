@@ -25,13 +25,15 @@ class Intensities:
 
     @property
     def intensity(self) -> Fraction:
-        """FLOPs per element transferred, exact (the lecture's AI; ``C = A + B``: 1/3)."""
+        """FLOPs per element transferred, exact (the lecture's AI; ``C = A + B``: 1/3).
+
+        0 when nothing moves (a view such as a reshape: no kernel, no work)."""
         return Fraction(self.flops, self.elements) if self.elements else Fraction(0)
 
     @property
     def byte_intensity(self) -> float:
-        """FLOPs per byte transferred (the roofline's x axis)."""
-        return self.flops / self.bytes if self.bytes else float("inf")
+        """FLOPs per byte transferred (the roofline's x axis); 0.0 when nothing moves."""
+        return self.flops / self.bytes if self.bytes else 0.0
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
+from typing import TypeVar
+
+K = TypeVar("K", bound=Hashable)
 
 
 def median_seconds(fn: Callable, repeats: int = 7, warmup: int = 1) -> float:
@@ -12,28 +15,42 @@ def median_seconds(fn: Callable, repeats: int = 7, warmup: int = 1) -> float:
     return interleaved_medians({"fn": fn}, repeats, warmup)["fn"]
 
 
+def best_seconds(fn: Callable, repeats: int = 5, warmup: int = 1) -> float:
+    """The shortest wall time of ``fn()`` over ``repeats`` runs after ``warmup`` runs
+    (for a ceiling: what the machine can do when nothing else gets in the way)."""
+    return min(_interleaved_times({"fn": fn}, repeats, warmup)["fn"])
+
+
 def interleaved_medians(
-    fns: Mapping[str, Callable], repeats: int = 7, warmup: int = 1
-) -> dict[str, float]:
+    fns: Mapping[K, Callable], repeats: int = 7, warmup: int = 1
+) -> dict[K, float]:
     """Medians of several functions, run in turn (A, B, C, A, B, C, ...) so that machine
-    noise hits all of them alike."""
+    noise hits all of them alike. The keys name the functions (any hashable values)."""
+    times = _interleaved_times(fns, repeats, warmup)
+    return {key: statistics.median(ts) for key, ts in times.items()}
+
+
+def _interleaved_times(
+    fns: Mapping[K, Callable], repeats: int, warmup: int
+) -> dict[K, list[float]]:
+    """Every wall time of each function, run in turn after ``warmup`` runs of each."""
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
     for fn in fns.values():
         for _ in range(warmup):
             fn()
-    times: dict[str, list[float]] = {name: [] for name in fns}
+    times: dict[K, list[float]] = {key: [] for key in fns}
     for _ in range(repeats):
-        for name, fn in fns.items():
+        for key, fn in fns.items():
             start = time.perf_counter()
             fn()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(ts) for name, ts in times.items()}
+            times[key].append(time.perf_counter() - start)
+    return times
 
 
 def blocked_medians(
-    fns: Mapping[str, Callable], rounds: int = 3, per_block: int = 3, settle: int = 1
-) -> dict[str, float]:
+    fns: Mapping[K, Callable], rounds: int = 3, per_block: int = 3, settle: int = 1
+) -> dict[K, float]:
     """Medians of several functions run in blocks (A A A, B B B, A A A, ...), ``rounds`` times.
 
     For work that keeps thread pools busy (BLAS, OpenMP): the first ``settle`` runs of each
@@ -42,7 +59,7 @@ def blocked_medians(
     """
     if rounds < 1 or per_block < 1:
         raise ValueError(f"rounds and per_block must be at least 1, got {rounds}, {per_block}")
-    times: dict[str, list[float]] = {name: [] for name in fns}
+    times: dict[K, list[float]] = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
             for i in range(settle + per_block):
