@@ -5,7 +5,7 @@ temporaries tmp1, tmp2; every array allocated beforehand, as in the lecture) aga
 2, the kernel ``fuse_elementwise`` generates for the graph, in its two CPU forms: the same
 expression as a C++ loop compiled for this CPU (single thread, like NumPy) and the numexpr
 expression (one blocked pass; on one thread, and on two: it is limited by its interpreter's
-work, not by memory, so a second thread nearly halves its time). Both write into the
+work, not by memory, so a free second core speeds it up). Both write into the
 preallocated E, like Program 1. Also NumPy written naturally (it allocates its result) and
 the Executor with and without the pass (a fused node on large float32 arrays runs the
 compiled loop, allocating its result). The byte model predicts 9N / 5N = 1.8x.
