@@ -35,14 +35,18 @@ class TrainHistory:
         return (sums[1:] - sums[lo]) / (np.arange(1, losses.size + 1) - lo)
 
 
-def training_step(model: DecoderLM, optimizer: Optimizer, batch: int, seq: int) -> Executor:
-    """The executor of one step (outputs: loss, then the update nodes), cached on the model."""
+def training_step(
+    model: DecoderLM, optimizer: Optimizer, batch: int, seq: int, optimize: bool = False
+) -> Executor:
+    """The executor of one step (outputs: loss, then the update nodes), cached on the model;
+    ``optimize`` runs the graph optimisation passes on it first."""
 
     def build():
         graph, grads = model.loss_graph(batch, seq)
         return [graph.loss, *optimizer.update_nodes(graph.params, grads)]
 
-    return model.executor(("train", optimizer, batch, seq), build)  # the key keeps it alive
+    key = ("train", optimizer, batch, seq)  # the key keeps the optimiser alive
+    return model.executor(key, build, optimize)
 
 
 def train(
@@ -55,14 +59,16 @@ def train(
     lr_schedule: Callable[[int], float] | None = None,
     seed: int = 0,
     progress: bool = True,
+    optimize: bool = False,
 ) -> TrainHistory:
     """Train ``model`` on random windows of ``tokens`` (a 1-D id array) for ``steps`` steps.
 
     The optimiser defaults to :class:`AdamW` (lr 1e-3); ``lr_schedule(step)`` overrides the
-    learning rate per step. Parameters are updated in place. Returns the loss history.
+    learning rate per step. Parameters are updated in place. ``optimize`` compiles the step
+    after the graph optimisation passes (same values). Returns the loss history.
     """
     optimizer = AdamW(model.params) if optimizer is None else optimizer
-    run = training_step(model, optimizer, batch, seq)
+    run = training_step(model, optimizer, batch, seq, optimize)
     graph = model.forward_graph(batch, seq)
     rng = np.random.default_rng(seed)
     history = TrainHistory()
