@@ -136,9 +136,7 @@ class RMSNormGradX(_RMSNormFamily):
 
     def jvp(self, node, dg, dx, dw):
         g, x, w = node.inputs
-        t_gw = tangent_sum(
-            None if dg is None else mul(dg, w), None if dw is None else mul(g, dw)
-        )
+        t_gw = tangent_sum(None if dg is None else mul(dg, w), None if dw is None else mul(g, dw))
         along_gw = None if t_gw is None else apply(self, t_gw, x, ones_like(w))
         along_x = None
         if dx is not None:
@@ -190,4 +188,3 @@ def layer_norm(x: Node, weight: Node, bias: Node, eps: float = 1e-5) -> Node:
     centred = sub(x, mean(x, -1, keepdims=True))
     normalized = mul(centred, rsqrt(add(mean(mul(centred, centred), -1, keepdims=True), eps)))
     return add(mul(normalized, weight), bias)
-
