@@ -23,6 +23,7 @@ from course_lib.models import (
     stdlib_docstrings,
     train,
 )
+from course_lib.models.compute import flops_by_family, seconds_by_family, shares_table
 from course_lib.models.sampling import next_token_distribution
 
 SMALL = LlamaConfig(dim=16, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=24, vocab_size=32,
@@ -371,3 +372,23 @@ def test_hessian_vector_product_through_the_whole_model():
     for name, value in zip(graph.params, hvp):
         np.testing.assert_allclose(value, (up[name] - down[name]) / (2 * eps), atol=1e-6,
                                    err_msg=name)  # fmt: skip
+
+
+def test_flops_and_seconds_grouped_by_op_family(tokens):
+    model = Llama(SMALL)
+    graph = model.forward_graph(*tokens.shape)
+    flops = flops_by_family(graph.loss)
+    assert sum(flops.values()) == cl.perf.arithmetic_intensity(graph.loss).flops
+    assert "other" not in flops  # every op with FLOPs has a family
+    products = flops["products (matmul, head_scores, head_mix)"]
+    assert products == sum(  # the projections, the two attention products, the head
+        cl.perf.op_cost(n).flops
+        for n in cl.topological_order([graph.loss])
+        if n.op.name in ("matmul", "head_scores", "head_mix")
+    )
+    assert products > 0.8 * sum(flops.values())
+    assert flops_by_family(graph.loss, {"adds": ("add",)}).keys() == {"adds", "other"}
+    seconds = seconds_by_family(graph.loss, model.feed(graph, tokens), repeats=1)
+    assert set(flops) <= set(seconds) and all(s > 0 for s in seconds.values())
+    table = shares_table({"a": 1, "b": 3}).splitlines()
+    assert table[1].split()[-1] == "25.0%" and table[2].split()[-1] == "75.0%"

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from tqdm.auto import tqdm
+from tqdm.notebook import tqdm as notebook_tqdm
 
 from ..runtime import Executor
 from .corpus import random_windows
@@ -49,6 +50,37 @@ def training_step(
     return model.executor(key, build, optimize)
 
 
+class ProgressBar:
+    """tqdm.auto over ``range(total)``, and a finished bar in a saved notebook.
+
+    In Jupyter the widget is shown with a display id and shown again by :meth:`close`, so the
+    text a saved notebook keeps (what GitHub or nbconvert show) is the finished bar with its
+    rate and last loss, not the ``0/total`` of the moment it appeared.
+    """
+
+    def __init__(self, total: int, desc: str, enabled: bool = True):
+        in_notebook = enabled and issubclass(tqdm, notebook_tqdm)
+        extra = {"display": False} if in_notebook else {}
+        self.bar = tqdm(range(total), desc=desc, disable=not enabled, mininterval=0.5, **extra)
+        self._handle = None
+        if in_notebook:
+            from IPython.display import display  # noqa: PLC0415 (only inside Jupyter)
+
+            self._handle = display(self.bar.container, display_id=True)
+
+    def __iter__(self):
+        return iter(self.bar)
+
+    def show(self, **values) -> None:
+        """Values shown after the bar (``loss=...``), drawn at its next refresh."""
+        self.bar.set_postfix(refresh=False, **values)
+
+    def close(self) -> None:
+        self.bar.close()
+        if self._handle is not None:
+            self._handle.update(self.bar.container)
+
+
 def train(
     model: DecoderLM,
     tokens: np.ndarray,
@@ -73,7 +105,7 @@ def train(
     rng = np.random.default_rng(seed)
     history = TrainHistory()
     start = time.perf_counter()
-    bar = tqdm(range(steps), desc="training", disable=not progress, mininterval=0.5)
+    bar = ProgressBar(steps, "training", progress)
     for step in bar:
         lr = optimizer.lr if lr_schedule is None else lr_schedule(step)
         feed = model.feed(graph, random_windows(tokens, batch, seq, rng))
@@ -82,5 +114,6 @@ def train(
         history.losses.append(loss)
         history.lrs.append(lr)
         history.seconds.append(time.perf_counter() - start)
-        bar.set_postfix(loss=f"{loss:.3f}", refresh=False)
+        bar.show(loss=f"{loss:.3f}")
+    bar.close()
     return history
