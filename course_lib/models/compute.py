@@ -58,7 +58,11 @@ def seconds_by_family(
     repeats: int = 5,
 ) -> dict[str, float]:
     """Measured seconds per family: each op timed on its own (median of ``repeats`` runs,
-    its inputs computed beforehand), summed per family like :func:`flops_by_family`."""
+    its inputs computed beforehand), summed per family like :func:`flops_by_family`.
+
+    For forward graphs: an op that writes its inputs in place (an optimiser's update node)
+    would be applied ``repeats`` + 1 times.
+    """
     family_of, totals = _family_totals(families)
     xp = backend.xp()
     values: dict = {}
