@@ -133,7 +133,8 @@ def main() -> None:
     steps = args.rounds * args.per_block
     print(
         f"tiny LLaMA training step (forward + backward + AdamW), batch {args.batch}, "
-        f"seq {args.seq}, float32, {args.threads} threads, median of {steps} steps each"
+        f"seq {args.seq}, float32, {args.threads} thread{'s' if args.threads != 1 else ''}, "
+        f"median of {steps} steps each"
     )
     for name, seconds in medians.items():
         print(f"  {name:12s} {seconds * 1e3:8.1f} ms")
