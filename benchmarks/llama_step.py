@@ -1,10 +1,12 @@
 """One training step (forward + backward + AdamW) of the tiny LLaMA: course_lib vs PyTorch.
 
 LlamaConfig.tiny() (dim 256, 4 layers, 8 heads, 4 kv heads, ffn 688, vocab 256), batch 16,
-seq 128, float32 on the CPU, both with the same thread count, in alternating blocks of steps
-(the first step of each block is a warm-up: BLAS and OpenMP worker threads of the other
-library spin for a while after its last call), medians.
-Run: ``.venv/bin/python benchmarks/llama_step.py``. Target: ratio <= 1.5.
+seq 128, float32 on the CPU, both with the same thread count (``--threads`` caps PyTorch's
+pool and, through threadpoolctl, NumPy's BLAS and any OpenMP pool), in alternating blocks
+of steps (the first step of each block is a warm-up: BLAS and OpenMP worker threads of the
+other library spin for a while after its last call), medians.
+Run: ``.venv/bin/python benchmarks/llama_step.py`` (needs the ``oracle`` extra: PyTorch and
+threadpoolctl). Target: ratio <= 1.5.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import argparse
 import os
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from course_lib.models import Llama, LlamaConfig
 from course_lib.models.optim import AdamW
@@ -125,11 +128,13 @@ def main() -> None:
         fns["PyTorch"] = torch_step(config, tokens)
     except ImportError:
         print("PyTorch is not installed (pip install -e '.[oracle]'); showing course_lib only")
-    medians = blocked_medians(fns, rounds=args.rounds, per_block=args.per_block)
+    with threadpool_limits(limits=args.threads):  # NumPy's OpenBLAS would use every core
+        medians = blocked_medians(fns, rounds=args.rounds, per_block=args.per_block)
     steps = args.rounds * args.per_block
     print(
         f"tiny LLaMA training step (forward + backward + AdamW), batch {args.batch}, "
-        f"seq {args.seq}, float32, {args.threads} threads, median of {steps} steps each"
+        f"seq {args.seq}, float32, {args.threads} thread{'s' if args.threads != 1 else ''}, "
+        f"median of {steps} steps each"
     )
     for name, seconds in medians.items():
         print(f"  {name:12s} {seconds * 1e3:8.1f} ms")

@@ -1,4 +1,6 @@
+import importlib
 import os
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -14,3 +16,15 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+def oracle_import(module: str) -> ModuleType:
+    """Import a module of the ``oracle`` extra (torch, transformers).
+
+    Missing, the calling test (or module, at import time) is skipped with a reason — except
+    when the environment variable ``CI`` is set: CI installs the extra, so the ImportError
+    propagates and the test fails instead of silently skipping.
+    """
+    if os.environ.get("CI"):
+        return importlib.import_module(module)
+    return pytest.importorskip(module, reason=f"the oracle extra ({module}) is not installed")

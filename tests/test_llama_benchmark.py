@@ -4,13 +4,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from conftest import oracle_import
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "llama_step.py"
 
 
 def test_llama_step_benchmark_runs_and_prints_the_ratio():
-    pytest.importorskip("torch", reason="the oracle extra (PyTorch) is not installed")
+    oracle_import("torch")
     args = ["--batch", "2", "--seq", "16", "--rounds", "1", "--per-block", "1", "--threads", "1"]
     result = subprocess.run(
         [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=300,

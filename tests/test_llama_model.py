@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import course_lib as cl
+from conftest import oracle_import
 from course_lib.gradcheck import check_gradients, check_tangents, numerical_gradient
 from course_lib.models import (
     SGD,
@@ -22,6 +23,7 @@ from course_lib.models import (
     stdlib_docstrings,
     train,
 )
+from course_lib.models.compute import flops_by_family, seconds_by_family, shares_table
 from course_lib.models.sampling import next_token_distribution
 
 SMALL = LlamaConfig(dim=16, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=24, vocab_size=32,
@@ -100,7 +102,7 @@ def test_short_training_run_lowers_the_loss(cls):
 
 
 def test_update_nodes_match_pytorch_optimisers():
-    torch = pytest.importorskip("torch", reason="the oracle extra (PyTorch) is not installed")
+    torch = oracle_import("torch")
     rng = np.random.default_rng(0)
     w0, grads = rng.standard_normal((3, 4)), [rng.standard_normal((3, 4)) for _ in range(3)]
     for ours, make in [
@@ -120,6 +122,48 @@ def test_update_nodes_match_pytorch_optimisers():
             t.grad = torch.tensor(gradient)
             reference.step()
         np.testing.assert_allclose(params["w"], t.detach().numpy(), rtol=1e-12)
+
+
+def _adamw_first_step(w, g, lr, betas, eps, weight_decay):
+    """PyTorch's AdamW at step 1 (zero moments), written out in NumPy."""
+    m, v = (1 - betas[0]) * g, (1 - betas[1]) * g * g
+    return w * (1 - lr * weight_decay) - lr * (m / (1 - betas[0])) / (
+        np.sqrt(v / (1 - betas[1])) + eps
+    )
+
+
+@pytest.mark.parametrize("optimize", [False, True])
+@pytest.mark.parametrize("kind", ["sgd", "adamw"])
+def test_one_training_step_is_loss_and_grads_then_the_update(kind, optimize, tokens):
+    # the update nodes write parameters in place: run before any gradient node that reads
+    # a parameter, they would change the gradients (and this comparison)
+    model = Llama(SMALL, seed=3, dtype=np.float64, init_std=0.3)
+    before = {k: v.copy() for k, v in model.params.items()}
+    batch = random_windows(tokens.ravel(), 2, 6, np.random.default_rng(5))
+    loss, grads = Llama(SMALL, seed=3, dtype=np.float64, init_std=0.3).loss_and_grads(batch)
+    if kind == "sgd":
+        optimizer = SGD(lr=0.5, weight_decay=0.1)
+        expected = {k: w * (1 - 0.5 * 0.1) - 0.5 * grads[k] for k, w in before.items()}
+    else:
+        optimizer = AdamW(model.params, lr=0.05, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+        expected = {
+            k: _adamw_first_step(w, grads[k], 0.05, (0.9, 0.95), 1e-8, 0.1)
+            for k, w in before.items()
+        }
+    history = train(model, tokens.ravel(), 1, batch=2, seq=6, optimizer=optimizer, seed=5,
+                    progress=False, optimize=optimize)  # fmt: skip
+    assert history.losses[0] == pytest.approx(loss, rel=1e-12)
+    for name, value in model.params.items():
+        assert not np.allclose(value, before[name]), name
+        np.testing.assert_allclose(value, expected[name], rtol=1e-9, atol=1e-12, err_msg=name)
+
+
+def test_adamw_names_a_parameter_it_has_no_moments_for():
+    model = Llama(SMALL)
+    arrays = {k: v for k, v in model.params.items() if k != "lm_head.weight"}
+    with pytest.raises(cl.FeedError, match=r"adamw_update.*'lm_head.weight'"):
+        train(model, np.arange(40) % 32, 1, batch=1, seq=4, optimizer=AdamW(arrays),
+              progress=False)  # fmt: skip
 
 
 def test_cosine_schedule():
@@ -192,6 +236,24 @@ def test_next_token_distribution():
         next_token_distribution(logits, 1.0, top_k=5)
     with pytest.raises(ValueError, match="temperature"):
         next_token_distribution(logits, -1.0, None)
+
+
+def test_top_k_keeps_exactly_k_tokens_when_logits_tie():
+    logits = np.array([2.0, 1.0, 1.0, 1.0, 0.0])
+    for k in (1, 2, 3):
+        p = next_token_distribution(logits, 1.0, top_k=k)
+        assert np.count_nonzero(p) == k and p[0] > 0 and p[4] == 0
+        assert p.sum() == pytest.approx(1.0)
+
+
+def test_logits_of_a_single_token_but_no_loss():
+    model = Llama(SMALL)
+    one = np.array([[5], [7]])
+    full = model.logits(np.array([[5, 1, 2], [7, 3, 4]]))
+    np.testing.assert_allclose(model.logits(one)[:, 0], full[:, 0], rtol=1e-5, atol=1e-6)
+    assert model.forward_graph(2, 1).loss is None
+    with pytest.raises(cl.ShapeError, match="the loss needs seq >= 2"):
+        model.loss_and_grads(one)
 
 
 def test_errors_name_the_problem(tokens):
@@ -310,3 +372,23 @@ def test_hessian_vector_product_through_the_whole_model():
     for name, value in zip(graph.params, hvp):
         np.testing.assert_allclose(value, (up[name] - down[name]) / (2 * eps), atol=1e-6,
                                    err_msg=name)  # fmt: skip
+
+
+def test_flops_and_seconds_grouped_by_op_family(tokens):
+    model = Llama(SMALL)
+    graph = model.forward_graph(*tokens.shape)
+    flops = flops_by_family(graph.loss)
+    assert sum(flops.values()) == cl.perf.arithmetic_intensity(graph.loss).flops
+    assert "other" not in flops  # every op with FLOPs has a family
+    products = flops["products (matmul, head_scores, head_mix)"]
+    assert products == sum(  # the projections, the two attention products, the head
+        cl.perf.op_cost(n).flops
+        for n in cl.topological_order([graph.loss])
+        if n.op.name in ("matmul", "head_scores", "head_mix")
+    )
+    assert products > 0.8 * sum(flops.values())
+    assert flops_by_family(graph.loss, {"adds": ("add",)}).keys() == {"adds", "other"}
+    seconds = seconds_by_family(graph.loss, model.feed(graph, tokens), repeats=1)
+    assert set(flops) <= set(seconds) and all(s > 0 for s in seconds.values())
+    table = shares_table({"a": 1, "b": 3}).splitlines()
+    assert table[1].split()[-1] == "25.0%" and table[2].split()[-1] == "75.0%"

@@ -7,12 +7,11 @@ convention bugs hide below 1e-2) and with random norm weights, then copied in wi
 import numpy as np
 import pytest
 
+from conftest import oracle_import
 from course_lib.models import Llama, LlamaConfig, load_hf_state_dict
 
-torch = pytest.importorskip("torch", reason="the oracle extra (PyTorch) is not installed")
-transformers = pytest.importorskip(
-    "transformers", reason="the oracle extra (transformers) is not installed"
-)
+torch = oracle_import("torch")
+transformers = oracle_import("transformers")
 pytestmark = pytest.mark.oracle
 
 CONFIGS = {

@@ -10,8 +10,9 @@ from op_specs import SPECS, sample
 from strategies import input_shapes
 
 import course_lib as cl
+from conftest import oracle_import
 
-torch = pytest.importorskip("torch", reason="the oracle extra (PyTorch) is not installed")
+torch = oracle_import("torch")
 pytestmark = pytest.mark.oracle
 
 

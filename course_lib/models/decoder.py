@@ -31,8 +31,9 @@ class ForwardGraph:
         The int64 variable (batch, seq) of token ids.
     logits : Node
         (batch, seq, vocab): position t predicts token t + 1.
-    loss : Node
-        The mean next-token cross-entropy over batch · (seq − 1) positions.
+    loss : Node or None
+        The mean next-token cross-entropy over batch · (seq − 1) positions; ``None`` when
+        seq is 1 (no position has a next token to predict).
     params : dict
         Parameter name -> its variable (Hugging Face names for LLaMA).
     attention : list of Node
@@ -41,7 +42,7 @@ class ForwardGraph:
 
     tokens: Node
     logits: Node
-    loss: Node
+    loss: Node | None
     params: dict
     attention: list = field(default_factory=list)
 
@@ -102,25 +103,32 @@ class DecoderLM:
         return sum(int(a.size) for a in self.params.values())
 
     def forward_graph(self, batch: int, seq: int) -> ForwardGraph:
-        """The graph for token batches of shape (batch, seq), built on first use and cached."""
+        """The graph for token batches of shape (batch, seq), built on first use and cached.
+
+        Logits need seq >= 1; the loss (``None`` for seq = 1) needs seq >= 2.
+        """
         key = (int(batch), int(seq))
         if key not in self._graphs:
-            if key[0] < 1 or not 2 <= key[1] <= self.config.max_seq_len:
+            if key[0] < 1 or not 1 <= key[1] <= self.config.max_seq_len:
                 raise ShapeError(
-                    f"{type(self).__name__}: need batch >= 1 and 2 <= seq <= "
+                    f"{type(self).__name__}: need batch >= 1 and 1 <= seq <= "
                     f"max_seq_len={self.config.max_seq_len}, got batch={batch}, seq={seq}"
                 )
             tokens = variable("tokens", key, np.int64)
             p = {name: variable(name, a.shape, self.dtype) for name, a in self.params.items()}
             logits, attention = self.build_logits(tokens, p)
-            loss = cross_entropy(logits[:, :-1], tokens[:, 1:])
+            loss = cross_entropy(logits[:, :-1], tokens[:, 1:]) if key[1] >= 2 else None
             self._graphs[key] = ForwardGraph(tokens, logits, loss, p, attention)
         return self._graphs[key]
 
-    def executor(self, key: tuple, build: Callable[[], list[Node]]) -> Executor:
-        """An executor cached under ``key`` (built from ``build()`` the first time)."""
+    def executor(
+        self, key: tuple, build: Callable[[], list[Node]], optimize: bool = False
+    ) -> Executor:
+        """An executor cached under ``key`` (built from ``build()`` the first time, after the
+        graph optimisation passes when ``optimize``)."""
+        key = (*key, optimize)
         if key not in self._executors:
-            self._executors[key] = Executor(build())
+            self._executors[key] = Executor(build(), optimize=optimize)
         return self._executors[key]
 
     def feed(self, graph: ForwardGraph, tokens) -> dict:
@@ -156,11 +164,18 @@ class DecoderLM:
         tokens = self.check_tokens(tokens)
         graph = self.forward_graph(*tokens.shape)
         run = self.executor(("attention", tokens.shape), lambda: list(graph.attention))
-        maps = run.run(self.feed(graph, tokens), allow_unused=True)  # later layers unused
+        # the parameters after the last attention layer (its MLP, the final norm, lm_head)
+        # do not reach any attention map
+        maps = run.run(self.feed(graph, tokens), allow_unused=True)
         return [to_numpy(m) for m in maps]
 
     def loss_graph(self, batch: int, seq: int) -> tuple[ForwardGraph, dict[str, Node]]:
         """The forward graph and each parameter's gradient node (reverse mode)."""
+        if seq < 2:
+            raise ShapeError(
+                f"{type(self).__name__}: the loss needs seq >= 2 (position t predicts token "
+                f"t + 1), got batch={batch}, seq={seq}"
+            )
         graph = self.forward_graph(batch, seq)
         names = list(graph.params)
         grads = grad(graph.loss, [graph.params[n] for n in names])

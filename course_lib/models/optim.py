@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from ..errors import FeedError
 from ..graph import Node, Op, apply, variable
 
 
@@ -135,6 +136,12 @@ class AdamW(Optimizer):
     def update_nodes(self, params, grads):
         op = AdamWUpdate(*self.betas, self.eps, self.weight_decay)
         nodes = []
+        missing = [name for name in params if name not in self._state_vars]
+        if missing:
+            raise FeedError(
+                f"adamw_update: no moments for parameter(s) {missing}; give AdamW the arrays "
+                "of every parameter the model trains (AdamW(model.params))"
+            )
         for name, param in params.items():
             m, v = self._state_vars[name]
             inputs = (param, grads[name], m, v, self.lr_var, self.step_var)

@@ -30,8 +30,10 @@ def next_token_distribution(logits: np.ndarray, temperature: float, top_k: int |
         return probs
     scaled = logits / temperature
     if top_k is not None:
-        kth = np.partition(scaled, -top_k)[-top_k]
-        scaled = np.where(scaled >= kth, scaled, -np.inf)
+        keep = np.argpartition(scaled, -top_k)[-top_k:]  # exactly k indices, even with ties
+        kept = np.full_like(scaled, -np.inf)
+        kept[keep] = scaled[keep]
+        scaled = kept
     scaled -= scaled.max()
     probs = np.exp(scaled)
     return probs / probs.sum()
@@ -60,7 +62,7 @@ def generate(
     window = model.config.max_seq_len
     for _ in range(max_new_tokens):
         context = ids[-window:]
-        length = min(window, max(2, 1 << (len(context) - 1).bit_length()))
+        length = min(window, 1 << (len(context) - 1).bit_length())
         padded = np.zeros((1, length), dtype=np.int64)
         padded[0, : len(context)] = context
         logits = model.logits(padded)[0, len(context) - 1]

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from tqdm.auto import tqdm
+from tqdm.notebook import tqdm as notebook_tqdm
 
 from ..runtime import Executor
 from .corpus import random_windows
@@ -35,14 +36,49 @@ class TrainHistory:
         return (sums[1:] - sums[lo]) / (np.arange(1, losses.size + 1) - lo)
 
 
-def training_step(model: DecoderLM, optimizer: Optimizer, batch: int, seq: int) -> Executor:
-    """The executor of one step (outputs: loss, then the update nodes), cached on the model."""
+def training_step(
+    model: DecoderLM, optimizer: Optimizer, batch: int, seq: int, optimize: bool = False
+) -> Executor:
+    """The executor of one step (outputs: loss, then the update nodes), cached on the model;
+    ``optimize`` runs the graph optimisation passes on it first."""
 
     def build():
         graph, grads = model.loss_graph(batch, seq)
         return [graph.loss, *optimizer.update_nodes(graph.params, grads)]
 
-    return model.executor(("train", optimizer, batch, seq), build)  # the key keeps it alive
+    key = ("train", optimizer, batch, seq)  # the key keeps the optimiser alive
+    return model.executor(key, build, optimize)
+
+
+class ProgressBar:
+    """tqdm.auto over ``range(total)``, and a finished bar in a saved notebook.
+
+    In Jupyter the widget is shown with a display id and shown again by :meth:`close`, so the
+    text a saved notebook keeps (what GitHub or nbconvert show) is the finished bar with its
+    rate and last loss, not the ``0/total`` of the moment it appeared.
+    """
+
+    def __init__(self, total: int, desc: str, enabled: bool = True):
+        in_notebook = enabled and issubclass(tqdm, notebook_tqdm)
+        extra = {"display": False} if in_notebook else {}
+        self.bar = tqdm(range(total), desc=desc, disable=not enabled, mininterval=0.5, **extra)
+        self._handle = None
+        if in_notebook:
+            from IPython.display import display  # noqa: PLC0415 (only inside Jupyter)
+
+            self._handle = display(self.bar.container, display_id=True)
+
+    def __iter__(self):
+        return iter(self.bar)
+
+    def show(self, **values) -> None:
+        """Values shown after the bar (``loss=...``), drawn at its next refresh."""
+        self.bar.set_postfix(refresh=False, **values)
+
+    def close(self) -> None:
+        self.bar.close()
+        if self._handle is not None:
+            self._handle.update(self.bar.container)
 
 
 def train(
@@ -55,19 +91,21 @@ def train(
     lr_schedule: Callable[[int], float] | None = None,
     seed: int = 0,
     progress: bool = True,
+    optimize: bool = False,
 ) -> TrainHistory:
     """Train ``model`` on random windows of ``tokens`` (a 1-D id array) for ``steps`` steps.
 
     The optimiser defaults to :class:`AdamW` (lr 1e-3); ``lr_schedule(step)`` overrides the
-    learning rate per step. Parameters are updated in place. Returns the loss history.
+    learning rate per step. Parameters are updated in place. ``optimize`` compiles the step
+    after the graph optimisation passes (same values). Returns the loss history.
     """
     optimizer = AdamW(model.params) if optimizer is None else optimizer
-    run = training_step(model, optimizer, batch, seq)
+    run = training_step(model, optimizer, batch, seq, optimize)
     graph = model.forward_graph(batch, seq)
     rng = np.random.default_rng(seed)
     history = TrainHistory()
     start = time.perf_counter()
-    bar = tqdm(range(steps), desc="training", disable=not progress, mininterval=0.5)
+    bar = ProgressBar(steps, "training", progress)
     for step in bar:
         lr = optimizer.lr if lr_schedule is None else lr_schedule(step)
         feed = model.feed(graph, random_windows(tokens, batch, seq, rng))
@@ -76,5 +114,6 @@ def train(
         history.losses.append(loss)
         history.lrs.append(lr)
         history.seconds.append(time.perf_counter() - start)
-        bar.set_postfix(loss=f"{loss:.3f}", refresh=False)
+        bar.show(loss=f"{loss:.3f}")
+    bar.close()
     return history

@@ -60,7 +60,15 @@ def _grad_x_along_x(g: Node, x: Node, w: Node, r: Node, t: Node, transpose: bool
     return mul(mul(r, r2), inner)
 
 
-class RMSNorm(Op):
+class _RMSNormFamily(Op):
+    """What RMSNorm and its two adjoint ops share: ε (a float) as their one attribute."""
+
+    def __init__(self, eps: float = 1e-5):
+        super().__init__(eps=float(eps))
+        self.eps = float(eps)
+
+
+class RMSNorm(_RMSNormFamily):
     """``w * x * rsqrt(mean(x², last axis) + eps)`` (ε inside the square root, as in LLaMA).
 
     FLOPs: ``4·elements + 2·rows``. The backward is two fused ops, themselves
@@ -68,10 +76,6 @@ class RMSNorm(Op):
     """
 
     name = "rms_norm"
-
-    def __init__(self, eps: float = 1e-5):
-        super().__init__(eps=float(eps))
-        self.eps = float(eps)
 
     def infer_shape(self, x, w):
         _check_norm_shapes(self.name, x, w)
@@ -102,14 +106,10 @@ class RMSNorm(Op):
         return 4 * math.prod(out_shape) + 2 * math.prod(out_shape[:-1])
 
 
-class RMSNormGradX(Op):
+class RMSNormGradX(_RMSNormFamily):
     """The adjoint of RMSNorm's input: ``r·(g·w − x̂·mean(g·w·x̂))`` with ``x̂ = r·x``."""
 
     name = "rms_norm_grad_x"
-
-    def __init__(self, eps: float):
-        super().__init__(eps=eps)
-        self.eps = eps
 
     def infer_shape(self, g, x, w):
         return x
@@ -136,9 +136,7 @@ class RMSNormGradX(Op):
 
     def jvp(self, node, dg, dx, dw):
         g, x, w = node.inputs
-        t_gw = tangent_sum(
-            None if dg is None else mul(dg, w), None if dw is None else mul(g, dw)
-        )
+        t_gw = tangent_sum(None if dg is None else mul(dg, w), None if dw is None else mul(g, dw))
         along_gw = None if t_gw is None else apply(self, t_gw, x, ones_like(w))
         along_x = None
         if dx is not None:
@@ -149,14 +147,10 @@ class RMSNormGradX(Op):
         return 7 * math.prod(out_shape)
 
 
-class RMSNormGradW(Op):
+class RMSNormGradW(_RMSNormFamily):
     """The adjoint of RMSNorm's weight: ``sum over rows of g·x̂``."""
 
     name = "rms_norm_grad_w"
-
-    def __init__(self, eps: float):
-        super().__init__(eps=eps)
-        self.eps = eps
 
     def infer_shape(self, g, x, w):
         return w
@@ -194,4 +188,3 @@ def layer_norm(x: Node, weight: Node, bias: Node, eps: float = 1e-5) -> Node:
     centred = sub(x, mean(x, -1, keepdims=True))
     normalized = mul(centred, rsqrt(add(mean(mul(centred, centred), -1, keepdims=True), eps)))
     return add(mul(normalized, weight), bias)
-
