@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import course_lib as cl
+from course_lib.graph import apply
+from course_lib.kernels.reference import rope_tables
+from course_lib.ops.attention import SoftmaxGrad
 
 
 @dataclass
@@ -26,6 +29,129 @@ def _t():
     import torch
 
     return torch
+
+
+def _rope_torch(x, seq_axis):
+    """Hugging Face's ``x·cos + rotate_half(x)·sin`` with positions along ``seq_axis``."""
+    torch = _t()
+    t, d = x.shape[seq_axis], x.shape[-1]
+    cos, sin = (torch.tensor(np.concatenate([a, a], -1), dtype=x.dtype) for a in rope_tables(t, d))
+    shape = (t,) + (1,) * (x.dim() - seq_axis % x.dim() - 2) + (d,)
+    rotated = torch.cat([-x[..., d // 2 :], x[..., : d // 2]], -1)
+    return x * cos.reshape(shape) + rotated * sin.reshape(shape)
+
+
+def _repeat_kv(k, heads):
+    return k.repeat_interleave(heads // k.shape[2], dim=2)
+
+
+def _causal_softmax_torch(s, scale):
+    t, n = s.shape[-2], s.shape[-1]
+    allowed = _t().ones(t, n, dtype=_t().bool).tril(n - t)
+    return (s * scale).masked_fill(~allowed, float("-inf")).softmax(-1)
+
+
+def _attention_torch(q, k, v):
+    scores = _t().einsum("bthd,bshd->bhts", q, _repeat_kv(k, q.shape[2]))
+    probs = _causal_softmax_torch(scores, q.shape[-1] ** -0.5)
+    return _t().einsum("bhts,bshd->bthd", probs, _repeat_kv(v, q.shape[2]))
+
+
+def _head_mix_t_torch(p, a, like):
+    b, s, kv, d = like.shape
+    out = _t().einsum("bhts,bthd->bshd", p, a)
+    return out.reshape(b, s, kv, -1, d).sum(3)
+
+
+def _fixed(*shape_lists):
+    return {"shapes": list(shape_lists)}
+
+
+TRANSFORMER_SPECS = [
+    OpSpec(
+        "rms_norm",
+        lambda x, w: cl.rms_norm(x, w, 1e-5),
+        2,
+        torch=lambda x, w: w * x * ((x * x).mean(-1, keepdim=True) + 1e-5).rsqrt(),
+        shape_kind="fixed",
+        extra=_fixed([(5,), (5,)], [(3, 4), (4,)], [(2, 3, 6), (6,)]),
+    ),
+    OpSpec(
+        "layer_norm",
+        lambda x, w, b: cl.layer_norm(x, w, b, 1e-5),
+        3,
+        torch=lambda x, w, b: _t().nn.functional.layer_norm(x, w.shape, w, b, 1e-5),
+        shape_kind="fixed",
+        extra=_fixed([(3, 4), (4,), (4,)], [(2, 3, 5), (5,), (5,)]),
+    ),
+    OpSpec(
+        "rope",
+        lambda x: cl.rope(x, seq_axis=-2),
+        torch=lambda x: _rope_torch(x, -2),
+        shape_kind="fixed",
+        extra=_fixed([(3, 4)], [(2, 5, 6)]),
+    ),
+    OpSpec(
+        "rope_bthd",
+        lambda x: cl.rope(x, seq_axis=1),
+        torch=lambda x: _rope_torch(x, 1),
+        shape_kind="fixed",
+        extra=_fixed([(2, 3, 2, 4)], [(1, 4, 3, 2)]),
+    ),
+    OpSpec(
+        "head_scores",
+        cl.head_scores,
+        2,
+        torch=lambda a, k: _t().einsum("bthd,bshd->bhts", a, _repeat_kv(k, a.shape[2])),
+        shape_kind="fixed",
+        extra=_fixed([(2, 3, 4, 2), (2, 5, 2, 2)], [(1, 2, 2, 3), (1, 2, 2, 3)]),
+    ),
+    OpSpec(
+        "head_mix",
+        cl.head_mix,
+        2,
+        torch=lambda p, v: _t().einsum("bhts,bshd->bthd", p, _repeat_kv(v, p.shape[1])),
+        shape_kind="fixed",
+        extra=_fixed([(2, 4, 3, 5), (2, 5, 2, 2)], [(1, 3, 2, 2), (1, 2, 1, 3)]),
+    ),
+    OpSpec(
+        "head_mix_t",
+        cl.head_mix_t,
+        3,
+        torch=_head_mix_t_torch,
+        shape_kind="fixed",
+        extra=_fixed(
+            [(2, 4, 3, 5), (2, 3, 4, 2), (2, 5, 2, 2)], [(1, 3, 2, 2), (1, 2, 3, 3), (1, 2, 3, 3)]
+        ),
+    ),
+    OpSpec(
+        "causal_softmax",
+        lambda s: cl.causal_softmax(s, 0.5),
+        torch=lambda s: _causal_softmax_torch(s, 0.5),
+        shape_kind="fixed",
+        extra=_fixed([(4, 4)], [(2, 3, 5)], [(1, 2, 3, 3)]),
+    ),
+    OpSpec(
+        "softmax_grad",
+        lambda g, p: apply(SoftmaxGrad(0.5), g, p),
+        2,
+        torch=lambda g, p: 0.5 * p * (g - (g * p).sum(-1, keepdim=True)),
+        shape_kind="fixed",
+        extra=_fixed([(3, 4), (3, 4)], [(2, 2, 5), (2, 2, 5)]),
+    ),
+    OpSpec(
+        "causal_attention",
+        lambda q, k, v: cl.causal_attention(q, k, v)[0],
+        3,
+        torch=_attention_torch,
+        shape_kind="fixed",
+        extra=_fixed(
+            [(2, 4, 4, 2), (2, 4, 2, 2), (2, 4, 2, 2)],  # grouped-query
+            [(1, 3, 2, 4), (1, 3, 2, 4), (1, 3, 2, 4)],  # multi-head
+            [(1, 2, 3, 2), (1, 3, 1, 2), (1, 3, 1, 2)],  # multi-query, 2 queries over 3 keys
+        ),
+    ),
+]
 
 
 SPECS = [
@@ -108,6 +234,7 @@ SPECS = [
     OpSpec("matmul", lambda x, y: x @ y, 2, torch=lambda x, y: x @ y, shape_kind="matrix"),
     OpSpec("softmax", lambda x: cl.softmax(x, -1), torch=lambda x: x.softmax(-1)),
     OpSpec("log_softmax", lambda x: cl.log_softmax(x, 0), torch=lambda x: x.log_softmax(0)),
+    *TRANSFORMER_SPECS,
 ]
 
 SPEC_BY_NAME = {s.name: s for s in SPECS}

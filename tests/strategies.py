@@ -20,6 +20,8 @@ def broadcast_pair(draw):
 @st.composite
 def input_shapes(draw, spec):
     """The list of input shapes for an op spec."""
+    if spec.shape_kind == "fixed":  # the spec lists the shape combinations it accepts
+        return [tuple(s) for s in draw(st.sampled_from(spec.extra["shapes"]))]
     if spec.shape_kind == "matrix":
         m, n, p = draw(dims), draw(dims), draw(dims)
         batch = tuple(draw(st.lists(dims, max_size=1)))

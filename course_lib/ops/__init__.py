@@ -7,6 +7,7 @@ in one class; the functions here are the public way to build nodes.
 from __future__ import annotations
 
 from ..graph import Node
+from .attention import causal_attention, causal_softmax, head_mix, head_mix_t, head_scores
 from .control import cond, merge, switch
 from .elementwise import (
     add,
@@ -39,7 +40,9 @@ from .elementwise import (
 )
 from .linalg import matmul
 from .nn import cross_entropy, log_softmax, softmax
+from .norms import layer_norm, rms_norm
 from .reductions import logsumexp, max, mean, sum, sum_to
+from .rope import rope
 from .shape import (
     broadcast_to,
     concat,
@@ -54,12 +57,13 @@ from .shape import (
 )
 
 __all__ = [
-    "add", "broadcast_to", "cast", "concat", "cond", "cos", "cross_entropy", "div", "embedding",
-    "equal", "exp", "getitem", "greater", "greater_equal", "less", "less_equal", "log",
+    "add", "broadcast_to", "cast", "causal_attention", "causal_softmax", "concat", "cond", "cos",
+    "cross_entropy", "div", "embedding", "equal", "exp", "getitem", "greater", "greater_equal",
+    "head_mix", "head_mix_t", "head_scores", "layer_norm", "less", "less_equal", "log",
     "log_softmax", "logsumexp", "matmul", "matrix_transpose", "max", "maximum", "mean", "merge",
-    "mul", "neg", "ones_like", "permute", "power", "relu", "reshape", "rsqrt", "sigmoid",
-    "silu", "sin", "softmax", "split", "sqrt", "sub", "sum", "sum_n", "sum_to", "switch", "take",
-    "tanh", "transpose", "where", "zeros_like",
+    "mul", "neg", "ones_like", "permute", "power", "relu", "reshape", "rms_norm", "rope", "rsqrt",
+    "sigmoid", "silu", "sin", "softmax", "split", "sqrt", "sub", "sum", "sum_n", "sum_to",
+    "switch", "take", "tanh", "transpose", "where", "zeros_like",
 ]  # fmt: skip
 
 

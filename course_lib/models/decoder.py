@@ -1,0 +1,179 @@
+"""What every decoder-only language model here shares: parameters as arrays, one graph per
+(batch, seq) shape built once and run many times, logits, loss and gradients.
+
+A subclass says which parameters it has (:meth:`DecoderLM.parameter_specs`) and how its
+forward graph is wired (:meth:`DecoderLM.build_logits`); the rest is here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..autodiff import grad
+from ..errors import FeedError, ShapeError
+from ..graph import Node, variable
+from ..ops import cross_entropy, reshape
+from ..runtime import Executor
+from .config import LlamaConfig
+
+
+@dataclass(frozen=True)
+class ForwardGraph:
+    """The nodes of one model for one (batch, seq) shape.
+
+    Attributes
+    ----------
+    tokens : Node
+        The int64 variable (batch, seq) of token ids.
+    logits : Node
+        (batch, seq, vocab): position t predicts token t + 1.
+    loss : Node
+        The mean next-token cross-entropy over batch · (seq − 1) positions.
+    params : dict
+        Parameter name -> its variable (Hugging Face names for LLaMA).
+    attention : list of Node
+        Each layer's attention probabilities (batch, heads, seq, seq).
+    """
+
+    tokens: Node
+    logits: Node
+    loss: Node
+    params: dict
+    attention: list = field(default_factory=list)
+
+    @property
+    def batch(self) -> int:
+        return self.tokens.shape[0]
+
+    @property
+    def seq(self) -> int:
+        return self.tokens.shape[1]
+
+
+class DecoderLM:
+    """Base class: seeded parameters (``params``: name -> array) and cached executors.
+
+    Parameters
+    ----------
+    config : LlamaConfig
+        The sizes (the Vaswani variant reads the same fields).
+    seed : int
+        Seeds the initialisation (``numpy.random.default_rng(seed)``).
+    dtype : numpy dtype
+        float32 for training, float64 for gradient checks.
+    init_std : float
+        Standard deviation of the normal initialisation of matrices (HF's
+        ``initializer_range``); norm weights start at 1, biases at 0.
+    """
+
+    def __init__(self, config: LlamaConfig, seed: int = 0, dtype=np.float32, init_std=0.02):
+        if not isinstance(config, LlamaConfig):
+            raise TypeError(f"{type(self).__name__} needs a LlamaConfig, got {type(config)}")
+        self.config = config
+        self.dtype = np.dtype(dtype)
+        rng = np.random.default_rng(seed)
+        self.params: dict[str, np.ndarray] = {}
+        for name, (shape, kind) in self.parameter_specs().items():
+            if kind == "normal":
+                value = rng.standard_normal(shape) * init_std
+            else:
+                value = np.full(shape, 1.0 if kind == "ones" else 0.0)
+            self.params[name] = np.ascontiguousarray(value, dtype=self.dtype)
+        self._graphs: dict[tuple, ForwardGraph] = {}
+        self._executors: dict[tuple, Executor] = {}
+
+    # -- what a subclass defines -----------------------------------------------------------
+    def parameter_specs(self) -> dict[str, tuple[tuple[int, ...], str]]:
+        """Name -> (shape, "normal" | "ones" | "zeros"), in a fixed order."""
+        raise NotImplementedError
+
+    def build_logits(self, tokens: Node, p: dict[str, Node]) -> tuple[Node, list[Node]]:
+        """Wire the graph: logits (batch, seq, vocab) and each layer's attention probabilities."""
+        raise NotImplementedError
+
+    # -- graphs ----------------------------------------------------------------------------
+    @property
+    def n_params(self) -> int:
+        """The number of trainable numbers."""
+        return sum(int(a.size) for a in self.params.values())
+
+    def forward_graph(self, batch: int, seq: int) -> ForwardGraph:
+        """The graph for token batches of shape (batch, seq), built on first use and cached."""
+        key = (int(batch), int(seq))
+        if key not in self._graphs:
+            if key[0] < 1 or not 2 <= key[1] <= self.config.max_seq_len:
+                raise ShapeError(
+                    f"{type(self).__name__}: need batch >= 1 and 2 <= seq <= "
+                    f"max_seq_len={self.config.max_seq_len}, got batch={batch}, seq={seq}"
+                )
+            tokens = variable("tokens", key, np.int64)
+            p = {name: variable(name, a.shape, self.dtype) for name, a in self.params.items()}
+            logits, attention = self.build_logits(tokens, p)
+            loss = cross_entropy(logits[:, :-1], tokens[:, 1:])
+            self._graphs[key] = ForwardGraph(tokens, logits, loss, p, attention)
+        return self._graphs[key]
+
+    def executor(self, key: tuple, build: Callable[[], list[Node]]) -> Executor:
+        """An executor cached under ``key`` (built from ``build()`` the first time)."""
+        if key not in self._executors:
+            self._executors[key] = Executor(build())
+        return self._executors[key]
+
+    def feed(self, graph: ForwardGraph, tokens) -> dict:
+        """The feed for ``graph``: the checked tokens and every parameter array."""
+        feed = {var: self.params[name] for name, var in graph.params.items()}
+        feed[graph.tokens] = self.check_tokens(tokens)
+        return feed
+
+    def check_tokens(self, tokens) -> np.ndarray:
+        """Tokens as an int64 (batch, seq) array, or a clear error."""
+        array = np.asarray(tokens)
+        if array.ndim != 2:
+            raise ShapeError(f"tokens must have shape (batch, seq), got shape {array.shape}")
+        if array.dtype.kind not in "iu":
+            raise FeedError(f"tokens must be integer ids, got dtype {array.dtype}")
+        vocab = self.config.vocab_size
+        if array.size and (array.min() < 0 or array.max() >= vocab):
+            raise FeedError(
+                f"token ids must lie in [0, {vocab}), got {array.min()} to {array.max()}"
+            )
+        return array.astype(np.int64, copy=False)
+
+    # -- running ---------------------------------------------------------------------------
+    def logits(self, tokens) -> np.ndarray:
+        """Next-token logits (batch, seq, vocab) as a NumPy array."""
+        tokens = self.check_tokens(tokens)
+        graph = self.forward_graph(*tokens.shape)
+        run = self.executor(("logits", tokens.shape), lambda: [graph.logits])
+        return run.run(self.feed(graph, tokens))[0]
+
+    def attention_maps(self, tokens) -> list[np.ndarray]:
+        """Each layer's attention probabilities (batch, heads, seq, seq)."""
+        tokens = self.check_tokens(tokens)
+        graph = self.forward_graph(*tokens.shape)
+        run = self.executor(("attention", tokens.shape), lambda: list(graph.attention))
+        return run.run(self.feed(graph, tokens))
+
+    def loss_graph(self, batch: int, seq: int) -> tuple[ForwardGraph, dict[str, Node]]:
+        """The forward graph and each parameter's gradient node (reverse mode)."""
+        graph = self.forward_graph(batch, seq)
+        names = list(graph.params)
+        grads = grad(graph.loss, [graph.params[n] for n in names])
+        return graph, dict(zip(names, grads))
+
+    def loss_and_grads(self, tokens) -> tuple[float, dict[str, np.ndarray]]:
+        """The mean shifted cross-entropy and the gradient of every parameter (by name)."""
+        tokens = self.check_tokens(tokens)
+        graph, grads = self.loss_graph(*tokens.shape)
+        run = self.executor(("grads", tokens.shape), lambda: [graph.loss, *grads.values()])
+        loss, *values = run.run(self.feed(graph, tokens))
+        return float(loss), dict(zip(grads, values))
+
+
+def flatten_rows(x: Node) -> Node:
+    """(batch, seq, dim) -> (batch · seq, dim): the layers work on rows of tokens."""
+    b, t, d = x.shape
+    return reshape(x, (b * t, d))

@@ -1,0 +1,303 @@
+"""Causal grouped-query attention from three batched products and a masked softmax.
+
+Layouts are the projections' own: queries ``a`` (B, T, H, d), keys/values ``b`` (B, S, KV, d)
+with KV dividing H; query head h reads kv head ``h // (H / KV)`` (Hugging Face's
+repeat-interleave), so no repeated K/V is ever materialised. Scores and probabilities are
+(B, H, T, S). The three products are closed under differentiation:
+
+==============================  ==========================  ===========================
+product                          adjoint of the 1st input    adjoint of the 2nd input
+==============================  ==========================  ===========================
+``head_scores(a, b)  = a·bᵀ``    ``head_mix(g, b)``           ``head_mix_t(g, a)``
+``head_mix(p, v)     = p·v``     ``head_scores(g, v)``        ``head_mix_t(p, g)``
+``head_mix_t(p, a)   = Σ pᵀ·a``  ``head_scores(a, g)``        ``head_mix(p, g)``
+==============================  ==========================  ===========================
+
+FLOP convention: each product ``2·B·H·T·S·d`` (matmul 2mnk); the masked softmax 3 per score
+(scale, exp, divide; the row max and sum are not counted), as in the lecture's
+``2bs²nd + 3bs²n``.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+
+from ..errors import ShapeError
+from ..graph import Node, Op, apply
+from .elementwise import mul, sub, tangent_sum
+from .reductions import sum
+
+
+def _groups(h, kv, what):
+    if h is not None and kv is not None and h % kv:
+        raise ValueError(f"{what}: {h} query heads are not a multiple of {kv} kv heads")
+
+
+def _check_4d(what, **shapes):
+    for name, shape in shapes.items():
+        if shape is not None and len(shape) != 4:
+            raise ValueError(f"{what} needs 4-D {name}, got shape {shape}")
+
+
+def _same(what, label, a, b):
+    if a is not None and b is not None and a != b:
+        raise ValueError(f"{what}: {label} differ ({a} vs {b})")
+
+
+def _queries_by_group(xp, a, kv):
+    """(B, T, H, d) -> (B, KV, G·T, d), contiguous: row g·T + t of group kv is head kv·G + g."""
+    b, t, h, d = a.shape
+    g = h // kv
+    return xp.ascontiguousarray(a.reshape(b, t, kv, g, d).transpose(0, 2, 3, 1, 4)).reshape(
+        b, kv, g * t, d
+    )
+
+
+def _heads_back(xp, y, h, t):
+    """(B, KV, G·T, d) -> (B, T, H, d)."""
+    b, kv, _, d = y.shape
+    g = h // kv
+    return xp.ascontiguousarray(y.reshape(b, kv, g, t, d).transpose(0, 3, 1, 2, 4)).reshape(
+        b, t, h, d
+    )
+
+
+def _kv_major(xp, b):
+    """(B, S, KV, d) -> (B, KV, S, d), contiguous."""
+    return xp.ascontiguousarray(b.transpose(0, 2, 1, 3))
+
+
+class HeadScores(Op):
+    """``s[b, h] = a[b, :, h] @ k[b, :, h // G]ᵀ``: (B, T, H, d), (B, S, KV, d) -> (B, H, T, S)."""
+
+    name = "head_scores"
+
+    def infer_shape(self, a, k):
+        _check_4d(self.name, queries=a, keys=k)
+        if a is None or k is None:
+            return None
+        _same(self.name, "batch sizes", a[0], k[0])
+        _same(self.name, "head sizes", a[3], k[3])
+        _groups(a[2], k[2], self.name)
+        return (a[0], a[2], a[1], k[1])
+
+    def compute(self, xp, a, k):
+        b, t, h, _ = a.shape
+        s = k.shape[1]
+        kv = k.shape[2]
+        scores = xp.matmul(_queries_by_group(xp, a, kv), _kv_major(xp, k).swapaxes(-1, -2))
+        return scores.reshape(b, h, t, s)
+
+    def gradient(self, node, g):
+        a, k = node.inputs
+        return [head_mix(g, k), head_mix_t(g, a, k)]
+
+    def jvp(self, node, da, dk):
+        a, k = node.inputs
+        return tangent_sum(
+            None if da is None else head_scores(da, k), None if dk is None else head_scores(a, dk)
+        )
+
+    def flops(self, out_shape, a_shape, k_shape):
+        return 2 * math.prod(out_shape) * a_shape[-1]
+
+
+class HeadMix(Op):
+    """``y[b, :, h] = p[b, h] @ v[b, :, h // G]``: (B, H, T, S), (B, S, KV, d) -> (B, T, H, d)."""
+
+    name = "head_mix"
+
+    def infer_shape(self, p, v):
+        _check_4d(self.name, probabilities=p, values=v)
+        if p is None or v is None:
+            return None
+        _same(self.name, "batch sizes", p[0], v[0])
+        _same(self.name, "key lengths", p[3], v[1])
+        _groups(p[1], v[2], self.name)
+        return (p[0], p[2], p[1], v[3])
+
+    def compute(self, xp, p, v):
+        b, h, t, s = p.shape
+        kv = v.shape[2]
+        grouped = xp.ascontiguousarray(p).reshape(b, kv, (h // kv) * t, s)
+        return _heads_back(xp, xp.matmul(grouped, _kv_major(xp, v)), h, t)
+
+    def gradient(self, node, g):
+        p, v = node.inputs
+        return [head_scores(g, v), head_mix_t(p, g, v)]
+
+    def jvp(self, node, dp, dv):
+        p, v = node.inputs
+        return tangent_sum(
+            None if dp is None else head_mix(dp, v), None if dv is None else head_mix(p, dv)
+        )
+
+    def flops(self, out_shape, p_shape, v_shape):
+        return 2 * math.prod(p_shape) * v_shape[-1]
+
+
+class HeadMixT(Op):
+    """``y[b, :, j] = Σ_{h in group j} p[b, h]ᵀ @ a[b, :, h]``: (B, H, T, S), (B, T, H, d)
+    -> (B, S, KV, d), shaped like the keys/values ``like`` (it is their adjoint)."""
+
+    name = "head_mix_t"
+
+    def infer_shape(self, p, a, like):
+        _check_4d(self.name, probabilities=p, queries=a, like=like)
+        if p is None or a is None or like is None:
+            return like
+        _same(self.name, "batch sizes", p[0], a[0])
+        _same(self.name, "query lengths", p[2], a[1])
+        _same(self.name, "head counts", p[1], a[2])
+        _same(self.name, "key lengths", p[3], like[1])
+        _same(self.name, "head sizes", a[3], like[3])
+        _groups(p[1], like[2], self.name)
+        return like
+
+    def infer_dtype(self, p, a, like):
+        return Op.infer_dtype(self, p, a)
+
+    def compute(self, xp, p, a, like):
+        b, h, t, s = p.shape
+        kv = like.shape[2]
+        grouped = xp.ascontiguousarray(p).reshape(b, kv, (h // kv) * t, s)
+        out = xp.matmul(grouped.swapaxes(-1, -2), _queries_by_group(xp, a, kv))  # (B, KV, S, d)
+        return xp.ascontiguousarray(out.transpose(0, 2, 1, 3))
+
+    def gradient(self, node, g):
+        p, a, _ = node.inputs
+        return [head_scores(a, g), head_mix(p, g), None]
+
+    def jvp(self, node, dp, da, dlike):
+        p, a, like = node.inputs
+        return tangent_sum(
+            None if dp is None else head_mix_t(dp, a, like),
+            None if da is None else head_mix_t(p, da, like),
+        )
+
+    def flops(self, out_shape, p_shape, a_shape, like_shape):
+        return 2 * math.prod(p_shape) * a_shape[-1]
+
+
+@lru_cache(maxsize=16)
+def _causal_bias(t: int, s: int, dtype):
+    """0 where key j may be seen by query i (j <= i + s - t), −inf elsewhere."""
+    allowed = np.arange(s)[None, :] <= np.arange(t)[:, None] + (s - t)
+    return np.where(allowed, 0.0, -np.inf).astype(dtype)
+
+
+class CausalSoftmax(Op):
+    """``softmax(scale · s + M)`` over the last axis, ``M[i, j] = −∞`` for keys j after
+    query i (queries aligned with the last keys). FLOPs: 3 per score."""
+
+    name = "causal_softmax"
+
+    def __init__(self, scale: float):
+        super().__init__(scale=float(scale))
+        self.scale = float(scale)
+
+    def infer_shape(self, shape):
+        if shape is not None and len(shape) < 2:
+            raise ValueError(f"causal_softmax needs (..., T, S) scores, got shape {shape}")
+        if shape is not None and None not in shape[-2:] and shape[-2] > shape[-1]:
+            raise ValueError(f"causal_softmax: {shape[-2]} queries but only {shape[-1]} keys")
+        return shape
+
+    def compute(self, xp, s):
+        x = s * s.dtype.type(self.scale)
+        x += xp.asarray(_causal_bias(s.shape[-2], s.shape[-1], s.dtype))
+        x -= x.max(axis=-1, keepdims=True)
+        xp.exp(x, out=x)
+        x /= x.sum(axis=-1, keepdims=True)
+        return x
+
+    def gradient(self, node, g):
+        return [apply(SoftmaxGrad(self.scale), g, node)]
+
+    def jvp(self, node, ds):
+        return None if ds is None else apply(SoftmaxGrad(self.scale), ds, node)
+
+    def flops(self, out_shape, in_shape):
+        return 3 * math.prod(out_shape)
+
+
+class SoftmaxGrad(Op):
+    """``scale · p · (g − Σ g·p)`` over the last axis: the adjoint (and tangent) of a scaled
+    softmax with output p; linear in g."""
+
+    name = "softmax_grad"
+
+    def __init__(self, scale: float = 1.0):
+        super().__init__(scale=float(scale))
+        self.scale = float(scale)
+
+    def infer_shape(self, g, p):
+        _same(self.name, "shapes", g, p)
+        return p
+
+    def compute(self, xp, g, p):
+        dot = xp.einsum("...i,...i->...", g, p)[..., None]
+        out = g - dot
+        out *= p
+        if self.scale != 1.0:
+            out *= out.dtype.type(self.scale)
+        return out
+
+    def gradient(self, node, u):
+        g, p = node.inputs
+        c = self.scale
+        # d/dg: the same (linear) map; d/dp_k: c·u_k·(g_k − Σ g·p) − c·g_k·Σ u·p
+        centred = sub(g, sum(mul(g, p), -1, True))
+        along_p = mul(c, sub(mul(u, centred), mul(g, sum(mul(u, p), -1, True))))
+        return [apply(self, u, p), None if p.is_constant else along_p]
+
+    def jvp(self, node, dg, dp):
+        g, p = node.inputs
+        c = self.scale
+        along_p = None
+        if dp is not None:  # c·dp·(g − Σ g·p) − c·p·Σ g·dp
+            centred = sub(g, sum(mul(g, p), -1, True))
+            along_p = mul(c, sub(mul(dp, centred), mul(p, sum(mul(g, dp), -1, True))))
+        return tangent_sum(None if dg is None else apply(self, dg, p), along_p)
+
+    def flops(self, out_shape, g_shape, p_shape):
+        return 4 * math.prod(out_shape)
+
+
+def head_scores(a, k) -> Node:
+    """Every query head against its kv head: (B, T, H, d), (B, S, KV, d) -> (B, H, T, S)."""
+    return apply(HeadScores(), a, k)
+
+
+def head_mix(p, v) -> Node:
+    """Each head's probabilities times its kv head's values: -> (B, T, H, d)."""
+    return apply(HeadMix(), p, v)
+
+
+def head_mix_t(p, a, like) -> Node:
+    """``Σ_{h in group} p_hᵀ a_h``, shaped like the keys/values ``like`` (B, S, KV, d)."""
+    return apply(HeadMixT(), p, a, like)
+
+
+def causal_softmax(scores, scale: float = 1.0) -> Node:
+    """``softmax(scale · scores)`` over the last axis with future keys masked out."""
+    return apply(CausalSoftmax(scale), scores)
+
+
+def causal_attention(q, k, v, scale: float | None = None) -> tuple[Node, Node]:
+    """Causal grouped-query attention: q (B, T, H, d), k and v (B, S, KV, d).
+
+    Returns ``(output (B, T, H, d), probabilities (B, H, T, S))``; ``scale`` defaults to
+    ``d ** -0.5``.
+    """
+    if scale is None:
+        if q.shape is None or q.shape[-1] is None:
+            raise ShapeError(
+                f"causal_attention: pass scale= when the head size of {q.name} is unknown"
+            )
+        scale = q.shape[-1] ** -0.5
+    probs = causal_softmax(head_scores(q, k), scale)
+    return head_mix(probs, v), probs

@@ -1,0 +1,78 @@
+"""Rotary position embedding (RoPE), half-split like Hugging Face's ``rotate_half``.
+
+Position t rotates the pair (x[i], x[i + d/2]) by the angle ``t · θ^(−2i/d)``:
+``y = x·cos + rotate_half(x)·sin`` with ``rotate_half(x) = (−x₂, x₁)``. A rotation's
+transpose is the rotation by the opposite angle, so the gradient is RoPE with −sin.
+
+FLOP convention: 3 per rotated element (two products and one sum), the lecture's 3bsnd.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+from ..graph import Node, Op, apply
+from ..kernels.reference import rope_tables
+
+
+@lru_cache(maxsize=32)
+def _tables(seq_len: int, head_dim: int, theta: float, dtype):
+    cos, sin = rope_tables(seq_len, head_dim, theta)
+    return cos.astype(dtype), sin.astype(dtype)
+
+
+class Rope(Op):
+    """Rotate the last axis (head_dim d, even) by position along ``seq_axis`` (0, 1, ...).
+
+    ``inverse=True`` rotates back (the adjoint). FLOPs: 3 per element.
+    """
+
+    name = "rope"
+
+    def __init__(self, theta: float = 10000.0, seq_axis: int = -2, inverse: bool = False):
+        super().__init__(theta=float(theta), seq_axis=seq_axis, inverse=bool(inverse))
+        self.theta, self.seq_axis, self.inverse = float(theta), seq_axis, bool(inverse)
+
+    def infer_shape(self, shape):
+        if shape is None:
+            return None
+        if len(shape) < 2 or not -len(shape) <= self.seq_axis < len(shape) - 1:
+            raise ValueError(
+                f"rope needs a position axis (seq_axis={self.seq_axis}) before the last "
+                f"(head) axis; got shape {shape}"
+            )
+        if shape[-1] is not None and shape[-1] % 2:
+            raise ValueError(f"rope rotates pairs: the last axis must be even, got {shape[-1]}")
+        return shape
+
+    def compute(self, xp, x):
+        axis = self.seq_axis % x.ndim
+        half = x.shape[-1] // 2
+        cos, sin = _tables(x.shape[axis], x.shape[-1], self.theta, x.dtype)
+        table_shape = (x.shape[axis],) + (1,) * (x.ndim - axis - 2) + (half,)
+        cos, sin = xp.asarray(cos.reshape(table_shape)), xp.asarray(sin.reshape(table_shape))
+        if self.inverse:
+            sin = -sin
+        first, second = x[..., :half], x[..., half:]
+        out = xp.empty_like(x)
+        xp.multiply(first, cos, out=out[..., :half])
+        out[..., :half] -= second * sin
+        xp.multiply(second, cos, out=out[..., half:])
+        out[..., half:] += first * sin
+        return out
+
+    def gradient(self, node, g):
+        return [apply(Rope(self.theta, self.seq_axis, not self.inverse), g)]
+
+    def jvp(self, node, dx):
+        return None if dx is None else apply(self, dx)
+
+    def flops(self, out_shape, in_shape):
+        return 3 * math.prod(out_shape)
+
+
+def rope(x, theta: float = 10000.0, seq_axis: int = -2) -> Node:
+    """Rotary embedding of ``x`` (..., positions, ..., head_dim): positions 0, 1, ... run
+    along ``seq_axis``, pairs ``(i, i + d/2)`` of the last axis rotate."""
+    return apply(Rope(theta, seq_axis), x)
