@@ -6,13 +6,17 @@ import pytest
 import course_lib as cl
 from course_lib.models import LlamaConfig
 from course_lib.models.flops import (
+    COURSE_LIB,
     GROUPS,
     LECTURE,
+    ROWS_OF_OP,
     FlopConvention,
+    compare_with_graph,
     count_flops,
     flops_table,
     training_flops,
 )
+from course_lib.models.llama import Llama
 
 LLAMA2_7B = LlamaConfig.llama2_7b()
 SMALL_GQA = LlamaConfig(dim=32, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=48,
@@ -176,3 +180,58 @@ def test_count_flops_repr_lists_ops_and_total():
     text = repr(count_flops(cl.exp(x) @ cl.variable("w", (3, 3))))
     assert text.splitlines()[2].split()[0] == "matmul"
     assert text.splitlines()[-1].split() == ["total", "42", "2", "ops"]
+
+
+# -- the model's graph against the table ---------------------------------------------------------
+def _config(n_kv_heads: int) -> LlamaConfig:
+    return LlamaConfig(dim=32, n_layers=2, n_heads=4, n_kv_heads=n_kv_heads, ffn_dim=48,
+                       vocab_size=50, max_seq_len=16)
+
+
+@pytest.mark.parametrize("n_kv_heads", [4, 2, 1], ids=["MHA", "GQA", "MQA"])
+@pytest.mark.parametrize("b, s", [(1, 2), (2, 8), (3, 16)])
+def test_model_graph_flops_equal_the_table_under_the_course_lib_convention(n_kv_heads, b, s):
+    config = _config(n_kv_heads)
+    graph = Llama(config, seed=0).forward_graph(b, s)
+    counted = count_flops(graph.logits)
+    table = flops_table(config, b, s, COURSE_LIB)
+    assert counted.total == table.total
+    for op, terms in ROWS_OF_OP.items():
+        if op in ("head_scores", "causal_softmax"):
+            continue  # they share the softmax(QKᵀ/√d) row, checked below
+        assert counted.by_op[op] == sum(table.row(t).total for t in terms), op
+    scores = counted.by_op["head_scores"] + counted.by_op["causal_softmax"]
+    assert scores == table.row("softmax(QKᵀ/√d)").total
+    free = set(counted.by_op) - set(ROWS_OF_OP)
+    assert free and all(counted.by_op[op] == 0 for op in free)  # views and the gather
+
+
+def test_lecture_convention_differs_only_by_rope_on_the_keys():
+    config = _config(2)
+    b, s = 2, 8
+    counted = count_flops(Llama(config, seed=0).forward_graph(b, s).logits)
+    lecture = flops_table(config, b, s)
+    keys = 3 * b * s * config.n_kv_heads * config.head_dim * config.n_layers
+    assert counted.total - lecture.total == keys
+
+
+def test_compare_with_graph_shows_agreement_and_disagreement():
+    config = _config(2)
+    graph = Llama(config, seed=0).forward_graph(2, 8)
+    agree = compare_with_graph(flops_table(config, 2, 8, COURSE_LIB), count_flops(graph.logits))
+    assert set(agree.column("equal")) == {"True"}
+    assert agree.rows[-1][:2] == ["all ops", "total"]
+    disagree = compare_with_graph(flops_table(config, 2, 8), count_flops(graph.loss))
+    equal = dict(zip(disagree.column("graph ops"), disagree.column("equal")))
+    assert equal["rope"] == equal["cross_entropy"] == equal["all ops"] == "False"
+    assert equal["matmul"] == "True"
+    assert "(no row for cross_entropy)" in disagree.column("table rows")
+
+
+@pytest.mark.parametrize("config, b, s", [(_config(2), 2, 8), (LlamaConfig.tiny(), 4, 64)])
+def test_backward_graph_costs_about_twice_the_forward(config, b, s):
+    """Training ≈ 3 × forward, measured on the real gradient graph of the loss."""
+    graph, grads = Llama(config, seed=0).loss_graph(b, s)
+    forward = count_flops(graph.loss).total
+    training = count_flops([graph.loss, *grads.values()]).total
+    assert training / forward == pytest.approx(3.0, abs=0.05)

@@ -3,7 +3,7 @@
 import pytest
 
 import course_lib as cl
-from course_lib.models import LlamaConfig
+from course_lib.models import Llama, LlamaConfig
 from course_lib.models.memory import (
     activation_elements,
     param_count,
@@ -25,6 +25,16 @@ def test_parameters_by_hand_for_a_gqa_config():
     per_block = 16 * 16 + 16 * 4 + 16 * 4 + 16 * 16 + 3 * 16 * 24 + 2 * 16  # q k v o, mlp, norms
     assert param_count(c) == 7 * 16 + 3 * per_block + 16 + 16 * 7
     assert parameter_breakdown(c)["LM head"] == parameter_breakdown(c)["embedding"] == 7 * 16
+
+
+@pytest.mark.parametrize("n_kv_heads", [4, 2, 1], ids=["MHA", "GQA", "MQA"])
+def test_param_count_equals_the_models_arrays(n_kv_heads):
+    c = LlamaConfig(dim=16, n_layers=2, n_heads=4, n_kv_heads=n_kv_heads, ffn_dim=24,
+                    vocab_size=11, max_seq_len=8)
+    model = Llama(c, seed=0)
+    assert param_count(c) == model.n_params
+    norms = sum(a.size for name, a in model.params.items() if "norm" in name)
+    assert parameter_breakdown(c)["RMSNorm weights"] == norms
 
 
 def test_mixed_precision_adamw_is_16_bytes_per_parameter():

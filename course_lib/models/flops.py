@@ -21,8 +21,11 @@ Counting conventions (what the lecture leaves implicit, fixed here):
   which is the lecture's 2bsh² when n_kv = n. The scores and PV still cost 2bs²nd (every query
   head attends).
 * Per-element costs (RoPE 3 per element of Q, softmax 3 per score, Swish 4, RMSNorm 4 per element
-  plus 2 per row) are the lecture's; :class:`FlopConvention` holds them, so the same table can be
-  written in the costs our ops use.
+  plus 2 per row) are the lecture's; :class:`FlopConvention` holds them. Our ops charge the same
+  costs, with one difference: the model rotates K as well as Q, so its RoPE costs
+  3bs(n + n_kv)d. Under :data:`COURSE_LIB` (the lecture's convention with ``rope_on_keys``)
+  ``count_flops`` of ``Llama``'s forward graph equals the table's total exactly, op kind by op
+  kind (:func:`compare_with_graph`).
 """
 
 from __future__ import annotations
@@ -72,6 +75,21 @@ class FlopConvention:
 
 
 LECTURE = FlopConvention()
+#: What course_lib's ops charge in ``Llama``'s graph: RoPE on Q and K, the rest as the lecture.
+COURSE_LIB = FlopConvention(rope_on_keys=True)
+
+#: The table rows that each op kind of ``Llama``'s forward graph computes.
+ROWS_OF_OP = {
+    "matmul": ("XW_Q, XW_K, XW_V", "AW_O", "XW_gate, XW_up", "XW_down", "LM head"),
+    "head_scores": ("softmax(QKᵀ/√d)",),  # QKᵀ: 2bs²nd of the row ...
+    "causal_softmax": ("softmax(QKᵀ/√d)",),  # ... and scale, exp, normalise: 3bs²n
+    "head_mix": ("PV",),
+    "rope": ("RoPE",),
+    "rms_norm": ("RMSNorm (attention)", "RMSNorm (MLP)", "RMSNorm (final)"),
+    "silu": ("Swish",),
+    "mul": ("element-wise ×",),
+    "add": ("residual (attention)", "residual (MLP)"),
+}
 
 
 @dataclass(frozen=True)
@@ -272,3 +290,26 @@ def count_flops(outputs: Node | Iterable[Node]) -> FlopCount:
 
 def _shape_text(shape) -> str:
     return "unknown" if shape is None else str(shape)
+
+
+def compare_with_graph(table: FlopTable, counted: FlopCount) -> Table:
+    """Graph FLOPs against table FLOPs, grouped by :data:`ROWS_OF_OP` (one line per group).
+
+    Op kinds outside the mapping (views, the gather) must cost nothing; one that does not gets
+    its own line with no table FLOPs, so a disagreement always shows.
+    """
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for op in counted.by_op:
+        if op in ROWS_OF_OP:
+            groups.setdefault(ROWS_OF_OP[op], []).append(op)
+        elif counted.by_op[op]:
+            groups[(f"(no row for {op})",)] = [op]
+    rows = []
+    for terms, ops in groups.items():
+        graph = sum(counted.by_op[op] for op in ops)
+        formula = sum(table.row(t).total for t in terms if not t.startswith("(no row"))
+        rows.append([" + ".join(ops), ", ".join(terms), str(graph), str(formula),
+                     str(graph == formula)])
+    rows.append(["all ops", "total", str(counted.total), str(table.total),
+                 str(counted.total == table.total)])
+    return Table(["graph ops", "table rows", "graph FLOPs", "table FLOPs", "equal"], rows)
