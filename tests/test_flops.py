@@ -113,7 +113,9 @@ def test_table_repr_is_stable_text_and_html():
     assert text == repr(flops_table(SMALL_GQA, 1, 8))
     assert text.splitlines()[-1].split() == ["total", f"{table.total:.3e}"]
     assert "× 2" in text and "<table>" in table._repr_html_()
-    assert "LM head" in repr(training_flops(SMALL_GQA, 1, 8))
+    train = training_flops(SMALL_GQA, 1, 8)
+    assert repr(train).splitlines()[0] == "training = 3 × forward"
+    assert "<td>LM head</td>" in train._repr_html_()
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2.5, True])

@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 
 from ..errors import GraphError, ShapeError, describe_shapes
 from ..graph import Node, numel, topological_order
-from ..viz.tables import Table
+from ..viz.tables import ShownAsTable, Table
 from .config import LlamaConfig, positive_size
 
 #: The groups of the breakdown, in the order the lecture lists them ("Linear" is the LM head).
@@ -107,7 +107,7 @@ class FlopRow:
         return self.flops * self.repeats
 
 
-class FlopTable:
+class FlopTable(ShownAsTable):
     """The forward FLOPs of a model, term by term (see :func:`flops_table`)."""
 
     def __init__(self, rows: Iterable[FlopRow], title: str):
@@ -147,12 +147,6 @@ class FlopTable:
         headers = ["term", "formula", "group", "FLOPs", "times", "total FLOPs"]
         return Table(headers, body, self.title)
 
-    def __repr__(self) -> str:
-        return repr(self.table())
-
-    def _repr_html_(self) -> str:
-        return self.table()._repr_html_()
-
 
 def format_flops(flops: float) -> str:
     """``6.297e+13``: four significant digits, stable across platforms."""
@@ -163,6 +157,9 @@ def flops_table(
     config: LlamaConfig, batch: int, seq: int, convention: FlopConvention = LECTURE
 ) -> FlopTable:
     """The lecture's forward FLOP table for ``config`` at batch ``batch``, sequence ``seq``.
+
+    ``seq`` may exceed ``config.max_seq_len``: the formulas hold for any length, which is how
+    the notebook extrapolates to long contexts. ``convention`` sets the small terms' costs.
 
     Examples
     --------
@@ -208,8 +205,8 @@ def _rms_formula(conv: FlopConvention) -> str:
     return f"{conv.rms_per_element}bsh + {conv.rms_per_row}bs"
 
 
-@dataclass(frozen=True)
-class TrainingFlops:
+@dataclass(frozen=True, repr=False)  # repr: the table
+class TrainingFlops(ShownAsTable):
     """The lecture's training breakdown: every forward term × :data:`TRAINING_FACTOR`."""
 
     forward: FlopTable
@@ -222,11 +219,12 @@ class TrainingFlops:
         """Percent per group; a constant factor leaves the forward shares unchanged."""
         return self.forward.shares()
 
-    def __repr__(self) -> str:
+    def table(self) -> Table:
+        """Training FLOPs and share per group, with a total line."""
         rows = [[g, format_flops(TRAINING_FACTOR * f), f"{p:.3f} %"]
                 for (g, f), p in zip(self.forward.by_group().items(), self.shares().values())]
         rows.append(["total", format_flops(self.total), "100.000 %"])
-        return repr(Table(["group", "training FLOPs", "share"], rows, "training = 3 × forward"))
+        return Table(["group", "training FLOPs", "share"], rows, "training = 3 × forward")
 
 
 def training_flops(config: LlamaConfig, batch: int, seq: int) -> TrainingFlops:
@@ -235,27 +233,28 @@ def training_flops(config: LlamaConfig, batch: int, seq: int) -> TrainingFlops:
     The backward pass of ``Y = XW`` computes ``∂X = ∂Y·Wᵀ`` and ``∂W = Xᵀ·∂Y``: two products
     of the forward's size, so forward + backward ≈ 3 × forward. The lecture applies the same
     factor to every term and prices the embedding like the LM head (2bshv); for LLaMA-2-7B,
-    b = 1, s = 4096 this gives its 192.17 TFLOPs and its percentages (see the notebook 09
-    and ``tests/test_flops.py`` for the digits that differ, all below 0.005 points).
+    b = 1, s = 4096 this gives 192.18 TFLOPs against its 192.17, and its percentages (see
+    notebook 09 and ``tests/test_flops.py`` for the digits that differ, all below 0.005 points).
     """
     convention = replace(LECTURE, embedding_as_matmul=True)
     return TrainingFlops(flops_table(config, batch, seq, convention))
 
 
 # -- counting a real graph --------------------------------------------------------------------
-@dataclass(frozen=True)
-class FlopCount:
+@dataclass(frozen=True, repr=False)  # repr: the table
+class FlopCount(ShownAsTable):
     """FLOPs of a graph: the total and the share of each op kind (largest first)."""
 
     total: int
     by_op: Mapping[str, int]
     nodes: int
 
-    def __repr__(self) -> str:
+    def table(self) -> Table:
+        """FLOPs and share per op kind, with a total line."""
         rows = [[op, format_flops(f), f"{100.0 * f / (self.total or 1):.2f} %"]
                 for op, f in self.by_op.items()]
         rows.append(["total", format_flops(self.total), f"{self.nodes} ops"])
-        return repr(Table(["op", "FLOPs", "share"], rows))
+        return Table(["op", "FLOPs", "share"], rows)
 
 
 def count_flops(outputs: Node | Iterable[Node]) -> FlopCount:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..viz.tables import Table
+from ..viz.tables import ShownAsTable, Table
 from .config import LlamaConfig, positive_size
 
 #: Bytes of optimizer state per parameter: (moments in fp32, fp32 master copy when narrower).
@@ -72,8 +72,8 @@ def activation_elements(config: LlamaConfig, batch: int, seq: int) -> dict[str, 
     }
 
 
-@dataclass(frozen=True)
-class TrainingMemory:
+@dataclass(frozen=True, repr=False)  # repr: the table
+class TrainingMemory(ShownAsTable):
     """Bytes needed to train: weights, gradients, optimizer states, activations."""
 
     weights: int
@@ -96,12 +96,6 @@ class TrainingMemory:
                 for name, n in self.parts().items()]
         rows.append(["total", f"{self.total / 2**30:,.2f}", "100.0 %"])
         return Table(["part", "GiB", "share"], rows, self.title)
-
-    def __repr__(self) -> str:
-        return repr(self.table())
-
-    def _repr_html_(self) -> str:
-        return self.table()._repr_html_()
 
 
 def training_memory(
