@@ -126,6 +126,11 @@ def test_bad_batch_or_sequence_is_a_shape_error(bad):
         flops_table(SMALL_GQA, 1, bad)
 
 
+def test_a_config_is_required():
+    with pytest.raises(TypeError, match="flops_table needs a LlamaConfig, got dict"):
+        flops_table({"dim": 8}, 1, 8)
+
+
 def test_unknown_row_names_the_rows():
     with pytest.raises(KeyError, match="RoPE"):
         flops_table(SMALL_GQA, 1, 8).row("dropout")

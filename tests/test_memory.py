@@ -84,3 +84,5 @@ def test_bad_arguments_are_named():
         training_memory(LLAMA2_7B, 1, 16, dtype_bytes=3)
     with pytest.raises(cl.ShapeError, match="activation_elements: seq must be a positive"):
         training_memory(LLAMA2_7B, 1, 0)
+    with pytest.raises(TypeError, match="parameter_breakdown needs a LlamaConfig, got str"):
+        param_count("llama2_7b")

@@ -81,10 +81,3 @@ class LlamaConfig:
         """The benchmark/demo model: dim 256, 4 layers, 8 heads, 4 kv heads, ffn 688, bytes."""
         return cls(dim=256, n_layers=4, n_heads=8, n_kv_heads=4, ffn_dim=688,
                    vocab_size=256, max_seq_len=128)
-
-
-def positive_size(value: int, name: str, caller: str) -> int:
-    """``value`` as an int if it is a positive integer, else a ShapeError naming ``caller``."""
-    if isinstance(value, bool) or int(value) != value or value < 1:
-        raise ShapeError(f"{caller}: {name} must be a positive integer, got {value!r}")
-    return int(value)

@@ -36,7 +36,8 @@ from dataclasses import dataclass, replace
 from ..errors import GraphError, ShapeError, describe_shapes
 from ..graph import Node, numel, topological_order
 from ..viz.tables import ShownAsTable, Table
-from .config import LlamaConfig, positive_size
+from ._checks import positive_size, require_config
+from .config import LlamaConfig
 
 #: The groups of the breakdown, in the order the lecture lists them ("Linear" is the LM head).
 GROUPS = ("embedding", "normalisation", "residual", "attention", "MLP", "LM head")
@@ -167,7 +168,7 @@ def flops_table(
     63.0
     """
     b, s = positive_size(batch, "batch", "flops_table"), positive_size(seq, "seq", "flops_table")
-    c, conv = config, convention
+    c, conv = require_config(config, "flops_table"), convention
     h, n, d, i, v, N = c.dim, c.n_heads, c.head_dim, c.ffn_dim, c.vocab_size, c.n_layers
     kv = c.n_kv_heads * d
     rms = FlopRow("RMSNorm", _rms_formula(conv), "normalisation",

@@ -19,7 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..viz.tables import ShownAsTable, Table
-from .config import LlamaConfig, positive_size
+from ._checks import positive_size, require_config
+from .config import LlamaConfig
 
 #: Bytes of optimizer state per parameter: (moments in fp32, fp32 master copy when narrower).
 OPTIMIZER_STATE_BYTES = {"adamw": 8, "sgd": 0}
@@ -28,7 +29,7 @@ _MASTER_COPY_BYTES = 4
 
 def parameter_breakdown(config: LlamaConfig) -> dict[str, int]:
     """Parameters per part of the model (all layers included)."""
-    c = config
+    c = require_config(config, "parameter_breakdown")
     h, kv, i, v, N = c.dim, c.n_kv_heads * c.head_dim, c.ffn_dim, c.vocab_size, c.n_layers
     return {
         "embedding": v * h,
@@ -58,7 +59,7 @@ def activation_elements(config: LlamaConfig, batch: int, seq: int) -> dict[str, 
 
     Once: the final RMSNorm's input and output (2bsh) and the logits with their softmax (2bsv).
     """
-    c = config
+    c = require_config(config, "activation_elements")
     b = positive_size(batch, "batch", "activation_elements")
     s = positive_size(seq, "seq", "activation_elements")
     h, kv, i, N = c.dim, c.n_kv_heads * c.head_dim, c.ffn_dim, c.n_layers
