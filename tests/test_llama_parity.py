@@ -84,3 +84,13 @@ def test_float32_model_matches_too():
     logits = ours.logits(tokens)
     assert logits.dtype == np.float32
     assert relative(logits, theirs) <= 1e-4
+
+
+def test_bfloat16_state_dict_is_widened_and_inv_freq_buffers_are_ignored():
+    config = CONFIGS["mqa"]
+    state = {k: v.to(torch.bfloat16) for k, v in hf_model(config, seed=5).state_dict().items()}
+    state["model.rotary_emb.inv_freq"] = torch.ones(config.head_dim // 2)
+    model = load_hf_state_dict(Llama(config), state)
+    name = "model.layers.0.mlp.up_proj.weight"
+    assert model.params[name].dtype == np.float32
+    np.testing.assert_array_equal(model.params[name], state[name].float().numpy())

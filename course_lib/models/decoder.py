@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..autodiff import grad
+from ..backend import to_numpy
 from ..errors import FeedError, ShapeError
 from ..graph import Node, variable
 from ..ops import cross_entropy, reshape
@@ -148,14 +149,15 @@ class DecoderLM:
         tokens = self.check_tokens(tokens)
         graph = self.forward_graph(*tokens.shape)
         run = self.executor(("logits", tokens.shape), lambda: [graph.logits])
-        return run.run(self.feed(graph, tokens))[0]
+        return to_numpy(run.run(self.feed(graph, tokens))[0])
 
     def attention_maps(self, tokens) -> list[np.ndarray]:
         """Each layer's attention probabilities (batch, heads, seq, seq)."""
         tokens = self.check_tokens(tokens)
         graph = self.forward_graph(*tokens.shape)
         run = self.executor(("attention", tokens.shape), lambda: list(graph.attention))
-        return run.run(self.feed(graph, tokens))
+        maps = run.run(self.feed(graph, tokens), allow_unused=True)  # later layers unused
+        return [to_numpy(m) for m in maps]
 
     def loss_graph(self, batch: int, seq: int) -> tuple[ForwardGraph, dict[str, Node]]:
         """The forward graph and each parameter's gradient node (reverse mode)."""
@@ -170,7 +172,7 @@ class DecoderLM:
         graph, grads = self.loss_graph(*tokens.shape)
         run = self.executor(("grads", tokens.shape), lambda: [graph.loss, *grads.values()])
         loss, *values = run.run(self.feed(graph, tokens))
-        return float(loss), dict(zip(grads, values))
+        return float(loss), {name: to_numpy(v) for name, v in zip(grads, values)}
 
 
 def flatten_rows(x: Node) -> Node:

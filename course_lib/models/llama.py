@@ -11,14 +11,9 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..errors import FeedError, ShapeError
-from ..graph import Node
-from ..ops import causal_attention, matmul, reshape, rms_norm, rope, silu, take, transpose
+from ..ops import reshape, rms_norm, take
 from .decoder import DecoderLM, flatten_rows
-
-
-def linear(x: Node, weight: Node) -> Node:
-    """``x @ weight.T`` for a weight stored (out, in), as PyTorch and Hugging Face do."""
-    return matmul(x, transpose(weight))
+from .layers import attention_specs, linear, self_attention, swiglu
 
 
 class Llama(DecoderLM):
@@ -32,15 +27,11 @@ class Llama(DecoderLM):
 
     def parameter_specs(self):
         c = self.config
-        d = c.head_dim
         specs = {"model.embed_tokens.weight": ((c.vocab_size, c.dim), "normal")}
         for i in range(c.n_layers):
             layer = f"model.layers.{i}"
+            specs.update(attention_specs(c, f"{layer}.self_attn", _PROJECTIONS))
             specs.update({
-                f"{layer}.self_attn.q_proj.weight": ((c.n_heads * d, c.dim), "normal"),
-                f"{layer}.self_attn.k_proj.weight": ((c.n_kv_heads * d, c.dim), "normal"),
-                f"{layer}.self_attn.v_proj.weight": ((c.n_kv_heads * d, c.dim), "normal"),
-                f"{layer}.self_attn.o_proj.weight": ((c.dim, c.n_heads * d), "normal"),
                 f"{layer}.mlp.gate_proj.weight": ((c.ffn_dim, c.dim), "normal"),
                 f"{layer}.mlp.up_proj.weight": ((c.ffn_dim, c.dim), "normal"),
                 f"{layer}.mlp.down_proj.weight": ((c.dim, c.ffn_dim), "normal"),
@@ -59,36 +50,19 @@ class Llama(DecoderLM):
         for i in range(c.n_layers):
             layer = f"model.layers.{i}"
             a = rms_norm(h, p[f"{layer}.input_layernorm.weight"], c.norm_eps)
-            out, probs = self.attention(a, p, f"{layer}.self_attn", batch, seq)
+            weights = tuple(p[f"{layer}.self_attn.{n}.weight"] for n in _PROJECTIONS)
+            out, probs = self_attention(a, weights, c, batch, seq, rotary=True)
             attention.append(probs)
             h = h + out
             m = rms_norm(h, p[f"{layer}.post_attention_layernorm.weight"], c.norm_eps)
-            h = h + swiglu(m, p, f"{layer}.mlp")
+            mlp = (p[f"{layer}.mlp.{n}_proj.weight"] for n in ("gate", "up", "down"))
+            h = h + swiglu(m, *mlp)
         h = rms_norm(h, p["model.norm.weight"], c.norm_eps)
         logits = linear(h, p["lm_head.weight"])
         return reshape(logits, (batch, seq, c.vocab_size)), attention
 
-    def attention(self, x: Node, p: dict, prefix: str, batch: int, seq: int):
-        """Causal GQA on rows ``x`` (batch·seq, dim): (projected output, probabilities)."""
-        c = self.config
-        d = c.head_dim
 
-        def heads(name, n):
-            return reshape(linear(x, p[f"{prefix}.{name}.weight"]), (batch, seq, n, d))
-
-        q = rope(heads("q_proj", c.n_heads), c.rope_theta, seq_axis=1)
-        k = rope(heads("k_proj", c.n_kv_heads), c.rope_theta, seq_axis=1)
-        out, probs = causal_attention(q, k, heads("v_proj", c.n_kv_heads))
-        out = reshape(out, (batch * seq, c.n_heads * d))
-        return linear(out, p[f"{prefix}.o_proj.weight"]), probs
-
-
-def swiglu(x: Node, p: dict, prefix: str) -> Node:
-    """LLaMA's MLP: ``down(silu(gate(x)) · up(x))``."""
-    gate = silu(linear(x, p[f"{prefix}.gate_proj.weight"]))
-    return linear(gate * linear(x, p[f"{prefix}.up_proj.weight"]), p[f"{prefix}.down_proj.weight"])
-
-
+_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)  # buffers recomputed from the config
 
 

@@ -3,7 +3,7 @@
 from .figure import GraphFigure
 from .graphs import draw_graph
 from .layout import plot_layout
-from .plots import plot_breakdown, plot_curve, plot_difference_errors
+from .plots import plot_attention, plot_breakdown, plot_curve, plot_difference_errors
 from .steps import StepThrough, draw_step
 from .tables import Table, adjoint_trace, evaluation_trace
 
@@ -15,6 +15,7 @@ __all__ = [
     "draw_graph",
     "draw_step",
     "evaluation_trace",
+    "plot_attention",
     "plot_breakdown",
     "plot_curve",
     "plot_difference_errors",

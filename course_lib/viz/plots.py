@@ -100,3 +100,23 @@ def plot_breakdown(parts: Mapping[str, float], title: str, unit: str = "%") -> F
     bars.set_xlabel(unit)
     fig.suptitle(title)
     return fig
+
+
+def plot_attention(
+    maps: Sequence[np.ndarray], labels: Sequence[str], titles: Sequence[str]
+) -> Figure:
+    """Attention probabilities (queries down, keys across) side by side, one panel per map.
+
+    ``labels`` name the tokens (shown on both axes); ``titles`` name the panels.
+    """
+    fig = Figure(figsize=(3.2 * len(maps), 3.4))
+    axes = fig.subplots(1, len(maps), squeeze=False)[0]
+    ticks = np.arange(len(labels))
+    for ax, probs, title in zip(axes, maps, titles):
+        ax.imshow(probs, cmap="viridis", vmin=0.0, vmax=1.0)
+        ax.set_xticks(ticks, labels, fontsize=7, rotation=90)
+        ax.set_yticks(ticks, labels, fontsize=7)
+        ax.set_title(title, fontsize=9)
+    axes[0].set_xlabel("key (attended to)")
+    axes[0].set_ylabel("query (attending)")
+    return fig

@@ -1,0 +1,57 @@
+"""Training text without a download: the installed Python standard library's docstrings
+(read with ``ast``), or any text file the user names; and random training windows."""
+
+from __future__ import annotations
+
+import ast
+import sysconfig
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ShapeError
+
+
+@lru_cache(maxsize=4)
+def stdlib_docstrings(max_chars: int = 1_500_000) -> str:
+    """Docstrings of the standard library's top-level modules, their classes and functions.
+
+    Files are read in sorted order until ``max_chars`` characters are collected, so the
+    text is the same on every run with the same Python (and cached in memory).
+    """
+    root = Path(sysconfig.get_paths()["stdlib"])
+    parts: list[str] = []
+    total = 0
+    for path in sorted(root.glob("*.py")):
+        if path.name.startswith("_"):
+            continue
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (SyntaxError, UnicodeDecodeError, OSError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                doc = ast.get_docstring(node)
+                if doc and len(doc) > 40:
+                    parts.append(doc)
+                    total += len(doc) + 2
+        if total >= max_chars:
+            break
+    return "\n\n".join(parts)[:max_chars]
+
+
+def load_text(path: str | Path) -> str:
+    """The UTF-8 text of a file the user names (undecodable bytes become �)."""
+    return Path(path).read_text(encoding="utf-8", errors="replace")
+
+
+def random_windows(tokens: np.ndarray, batch: int, seq: int, rng: np.random.Generator):
+    """``batch`` windows of ``seq`` consecutive tokens at random offsets: (batch, seq)."""
+    tokens = np.asarray(tokens)
+    if tokens.ndim != 1 or tokens.size < seq:
+        raise ShapeError(
+            f"need a 1-D token array of at least seq={seq} tokens, got shape {tokens.shape}"
+        )
+    starts = rng.integers(0, tokens.size - seq + 1, size=batch)
+    return tokens[starts[:, None] + np.arange(seq)]

@@ -1,0 +1,47 @@
+"""Layers shared by the decoders: linear maps with (out, in) weights, causal self-attention
+on rows of tokens, and LLaMA's SwiGLU MLP."""
+
+from __future__ import annotations
+
+from ..graph import Node
+from ..ops import causal_attention, matmul, reshape, rope, silu, transpose
+from .config import LlamaConfig
+
+
+def linear(x: Node, weight: Node) -> Node:
+    """``x @ weight.T`` for a weight stored (out, in), as PyTorch and Hugging Face do."""
+    return matmul(x, transpose(weight))
+
+
+def attention_specs(config: LlamaConfig, prefix: str, names=("q", "k", "v", "o")) -> dict:
+    """Parameter specs of the q, k, v, o projections called ``{prefix}.{name}.weight``."""
+    c, d = config, config.head_dim
+    shapes = [(c.n_heads * d, c.dim), (c.n_kv_heads * d, c.dim), (c.n_kv_heads * d, c.dim),
+              (c.dim, c.n_heads * d)]  # fmt: skip
+    return {f"{prefix}.{name}.weight": (shape, "normal") for name, shape in zip(names, shapes)}
+
+
+def self_attention(
+    x: Node, weights: tuple, config: LlamaConfig, batch: int, seq: int, rotary: bool
+) -> tuple[Node, Node]:
+    """Causal grouped-query self-attention on rows ``x`` (batch·seq, dim).
+
+    ``weights`` are the (q, k, v, o) projection nodes; with ``rotary`` RoPE rotates q and k
+    before the heads are grouped. Returns (the projected output, the probabilities).
+    """
+    c, d = config, config.head_dim
+    wq, wk, wv, wo = weights
+
+    def heads(w, n):
+        return reshape(linear(x, w), (batch, seq, n, d))
+
+    q, k = heads(wq, c.n_heads), heads(wk, c.n_kv_heads)
+    if rotary:
+        q, k = rope(q, c.rope_theta, seq_axis=1), rope(k, c.rope_theta, seq_axis=1)
+    out, probs = causal_attention(q, k, heads(wv, c.n_kv_heads))
+    return linear(reshape(out, (batch * seq, c.n_heads * d)), wo), probs
+
+
+def swiglu(x: Node, gate: Node, up: Node, down: Node) -> Node:
+    """LLaMA's MLP: ``down(silu(gate(x)) · up(x))``."""
+    return linear(silu(linear(x, gate)) * linear(x, up), down)

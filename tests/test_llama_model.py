@@ -1,0 +1,261 @@
+"""The model layer: graphs, gradients, training, optimisers, data, sampling, errors."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import course_lib as cl
+from course_lib.gradcheck import numerical_gradient
+from course_lib.models import (
+    SGD,
+    AdamW,
+    ByteTokenizer,
+    Llama,
+    LlamaConfig,
+    VaswaniDecoder,
+    cosine_schedule,
+    generate,
+    load_hf_state_dict,
+    load_text,
+    random_windows,
+    stdlib_docstrings,
+    train,
+)
+from course_lib.models.sampling import next_token_distribution
+
+SMALL = LlamaConfig(dim=16, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=24, vocab_size=32,
+                    max_seq_len=16)  # fmt: skip
+
+
+@pytest.fixture
+def tokens():
+    return np.random.default_rng(0).integers(0, SMALL.vocab_size, (2, 7))
+
+
+@pytest.mark.parametrize("cls", [Llama, VaswaniDecoder])
+def test_parameter_gradients_match_central_differences(cls, tokens):
+    model = cls(SMALL, seed=1, dtype=np.float64, init_std=0.3)
+    _, grads = model.loss_and_grads(tokens)
+    rng = np.random.default_rng(2)
+    for name in rng.choice(sorted(model.params), size=6, replace=False):
+        original = model.params[name]
+
+        def loss_at(value, name=name):
+            model.params[name] = value
+            return model.loss_and_grads(tokens)[0]
+
+        numeric = numerical_gradient(loss_at, original.copy())
+        model.params[name] = original
+        np.testing.assert_allclose(grads[name], numeric, rtol=1e-5, atol=1e-7, err_msg=name)
+
+
+def test_graph_is_built_once_per_shape_and_exposes_its_nodes(tokens):
+    model = Llama(SMALL)
+    graph = model.forward_graph(2, 7)
+    assert model.forward_graph(2, 7) is graph
+    assert graph.tokens.shape == (2, 7) and graph.tokens.dtype == np.int64
+    assert graph.logits.shape == (2, 7, SMALL.vocab_size) and graph.loss.shape == ()
+    assert len(graph.attention) == SMALL.n_layers
+    assert graph.attention[0].shape == (2, SMALL.n_heads, 7, 7)
+    assert model.forward_graph(3, 7) is not graph
+
+
+def test_logits_and_loss_agree_and_attention_is_causal(tokens):
+    model = Llama(SMALL, dtype=np.float64)
+    logits = model.logits(tokens)
+    assert logits.shape == (2, 7, SMALL.vocab_size) and logits.dtype == np.float64
+    shifted = logits[:, :-1] - logits[:, :-1].max(-1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+    expected = -np.take_along_axis(log_probs, tokens[:, 1:, None], -1).mean()
+    assert model.loss_and_grads(tokens)[0] == pytest.approx(expected, rel=1e-12)
+    probs = model.attention_maps(tokens)[0]
+    np.testing.assert_allclose(probs.sum(-1), 1.0)
+    assert np.all(np.triu(probs, k=1) == 0)
+    changed = tokens.copy()
+    changed[:, -1] = (changed[:, -1] + 1) % SMALL.vocab_size  # the future cannot leak back
+    np.testing.assert_allclose(model.logits(changed)[:, :-1], logits[:, :-1], rtol=1e-12)
+
+
+def test_seeded_initialisation():
+    a, b, c = Llama(SMALL, seed=3), Llama(SMALL, seed=3), Llama(SMALL, seed=4)
+    name = "model.layers.1.mlp.up_proj.weight"
+    np.testing.assert_array_equal(a.params[name], b.params[name])
+    assert not np.array_equal(a.params[name], c.params[name])
+    assert a.params[name].dtype == np.float32
+    np.testing.assert_array_equal(a.params["model.norm.weight"], 1.0)
+
+
+@pytest.mark.parametrize("cls", [Llama, VaswaniDecoder])
+def test_short_training_run_lowers_the_loss(cls):
+    config = LlamaConfig(dim=32, n_layers=1, n_heads=4, n_kv_heads=2, ffn_dim=64,
+                         vocab_size=256, max_seq_len=32)  # fmt: skip
+    data = ByteTokenizer().encode(stdlib_docstrings())
+    model = cls(config, seed=0)
+    history = train(model, data, steps=60, batch=8, seq=32,
+                    optimizer=AdamW(model.params, lr=1e-2), progress=False)  # fmt: skip
+    assert len(history.losses) == 60
+    assert history.losses[0] == pytest.approx(np.log(256), abs=0.1)
+    assert np.mean(history.losses[-10:]) < history.losses[0] - 1.0
+
+
+def test_update_nodes_match_pytorch_optimisers():
+    torch = pytest.importorskip("torch", reason="the oracle extra (PyTorch) is not installed")
+    rng = np.random.default_rng(0)
+    w0, grads = rng.standard_normal((3, 4)), [rng.standard_normal((3, 4)) for _ in range(3)]
+    for ours, make in [
+        (lambda p: AdamW(p, lr=0.1, betas=(0.9, 0.95), weight_decay=0.1),
+         lambda t: torch.optim.AdamW([t], lr=0.1, betas=(0.9, 0.95), weight_decay=0.1)),
+        (lambda p: SGD(lr=0.1, weight_decay=0.1),
+         lambda t: torch.optim.SGD([t], lr=0.1, weight_decay=0.1)),
+    ]:  # fmt: skip
+        params = {"w": w0.copy()}
+        optimizer = ours(params)
+        w, g = cl.variable("w", (3, 4), np.float64), cl.variable("g", (3, 4), np.float64)
+        run = cl.Executor(optimizer.update_nodes({"w": w}, {"w": g}))
+        t = torch.tensor(w0.copy(), requires_grad=True)
+        reference = make(t)
+        for gradient in grads:
+            run.run({w: params["w"], g: gradient, **optimizer.feed()})
+            t.grad = torch.tensor(gradient)
+            reference.step()
+        np.testing.assert_allclose(params["w"], t.detach().numpy(), rtol=1e-12)
+
+
+def test_cosine_schedule():
+    lr = cosine_schedule(1.0, steps=100, warmup=10, final_fraction=0.1)
+    assert lr(0) == pytest.approx(0.1) and lr(9) == pytest.approx(1.0)
+    assert lr(10) == pytest.approx(1.0) and lr(100) == pytest.approx(0.1)
+    assert lr(55) == pytest.approx(0.55)
+
+
+def test_byte_tokenizer_round_trip():
+    tok = ByteTokenizer()
+    ids = tok.encode("héllo ∂")
+    assert ids.dtype == np.int64 and ids.max() < 256 and len(ids) == len("héllo ∂".encode())
+    assert tok.decode(ids) == "héllo ∂"
+    assert tok.decode([104, 0xC3]) == "h\ufffd"  # a cut multi-byte character
+    with pytest.raises(cl.FeedError, match=r"\[0, 256\)"):
+        tok.decode([300])
+
+
+def test_corpus_is_deterministic_and_text_files_load(tmp_path):
+    text = stdlib_docstrings()
+    assert text is stdlib_docstrings() and len(text) > 100_000
+    assert stdlib_docstrings(5_000) == text[:5_000]
+    path = tmp_path / "tiny.txt"
+    path.write_bytes(b"abc\n\xff")
+    assert load_text(path) == "abc\n\ufffd"
+    windows = random_windows(np.arange(100), 4, 10, np.random.default_rng(0))
+    assert windows.shape == (4, 10) and np.all(np.diff(windows, axis=1) == 1)
+    with pytest.raises(cl.ShapeError, match="at least seq=10"):
+        random_windows(np.arange(5), 1, 10, np.random.default_rng(0))
+
+
+def test_generate_is_seeded_and_respects_top_k_and_temperature():
+    model = Llama(SMALL, seed=0, init_std=0.5)
+    prompt = [1, 2, 3]
+    a = generate(model, prompt, 12, temperature=1.0, seed=5)
+    assert a == generate(model, prompt, 12, temperature=1.0, seed=5)
+    assert a != generate(model, prompt, 12, temperature=1.0, seed=6)
+    assert a[:3] == prompt and len(a) == 15
+    greedy = generate(model, prompt, 12, temperature=0.0, seed=1)
+    assert greedy == generate(model, prompt, 12, temperature=0.0, seed=2)
+    assert greedy == generate(model, prompt, 12, top_k=1, seed=3)
+    # long contexts keep their last max_seq_len tokens
+    assert len(generate(model, list(range(20)), 3, seed=0)) == 23
+
+
+def test_generate_matches_greedy_argmax_of_logits():
+    model = Llama(SMALL, seed=0, init_std=0.5)
+    ids = generate(model, [5, 6], 3, temperature=0.0)
+    for n in range(2, 5):
+        assert ids[n] == int(np.argmax(model.logits(np.array([ids[:n]]))[0, -1]))
+
+
+def test_generate_text_prompt_returns_text():
+    model = Llama(LlamaConfig(dim=16, n_layers=1, n_heads=2, n_kv_heads=1, ffn_dim=16,
+                              vocab_size=256, max_seq_len=16))  # fmt: skip
+    out = generate(model, "def ", 5, seed=0)
+    assert isinstance(out, str) and out.startswith("def ")
+
+
+def test_next_token_distribution():
+    logits = np.array([1.0, 3.0, 2.0, 0.0])
+    p = next_token_distribution(logits, 1.0, top_k=2)
+    assert p[0] == 0 and p[3] == 0 and p.sum() == pytest.approx(1.0)
+    assert p[1] / p[2] == pytest.approx(np.e)
+    cold = next_token_distribution(logits, 0.5, None)
+    assert cold[1] / cold[2] == pytest.approx(np.e**2)
+    np.testing.assert_array_equal(next_token_distribution(logits, 0.0, None), [0, 1, 0, 0])
+    with pytest.raises(ValueError, match="top_k"):
+        next_token_distribution(logits, 1.0, top_k=5)
+    with pytest.raises(ValueError, match="temperature"):
+        next_token_distribution(logits, -1.0, None)
+
+
+def test_errors_name_the_problem(tokens):
+    model = Llama(SMALL)
+    with pytest.raises(cl.ShapeError, match=r"\(batch, seq\)"):
+        model.logits(tokens[0])
+    with pytest.raises(cl.FeedError, match=r"\[0, 32\)"):
+        model.logits(tokens + 100)
+    with pytest.raises(cl.FeedError, match="integer"):
+        model.logits(tokens.astype(np.float32))
+    with pytest.raises(cl.ShapeError, match="max_seq_len=16"):
+        model.forward_graph(1, 17)
+    state = {k: v.copy() for k, v in model.params.items()}
+    del state["lm_head.weight"]
+    state["model.extra.weight"] = np.zeros(3)
+    with pytest.raises(cl.FeedError, match=r"missing \['lm_head.weight'\].*model.extra.weight"):
+        load_hf_state_dict(model, state)
+    state = {k: v.copy() for k, v in model.params.items()}
+    state["model.norm.weight"] = np.ones(5)
+    with pytest.raises(cl.ShapeError, match=r"model.norm.weight has shape \(5,\)"):
+        load_hf_state_dict(model, state)
+    with pytest.raises(cl.ShapeError, match="not a multiple"):
+        LlamaConfig(dim=16, n_layers=1, n_heads=4, n_kv_heads=3, ffn_dim=8, vocab_size=8,
+                    max_seq_len=8)  # fmt: skip
+
+
+def test_op_shape_errors_name_op_and_shapes():
+    q = cl.variable("q", (2, 5, 4, 8))
+    with pytest.raises(cl.ShapeError, match=r"head_scores.*q: \(2, 5, 4, 8\).*k: \(2, 5, 3, 8\)"):
+        cl.head_scores(q, cl.variable("k", (2, 5, 3, 8)))
+    with pytest.raises(cl.ShapeError, match="head sizes differ"):
+        cl.head_scores(q, cl.variable("k", (2, 5, 2, 6)))
+    with pytest.raises(cl.ShapeError, match="rms_norm.*weight"):
+        cl.rms_norm(cl.variable("x", (3, 4)), cl.variable("w", (5,)))
+    with pytest.raises(cl.ShapeError, match="even"):
+        cl.rope(cl.variable("x", (3, 5)))
+    with pytest.raises(cl.ShapeError, match="only 3 keys"):
+        cl.causal_softmax(cl.variable("s", (4, 3)))
+
+
+def test_op_flops_follow_the_lecture_convention():
+    b, t, h, kv, d = 2, 8, 4, 2, 16
+    q, k = cl.variable("q", (b, t, h, d)), cl.variable("k", (b, t, kv, d))
+    scores = cl.head_scores(q, k)
+    assert scores.op.flops(scores.shape, q.shape, k.shape) == 2 * b * t * t * h * d
+    probs = cl.causal_softmax(scores, 0.25)
+    assert probs.op.flops(probs.shape, scores.shape) == 3 * b * h * t * t
+    rotated = cl.rope(q, seq_axis=1)
+    assert rotated.op.flops(rotated.shape, q.shape) == 3 * b * t * h * d
+    x, w = cl.variable("x", (b * t, 32)), cl.variable("w", (32,))
+    normed = cl.rms_norm(x, w)
+    assert normed.op.flops(normed.shape, x.shape, w.shape) == 4 * b * t * 32 + 2 * b * t
+
+
+def test_history_smoothing_and_a_new_optimizer_on_the_same_model():
+    data = ByteTokenizer().encode(stdlib_docstrings())
+    model = Llama(dataclasses.replace(SMALL, vocab_size=256), init_std=0.5)
+    first = train(model, data, 3, batch=2, seq=8, optimizer=SGD(lr=0.1), progress=False)
+    trained = {k: v.copy() for k, v in model.params.items()}
+    again = train(model, data, 4, batch=2, seq=8, optimizer=SGD(lr=0.0), progress=False)
+    assert len(first.losses) == 3 and again.lrs == [0.0] * 4
+    assert again.losses[0] < first.losses[0]  # same first batch, after three updates
+    for name, value in model.params.items():  # lr 0: nothing moves
+        np.testing.assert_array_equal(value, trained[name])
+    history = type(first)(losses=[4.0, 2.0, 0.0, 2.0])
+    np.testing.assert_allclose(history.smoothed(2), [4.0, 3.0, 1.0, 1.0])
+    np.testing.assert_array_equal(history.steps, [1, 2, 3, 4])
