@@ -261,9 +261,9 @@ class FlopCount(ShownAsTable):
 def count_flops(outputs: Node | Iterable[Node]) -> FlopCount:
     """Add ``op.flops(out_shape, *in_shapes)`` over every op the outputs depend on.
 
-    Uses the static shapes recorded when the graph was built, so nothing runs. Variables and
-    constants cost nothing. Raises :class:`ShapeError` naming the op and the node when a shape
-    is unknown (build the graph from variables with full shapes).
+    Uses the static shapes recorded when the graph was built, so nothing runs: both branches of
+    a ``cond`` are counted. Variables and constants cost nothing. Raises :class:`ShapeError`
+    naming the op and the node when a shape is unknown (give the variables full shapes).
     """
     outputs = [outputs] if isinstance(outputs, Node) else list(outputs)
     for out in outputs:
@@ -276,9 +276,10 @@ def count_flops(outputs: Node | Iterable[Node]) -> FlopCount:
             continue
         shapes = [node.shape, *(i.shape for i in node.inputs)]
         if any(numel(shape) is None for shape in shapes):
+            out_shape = "unknown" if node.shape is None else node.shape
             raise ShapeError(
                 f"count_flops: op {node.op.label()} at node {node.name} has an unknown shape "
-                f"(output: {_shape_text(node.shape)}; inputs: {describe_shapes(node.inputs)}); "
+                f"(output: {out_shape}; inputs: {describe_shapes(node.inputs)}); "
                 "give every variable a full static shape"
             )
         flops = node.op.flops(*shapes)
@@ -286,10 +287,6 @@ def count_flops(outputs: Node | Iterable[Node]) -> FlopCount:
         computed += 1
     ordered = dict(sorted(by_op.items(), key=lambda item: (-item[1], item[0])))
     return FlopCount(sum(ordered.values()), ordered, computed)
-
-
-def _shape_text(shape) -> str:
-    return "unknown" if shape is None else str(shape)
 
 
 def compare_with_graph(table: FlopTable, counted: FlopCount) -> Table:
