@@ -193,3 +193,24 @@ def test_dispatch_hooks(rng):
         dispatch.use_kernel("matmul", False)
     with pytest.raises(KeyError, match="softmax"):
         dispatch.use_kernel("conv2d")
+
+
+def test_rms_norm_and_rope_hooks_agree_with_the_ops(rng):
+    """What RMSNorm and RoPE compute on a GPU (their kernels) equals their NumPy code."""
+    from course_lib.ops.norms import RMSNorm
+    from course_lib.ops.rope import Rope, _tables
+
+    x, w = _f32(rng, 6, 40), _f32(rng, 40)
+    np.testing.assert_allclose(
+        dispatch.kernel_result("rms_norm", x, w, mode="emulator", eps=1e-5),
+        RMSNorm(1e-5).compute(np, x, w), rtol=1e-5, atol=1e-6,
+    )  # fmt: skip
+    q = _f32(rng, 2, 3, 7, 8)  # (batch, heads, positions, head_dim)
+    cos, sin = _tables(7, 8, 10000.0, np.dtype(np.float32))
+    for inverse in (False, True):
+        tables = (cos, -sin if inverse else sin)
+        np.testing.assert_allclose(
+            dispatch.kernel_result("rope", q, *tables, mode="emulator", seq_axis=-2),
+            Rope(seq_axis=-2, inverse=inverse).compute(np, q), rtol=1e-5, atol=1e-6,
+        )  # fmt: skip
+    assert dispatch.kernel_result("rope", q, cos, sin, mode="emulator", seq_axis=1) is None

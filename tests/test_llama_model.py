@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import course_lib as cl
-from course_lib.gradcheck import numerical_gradient
+from course_lib.gradcheck import check_gradients, check_tangents, numerical_gradient
 from course_lib.models import (
     SGD,
     AdamW,
@@ -259,3 +259,54 @@ def test_history_smoothing_and_a_new_optimizer_on_the_same_model():
     history = type(first)(losses=[4.0, 2.0, 0.0, 2.0])
     np.testing.assert_allclose(history.smoothed(2), [4.0, 3.0, 1.0, 1.0])
     np.testing.assert_array_equal(history.steps, [1, 2, 3, 4])
+
+
+def test_rope_needs_a_position_axis_before_the_head_axis():
+    with pytest.raises(cl.ShapeError, match="seq_axis=-1"):
+        cl.rope(cl.variable("x", (3, 4)), seq_axis=-1)
+    with pytest.raises(cl.ShapeError, match="seq_axis=2"):
+        cl.rope(cl.variable("x", (3, 4)), seq_axis=2)
+    assert cl.rope(cl.variable("x", (2, 3, 4)), seq_axis=0).shape == (2, 3, 4)
+
+
+def test_fused_rms_norm_backward_has_second_derivatives():
+    """Reverse-over-reverse and forward-over-reverse through rms_norm_grad_x/_w, in float64
+    against central differences of the first-order gradients."""
+    rng = np.random.default_rng(0)
+    x, w = cl.variable("x", (3, 5), np.float64), cl.variable("w", (5,), np.float64)
+    feed = {x: rng.standard_normal((3, 5)), w: 1.0 + 0.3 * rng.standard_normal(5)}
+    loss = cl.sum(cl.sin(cl.rms_norm(x, w, 0.1)))  # a large ε so that ε's terms matter
+    gx, gw = cl.grad(loss, [x, w])
+    mixed = cl.sum(gx * cl.constant(rng.standard_normal((3, 5)))) + cl.sum(
+        gw * cl.constant(rng.standard_normal(5))
+    )
+    for name, (analytic, numeric) in check_gradients(mixed, feed).items():
+        np.testing.assert_allclose(analytic, numeric, rtol=1e-5, atol=1e-7, err_msg=name)
+    for node in (gx, gw):
+        analytic, numeric = check_tangents(node, feed)
+        np.testing.assert_allclose(analytic, numeric, rtol=1e-5, atol=1e-7)
+
+
+def test_hessian_vector_product_through_the_whole_model():
+    """Gradients are nodes, so the training loss differentiates twice: H·v by reverse over
+    reverse equals central differences of the gradients along v."""
+    config = LlamaConfig(dim=8, n_layers=1, n_heads=2, n_kv_heads=1, ffn_dim=12,
+                         vocab_size=11, max_seq_len=8)  # fmt: skip
+    model = Llama(config, seed=0, dtype=np.float64, init_std=0.5)
+    tokens = np.random.default_rng(0).integers(0, 11, (2, 5))
+    graph, grads = model.loss_graph(2, 5)
+    rng = np.random.default_rng(1)
+    v = {n: rng.standard_normal(a.shape) for n, a in model.params.items()}
+    g_dot_v = cl.sum_n(*[cl.sum(grads[n] * cl.constant(v[n])) for n in grads])
+    hvp = cl.Executor(cl.grad(g_dot_v, list(graph.params.values()))).run(model.feed(graph, tokens))
+    original, eps = dict(model.params), 1e-5
+
+    def grads_at(sign):
+        model.params.update({n: original[n] + sign * eps * v[n] for n in original})
+        return model.loss_and_grads(tokens)[1]
+
+    up, down = grads_at(1.0), grads_at(-1.0)
+    model.params.update(original)
+    for name, value in zip(graph.params, hvp):
+        np.testing.assert_allclose(value, (up[name] - down[name]) / (2 * eps), atol=1e-6,
+                                   err_msg=name)  # fmt: skip

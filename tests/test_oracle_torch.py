@@ -68,11 +68,18 @@ def test_cross_entropy_matches_pytorch():
     np.testing.assert_allclose(g, t_g.numpy(), rtol=1e-10)
 
 
+_NORM_W = np.array([0.5, 1.5, -1.0])
 COMPOSITIONS = {
     "tanh_sin": (lambda x: cl.sum(cl.tanh(x) * cl.sin(x)), lambda x: (x.tanh() * x.sin()).sum()),
     "softmax_log": (
         lambda x: cl.sum(cl.log_softmax(x @ x.T, -1) * cl.sigmoid(x)[:, :1]),
         lambda x: ((x @ x.T).log_softmax(-1) * x.sigmoid()[:, :1]).sum(),
+    ),
+    "rms_norm_fused": (
+        lambda x: cl.sum(cl.rms_norm(x, cl.constant(_NORM_W), 0.1) * cl.sin(x)),
+        lambda x: (
+            torch.tensor(_NORM_W) * x * (x * x).mean(-1, keepdim=True).add(0.1).rsqrt() * x.sin()
+        ).sum(),
     ),
     "silu_norm": (
         lambda x: cl.sum(cl.silu(x) * cl.rsqrt(cl.mean(x * x, -1, True) + 1e-5)),

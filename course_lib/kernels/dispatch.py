@@ -13,11 +13,12 @@ import numpy as np
 
 from . import launch
 
-_ENABLED = {"softmax": True, "matmul": False}
+_ENABLED = {"softmax": True, "matmul": False, "rms_norm": True, "rope": True}
 
 
 def use_kernel(op: str, enabled: bool = True) -> None:
-    """Switch the GPU kernel of ``op`` (``"softmax"`` or ``"matmul"``) on or off."""
+    """Switch the GPU kernel of ``op`` (``"softmax"``, ``"matmul"``, ``"rms_norm"`` or
+    ``"rope"``) on or off."""
     if op not in _ENABLED:
         raise KeyError(f"no kernel hook for op {op!r}; hooks exist for {sorted(_ENABLED)}")
     _ENABLED[op] = bool(enabled)
@@ -42,6 +43,14 @@ def kernel_result(op: str, *arrays, mode: str, **attrs):
         x, y = arrays
         if _float32(x, y) and x.ndim == y.ndim == 2:
             return launch.matmul_tiled(x, y, mode=mode)
+    elif op == "rms_norm":
+        x, w = arrays
+        if _float32(x, w) and x.ndim >= 1:
+            return launch.rmsnorm(x, w, eps=attrs["eps"], mode=mode)
+    elif op == "rope":  # the kernel rotates x (..., seq_len, head_dim) by cos/sin tables
+        x, cos, sin = arrays
+        if _float32(x, cos, sin) and x.ndim >= 2 and attrs["seq_axis"] % x.ndim == x.ndim - 2:
+            return launch.rope(x, cos, sin, mode=mode)
     return None
 
 

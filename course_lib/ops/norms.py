@@ -9,8 +9,9 @@ from __future__ import annotations
 import math
 
 from ..graph import Node, Op, apply
-from .elementwise import add, mul, rsqrt, sub, tangent_sum
-from .reductions import mean
+from ..kernels.dispatch import run_on_gpu
+from .elementwise import add, mul, ones_like, rsqrt, sub, tangent_sum
+from .reductions import mean, sum_to
 
 
 def _check_norm_shapes(name, x, w):
@@ -30,10 +31,40 @@ def _inv_rms(xp, x, eps):
     return 1.0 / xp.sqrt(ms, out=ms)
 
 
+def _row_mean(a: Node) -> Node:
+    return mean(a, -1, keepdims=True)
+
+
+def _inv_rms_node(x: Node, eps: float) -> Node:
+    """r = rsqrt(mean(x²) + ε) as a node (for the derivative rules)."""
+    return rsqrt(add(_row_mean(mul(x, x)), eps))
+
+
+def _normalized_tangent(x: Node, r: Node, t: Node) -> Node:
+    """The tangent of x̂ = r·x along t: ``r·t − r³·x·mean(x·t)``."""
+    return sub(mul(r, t), mul(mul(r, mul(r, r)), mul(x, _row_mean(mul(x, t)))))
+
+
+def _grad_x_along_x(g: Node, x: Node, w: Node, r: Node, t: Node, transpose: bool) -> Node:
+    """How ``rms_norm_grad_x(g, x, w) = r·gw − r³·m·x`` (gw = g·w, m = mean(gw·x)) moves
+    with x: its Jacobian times t, or (``transpose``) its transposed Jacobian times t."""
+    gw = mul(g, w)
+    m = _row_mean(mul(gw, x))
+    r2 = mul(r, r)
+    xt = _row_mean(mul(x, t))
+    if transpose:  # Σ_i t_i ∂dx_i/∂x_j
+        terms = [mul(x, _row_mean(mul(t, gw))), mul(gw, xt)]
+    else:  # Σ_j ∂dx_i/∂x_j t_j
+        terms = [mul(gw, xt), mul(x, _row_mean(mul(gw, t)))]
+    inner = sub(mul(mul(3.0, mul(r2, m)), mul(x, xt)), add(add(*terms), mul(m, t)))
+    return mul(mul(r, r2), inner)
+
+
 class RMSNorm(Op):
     """``w * x * rsqrt(mean(x², last axis) + eps)`` (ε inside the square root, as in LLaMA).
 
-    FLOPs: ``4·elements + 2·rows``.
+    FLOPs: ``4·elements + 2·rows``. The backward is two fused ops, themselves
+    differentiable (their rules are built from primitives), so higher orders work.
     """
 
     name = "rms_norm"
@@ -47,6 +78,9 @@ class RMSNorm(Op):
         return x
 
     def compute(self, xp, x, w):
+        out = run_on_gpu("rms_norm", xp, x, w, eps=self.eps)  # rmsnorm.cu on a GPU
+        if out is not None:
+            return out
         out = x * _inv_rms(xp, x, self.eps)
         out *= w
         return out
@@ -58,18 +92,11 @@ class RMSNorm(Op):
             None if w.is_constant else apply(RMSNormGradW(self.eps), g, x, w),
         ]
 
-    def _normalized(self, x):
-        return mul(x, rsqrt(add(mean(mul(x, x), -1, keepdims=True), self.eps)))
-
     def jvp(self, node, dx, dw):
         x, w = node.inputs
-        xhat = self._normalized(x)
-        along_x = None
-        if dx is not None:  # w·r·(dx − x̂·mean(x̂·dx))
-            r = rsqrt(add(mean(mul(x, x), -1, keepdims=True), self.eps))
-            centred = sub(dx, mul(xhat, mean(mul(xhat, dx), -1, keepdims=True)))
-            along_x = mul(w, mul(r, centred))
-        return tangent_sum(along_x, None if dw is None else mul(dw, xhat))
+        r = _inv_rms_node(x, self.eps)
+        along_x = None if dx is None else mul(w, _normalized_tangent(x, r, dx))
+        return tangent_sum(along_x, None if dw is None else mul(dw, mul(x, r)))
 
     def flops(self, out_shape, x_shape, w_shape):
         return 4 * math.prod(out_shape) + 2 * math.prod(out_shape[:-1])
@@ -96,6 +123,28 @@ class RMSNormGradX(Op):
         gw *= r
         return gw
 
+    def gradient(self, node, u):
+        g, x, w = node.inputs
+        # linear in gw = g·w through the symmetric map r·(I − x̂x̂ᵀ/n): apply it to u
+        u_gw = apply(self, u, x, ones_like(w))
+        r = _inv_rms_node(x, self.eps)
+        return [
+            mul(u_gw, w),
+            _grad_x_along_x(g, x, w, r, u, transpose=True),
+            None if w.is_constant else sum_to(mul(u_gw, g), w),
+        ]
+
+    def jvp(self, node, dg, dx, dw):
+        g, x, w = node.inputs
+        t_gw = tangent_sum(
+            None if dg is None else mul(dg, w), None if dw is None else mul(g, dw)
+        )
+        along_gw = None if t_gw is None else apply(self, t_gw, x, ones_like(w))
+        along_x = None
+        if dx is not None:
+            along_x = _grad_x_along_x(g, x, w, _inv_rms_node(x, self.eps), dx, transpose=False)
+        return tangent_sum(along_gw, along_x)
+
     def flops(self, out_shape, *in_shapes):
         return 7 * math.prod(out_shape)
 
@@ -116,6 +165,19 @@ class RMSNormGradW(Op):
         xhat = x * _inv_rms(xp, x, self.eps)
         n = x.shape[-1]
         return xp.einsum("ij,ij->j", g.reshape(-1, n), xhat.reshape(-1, n))
+
+    def gradient(self, node, u):
+        g, x, w = node.inputs
+        xhat = mul(x, _inv_rms_node(x, self.eps))
+        # ∂/∂x of Σ_rows g·x̂ against u is x̂'s adjoint for g·u: rms_norm_grad_x(g, x, u)
+        return [mul(u, xhat), apply(RMSNormGradX(self.eps), g, x, u), None]
+
+    def jvp(self, node, dg, dx, dw):
+        g, x, w = node.inputs
+        r = _inv_rms_node(x, self.eps)
+        along_g = None if dg is None else sum_to(mul(dg, mul(x, r)), w)
+        along_x = None if dx is None else sum_to(mul(g, _normalized_tangent(x, r, dx)), w)
+        return tangent_sum(along_g, along_x)
 
     def flops(self, out_shape, g_shape, x_shape, w_shape):
         return 3 * math.prod(x_shape)

@@ -13,6 +13,7 @@ import math
 from functools import lru_cache
 
 from ..graph import Node, Op, apply
+from ..kernels.dispatch import run_on_gpu
 from ..kernels.reference import rope_tables
 
 
@@ -37,7 +38,8 @@ class Rope(Op):
     def infer_shape(self, shape):
         if shape is None:
             return None
-        if len(shape) < 2 or not -len(shape) <= self.seq_axis < len(shape) - 1:
+        in_range = -len(shape) <= self.seq_axis < len(shape)
+        if len(shape) < 2 or not in_range or self.seq_axis % len(shape) == len(shape) - 1:
             raise ValueError(
                 f"rope needs a position axis (seq_axis={self.seq_axis}) before the last "
                 f"(head) axis; got shape {shape}"
@@ -50,10 +52,12 @@ class Rope(Op):
         axis = self.seq_axis % x.ndim
         half = x.shape[-1] // 2
         cos, sin = _tables(x.shape[axis], x.shape[-1], self.theta, x.dtype)
+        cos, sin = xp.asarray(cos), xp.asarray(-sin if self.inverse else sin)
+        out = run_on_gpu("rope", xp, x, cos, sin, seq_axis=self.seq_axis)  # rope.cu on a GPU
+        if out is not None:
+            return out
         table_shape = (x.shape[axis],) + (1,) * (x.ndim - axis - 2) + (half,)
-        cos, sin = xp.asarray(cos.reshape(table_shape)), xp.asarray(sin.reshape(table_shape))
-        if self.inverse:
-            sin = -sin
+        cos, sin = cos.reshape(table_shape), sin.reshape(table_shape)
         first, second = x[..., :half], x[..., half:]
         out = xp.empty_like(x)
         xp.multiply(first, cos, out=out[..., :half])
