@@ -4,7 +4,9 @@ for comparison, and what training them needs (tokenizer, corpus, optimisers, loo
 from .config import LlamaConfig
 from .corpus import load_text, random_windows, stdlib_docstrings
 from .decoder import DecoderLM, ForwardGraph
+from .flops import count_flops, flops_table, training_flops
 from .llama import Llama, load_hf_state_dict
+from .memory import param_count, training_memory
 from .optim import SGD, AdamW, cosine_schedule
 from .sampling import generate
 from .tokenizer import ByteTokenizer
@@ -13,6 +15,7 @@ from .vaswani import VaswaniDecoder, sinusoidal_positions
 
 __all__ = [
     "SGD", "AdamW", "ByteTokenizer", "DecoderLM", "ForwardGraph", "Llama", "LlamaConfig",
-    "TrainHistory", "VaswaniDecoder", "cosine_schedule", "generate", "load_hf_state_dict",
-    "load_text", "random_windows", "sinusoidal_positions", "stdlib_docstrings", "train",
+    "TrainHistory", "VaswaniDecoder", "cosine_schedule", "count_flops", "flops_table",
+    "generate", "load_hf_state_dict", "load_text", "param_count", "random_windows",
+    "sinusoidal_positions", "stdlib_docstrings", "train", "training_flops", "training_memory",
 ]  # fmt: skip

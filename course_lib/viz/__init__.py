@@ -3,7 +3,7 @@
 from .figure import GraphFigure
 from .graphs import draw_graph
 from .layout import plot_layout
-from .plots import plot_attention, plot_curve, plot_difference_errors
+from .plots import plot_attention, plot_breakdown, plot_curve, plot_difference_errors
 from .roofline import plot_roofline
 from .steps import StepThrough, draw_step
 from .tables import Table, adjoint_trace, evaluation_trace
@@ -17,6 +17,7 @@ __all__ = [
     "draw_step",
     "evaluation_trace",
     "plot_attention",
+    "plot_breakdown",
     "plot_curve",
     "plot_difference_errors",
     "plot_layout",

@@ -53,6 +53,7 @@ def plot_curve(
     ylabel: str,
     title: str = "",
     logy: bool = False,
+    logx: bool = False,
 ) -> Figure:
     """Lines of ``ys`` (label -> values) against ``xs``."""
     fig = Figure(figsize=(6.4, 3.6))
@@ -61,6 +62,8 @@ def plot_curve(
         ax.plot(xs, values, label=label)
     if logy:
         ax.set_yscale("log")
+    if logx:
+        ax.set_xscale("log", base=2)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:
@@ -68,6 +71,34 @@ def plot_curve(
     if len(ys) > 1:
         ax.legend(fontsize=8)
     ax.grid(True, alpha=0.3)
+    return fig
+
+
+def plot_breakdown(parts: Mapping[str, float], title: str, unit: str = "%") -> Figure:
+    """A pie of the shares beside horizontal bars labelled with each part's value.
+
+    ``parts`` maps a label to a non-negative amount; the pie shows shares of their sum (parts
+    below 5 % go unlabelled there; the bars share its colours), the bars the amounts in ``unit``.
+    """
+    labels, values = list(parts), np.asarray(list(parts.values()), dtype=float)
+    if values.size == 0 or (values < 0).any() or values.sum() <= 0:
+        raise ValueError(f"plot_breakdown needs non-negative parts with a positive sum: {parts}")
+    fig = Figure(figsize=(9.6, 3.6))
+    pie, bars = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    colours = [f"C{k}" for k in range(len(labels))]
+    shares = values / values.sum()
+    pie.pie(values, colors=colours, startangle=90, counterclock=False, labeldistance=0.55,
+            labels=[lab if share >= 0.05 else "" for lab, share in zip(labels, shares)],
+            textprops={"color": "white", "fontsize": 9, "ha": "center"})
+    pie.set_aspect("equal")
+    rows = np.arange(len(labels))[::-1]
+    bars.barh(rows, values, color=colours)
+    bars.set_yticks(rows, labels)
+    for row, value in zip(rows, values):
+        bars.annotate(f" {value:.3g} {unit}", (value, row), va="center", fontsize=8)
+    bars.set_xlim(0, values.max() * 1.3)
+    bars.set_xlabel(unit)
+    fig.suptitle(title)
     return fig
 
 

@@ -49,6 +49,19 @@ class Table:
         return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+class ShownAsTable:
+    """Mixin: an object with a ``table()`` method prints and renders as that table."""
+
+    def table(self) -> Table:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return repr(self.table())
+
+    def _repr_html_(self) -> str:
+        return self.table()._repr_html_()
+
+
 def _width(text: str) -> int:
     """Printed width: combining marks (the bar of v̄) take no column."""
     return sum(1 for ch in text if not unicodedata.combining(ch))

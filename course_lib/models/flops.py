@@ -1,0 +1,312 @@
+"""FLOPs of a LLaMA-style model: the lecture's per-term table, and a count over a real graph.
+
+Two ways to the same number:
+
+* :func:`flops_table` writes the lecture's formulas down, one row per term of the forward pass
+  (b batch, s sequence, n query heads, n_kv key/value heads, d head size, h = n·d hidden size,
+  i SwiGLU size, v vocabulary, N layers). A matrix product of (m×k)·(k×p) counts 2·m·k·p
+  (the exact m·p·(2k − 1), rounded up). The lecture's
+  ``N·(6bsh² + 4bs²h + 3bs²n + 2bsh²) + N·6bshi + 2bshv`` is the sum of the big rows; the table
+  also keeps the small ones (RoPE, Swish, the product, residual adds, RMSNorms).
+* :func:`count_flops` walks a graph built from ``course_lib`` ops and adds every op's own
+  ``Op.flops(out_shape, *in_shapes)``.
+
+Counting conventions (what the lecture leaves implicit, fixed here):
+
+* A block has *two* RMSNorms and *two* residual adds (before/after attention and the MLP), and
+  the model ends with one more RMSNorm before the LM head.
+* The embedding is a gather: 0 FLOPs. The lecture's *training* breakdown instead prices it like
+  the LM head, as a one-hot matrix product (2bshv); :func:`training_flops` does the same.
+* Grouped-query attention: the K and V projections produce n_kv·d columns, 2bsh·(n_kv·d) each,
+  which is the lecture's 2bsh² when n_kv = n. The scores and PV still cost 2bs²nd (every query
+  head attends).
+* Per-element costs (RoPE 3 per element of Q, softmax 3 per score, Swish 4, RMSNorm 4 per element
+  plus 2 per row) are the lecture's; :class:`FlopConvention` holds them. Our ops charge the same
+  costs, with one difference: the model rotates K as well as Q, so its RoPE costs
+  3bs(n + n_kv)d. Under :data:`COURSE_LIB` (the lecture's convention with ``rope_on_keys``)
+  ``count_flops`` of ``Llama``'s forward graph equals the table's total exactly, op kind by op
+  kind (:func:`compare_with_graph`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from ..errors import GraphError, ShapeError, describe_shapes
+from ..graph import Node, numel, topological_order
+from ..viz.tables import ShownAsTable, Table
+from ._checks import positive_size, require_config
+from .config import LlamaConfig
+
+#: The groups of the breakdown, in the order the lecture lists them ("Linear" is the LM head).
+GROUPS = ("embedding", "normalisation", "residual", "attention", "MLP", "LM head")
+
+#: Training ≈ forward + backward, and the backward of a product costs two products.
+TRAINING_FACTOR = 3
+
+
+@dataclass(frozen=True)
+class FlopConvention:
+    """Per-element costs of the small terms (the matrix products are always 2·m·k·p).
+
+    Parameters
+    ----------
+    rope_per_element : int
+        FLOPs per rotated element (x·cos + rotate(x)·sin: 2 products and 1 sum).
+    rope_on_keys : bool
+        Rotate K as well as Q. The lecture's 3bsnd rotates one (b, s, n, d) tensor.
+    softmax_per_score : int
+        FLOPs per attention score besides QKᵀ (the lecture's 3bs²n: scale, exp, normalise).
+    swish_per_element : int
+        FLOPs of Swish(x) = x·sigmoid(x) per element.
+    rms_per_element, rms_per_row : int
+        RMSNorm: square, sum, scale by 1/rms and by γ per element; mean and root per row.
+    embedding_as_matmul : bool
+        Price the embedding lookup as a one-hot (bs × v)·(v × h) product, 2bshv.
+    """
+
+    rope_per_element: int = 3
+    rope_on_keys: bool = False
+    softmax_per_score: int = 3
+    swish_per_element: int = 4
+    rms_per_element: int = 4
+    rms_per_row: int = 2
+    embedding_as_matmul: bool = False
+
+
+LECTURE = FlopConvention()
+#: What course_lib's ops charge in ``Llama``'s graph: RoPE on Q and K, the rest as the lecture.
+COURSE_LIB = FlopConvention(rope_on_keys=True)
+
+#: The table rows that each op kind of ``Llama``'s forward graph computes.
+ROWS_OF_OP = {
+    "matmul": ("XW_Q, XW_K, XW_V", "AW_O", "XW_gate, XW_up", "XW_down", "LM head"),
+    "head_scores": ("softmax(QKᵀ/√d)",),  # QKᵀ: 2bs²nd of the row ...
+    "causal_softmax": ("softmax(QKᵀ/√d)",),  # ... and scale, exp, normalise: 3bs²n
+    "head_mix": ("PV",),
+    "rope": ("RoPE",),
+    "rms_norm": ("RMSNorm (attention)", "RMSNorm (MLP)", "RMSNorm (final)"),
+    "silu": ("Swish",),
+    "mul": ("element-wise ×",),
+    "add": ("residual (attention)", "residual (MLP)"),
+}
+
+
+@dataclass(frozen=True)
+class FlopRow:
+    """One term of the table: FLOPs per occurrence, how often it occurs, and where."""
+
+    term: str
+    formula: str
+    group: str
+    flops: int
+    repeats: int  # N for a term of every block, 1 for a term of the whole model
+
+    @property
+    def total(self) -> int:
+        return self.flops * self.repeats
+
+
+class FlopTable(ShownAsTable):
+    """The forward FLOPs of a model, term by term (see :func:`flops_table`)."""
+
+    def __init__(self, rows: Iterable[FlopRow], title: str):
+        self.rows, self.title = list(rows), title
+
+    @property
+    def total(self) -> int:
+        """Sum over all rows, layers included."""
+        return sum(row.total for row in self.rows)
+
+    def by_group(self) -> dict[str, int]:
+        """FLOPs per group of :data:`GROUPS` (every group present, possibly 0)."""
+        totals = dict.fromkeys(GROUPS, 0)
+        for row in self.rows:
+            totals[row.group] += row.total
+        return totals
+
+    def shares(self) -> dict[str, float]:
+        """Each group's percentage of the total."""
+        return {g: 100.0 * f / self.total for g, f in self.by_group().items()}
+
+    def row(self, term: str) -> FlopRow:
+        """The row called ``term``."""
+        for row in self.rows:
+            if row.term == term:
+                return row
+        raise KeyError(f"no row {term!r}; rows: {[r.term for r in self.rows]}")
+
+    def table(self) -> Table:
+        """The rows as a :class:`course_lib.viz.Table`, with a total line."""
+        body = [
+            [r.term, r.formula, r.group, format_flops(r.flops), f"× {r.repeats}",
+             format_flops(r.total)]
+            for r in self.rows
+        ]
+        body.append(["total", "", "", "", "", format_flops(self.total)])
+        headers = ["term", "formula", "group", "FLOPs", "times", "total FLOPs"]
+        return Table(headers, body, self.title)
+
+
+def format_flops(flops: float) -> str:
+    """``6.297e+13``: four significant digits, stable across platforms."""
+    return f"{flops:.4g}" if abs(flops) < 1e4 else f"{flops:.3e}"
+
+
+def flops_table(
+    config: LlamaConfig, batch: int, seq: int, convention: FlopConvention = LECTURE
+) -> FlopTable:
+    """The lecture's forward FLOP table for ``config`` at batch ``batch``, sequence ``seq``.
+
+    ``seq`` may exceed ``config.max_seq_len``: the formulas hold for any length, which is how
+    the notebook extrapolates to long contexts. ``convention`` sets the small terms' costs.
+
+    Examples
+    --------
+    >>> round(flops_table(LlamaConfig.llama2_7b(), 1, 4096).total / 1e12, 1)
+    63.0
+    """
+    b, s = positive_size(batch, "batch", "flops_table"), positive_size(seq, "seq", "flops_table")
+    c, conv = require_config(config, "flops_table"), convention
+    h, n, d, i, v, N = c.dim, c.n_heads, c.head_dim, c.ffn_dim, c.vocab_size, c.n_layers
+    kv = c.n_kv_heads * d
+    rms = FlopRow("RMSNorm", _rms_formula(conv), "normalisation",
+                  conv.rms_per_element * b * s * h + conv.rms_per_row * b * s, N)
+    residual = FlopRow("residual add", "bsh", "residual", b * s * h, N)
+    rope_heads = n + c.n_kv_heads if conv.rope_on_keys else n
+    rows = [
+        FlopRow("embedding", "2bshv (one-hot matmul)" if conv.embedding_as_matmul else
+                "0 (a gather)", "embedding", 2 * b * s * h * v * conv.embedding_as_matmul, 1),
+        replace(rms, term="RMSNorm (attention)"),
+        FlopRow("XW_Q, XW_K, XW_V", "3·2bsh²" if kv == h else "2bsh² + 2·2bsh·(n_kv·d)",
+                "attention", 2 * b * s * h * (h + 2 * kv), N),
+        FlopRow("RoPE", f"{conv.rope_per_element}bs{'(n+n_kv)' if conv.rope_on_keys else 'n'}d",
+                "attention", conv.rope_per_element * b * s * rope_heads * d, N),
+        FlopRow("softmax(QKᵀ/√d)", f"2bs²nd + {conv.softmax_per_score}bs²n", "attention",
+                2 * b * s * s * n * d + conv.softmax_per_score * b * s * s * n, N),
+        FlopRow("PV", "2bs²nd", "attention", 2 * b * s * s * n * d, N),
+        FlopRow("AW_O", "2bsh²", "attention", 2 * b * s * h * h, N),
+        replace(residual, term="residual (attention)"),
+        replace(rms, term="RMSNorm (MLP)"),
+        FlopRow("XW_gate, XW_up", "2·2bshi", "MLP", 2 * 2 * b * s * h * i, N),
+        FlopRow("Swish", f"{conv.swish_per_element}bsi", "MLP",
+                conv.swish_per_element * b * s * i, N),
+        FlopRow("element-wise ×", "bsi", "MLP", b * s * i, N),
+        FlopRow("XW_down", "2bshi", "MLP", 2 * b * s * h * i, N),
+        replace(residual, term="residual (MLP)"),
+        replace(rms, term="RMSNorm (final)", repeats=1),
+        FlopRow("LM head", "2bshv", "LM head", 2 * b * s * h * v, 1),
+    ]
+    title = f"forward FLOPs, b={b}, s={s}, h={h}, n={n}, n_kv={c.n_kv_heads}, i={i}, v={v}, N={N}"
+    return FlopTable(rows, title)
+
+
+def _rms_formula(conv: FlopConvention) -> str:
+    return f"{conv.rms_per_element}bsh + {conv.rms_per_row}bs"
+
+
+@dataclass(frozen=True, repr=False)  # repr: the table
+class TrainingFlops(ShownAsTable):
+    """The lecture's training breakdown: every forward term × :data:`TRAINING_FACTOR`."""
+
+    forward: FlopTable
+
+    @property
+    def total(self) -> int:
+        return TRAINING_FACTOR * self.forward.total
+
+    def shares(self) -> dict[str, float]:
+        """Percent per group; a constant factor leaves the forward shares unchanged."""
+        return self.forward.shares()
+
+    def table(self) -> Table:
+        """Training FLOPs and share per group, with a total line."""
+        rows = [[g, format_flops(TRAINING_FACTOR * f), f"{p:.3f} %"]
+                for (g, f), p in zip(self.forward.by_group().items(), self.shares().values())]
+        rows.append(["total", format_flops(self.total), "100.000 %"])
+        return Table(["group", "training FLOPs", "share"], rows, "training = 3 × forward")
+
+
+def training_flops(config: LlamaConfig, batch: int, seq: int) -> TrainingFlops:
+    """FLOPs of one training step, the lecture's way: 3 × forward, embedding as a matmul.
+
+    The backward pass of ``Y = XW`` computes ``∂X = ∂Y·Wᵀ`` and ``∂W = Xᵀ·∂Y``: two products
+    of the forward's size, so forward + backward ≈ 3 × forward. The lecture applies the same
+    factor to every term and prices the embedding like the LM head (2bshv); for LLaMA-2-7B,
+    b = 1, s = 4096 this gives 192.18 TFLOPs against its 192.17, and its percentages (see
+    notebook 09 and ``tests/test_flops.py`` for the digits that differ, all below 0.005 points).
+    """
+    convention = replace(LECTURE, embedding_as_matmul=True)
+    return TrainingFlops(flops_table(config, batch, seq, convention))
+
+
+# -- counting a real graph --------------------------------------------------------------------
+@dataclass(frozen=True, repr=False)  # repr: the table
+class FlopCount(ShownAsTable):
+    """FLOPs of a graph: the total and the share of each op kind (largest first)."""
+
+    total: int
+    by_op: Mapping[str, int]
+    nodes: int
+
+    def table(self) -> Table:
+        """FLOPs and share per op kind, with a total line."""
+        rows = [[op, format_flops(f), f"{100.0 * f / (self.total or 1):.2f} %"]
+                for op, f in self.by_op.items()]
+        rows.append(["total", format_flops(self.total), f"{self.nodes} ops"])
+        return Table(["op", "FLOPs", "share"], rows)
+
+
+def count_flops(outputs: Node | Iterable[Node]) -> FlopCount:
+    """Add ``op.flops(out_shape, *in_shapes)`` over every op the outputs depend on.
+
+    Uses the static shapes recorded when the graph was built, so nothing runs: both branches of
+    a ``cond`` are counted. Variables and constants cost nothing. Raises :class:`ShapeError`
+    naming the op and the node when a shape is unknown (give the variables full shapes).
+    """
+    outputs = [outputs] if isinstance(outputs, Node) else list(outputs)
+    for out in outputs:
+        if not isinstance(out, Node):
+            raise GraphError(f"count_flops takes graph nodes, got a {type(out).__name__}")
+    by_op: dict[str, int] = {}
+    computed = 0
+    for node in topological_order(outputs):
+        if node.is_variable or node.is_constant:
+            continue
+        shapes = [node.shape, *(i.shape for i in node.inputs)]
+        if any(numel(shape) is None for shape in shapes):
+            out_shape = "unknown" if node.shape is None else node.shape
+            raise ShapeError(
+                f"count_flops: op {node.op.label()} at node {node.name} has an unknown shape "
+                f"(output: {out_shape}; inputs: {describe_shapes(node.inputs)}); "
+                "give every variable a full static shape"
+            )
+        flops = node.op.flops(*shapes)
+        by_op[node.op.name] = by_op.get(node.op.name, 0) + flops
+        computed += 1
+    ordered = dict(sorted(by_op.items(), key=lambda item: (-item[1], item[0])))
+    return FlopCount(sum(ordered.values()), ordered, computed)
+
+
+def compare_with_graph(table: FlopTable, counted: FlopCount) -> Table:
+    """Graph FLOPs against table FLOPs, grouped by :data:`ROWS_OF_OP` (one line per group).
+
+    Op kinds outside the mapping (views, the gather) must cost nothing; one that does not gets
+    its own line with no table FLOPs, so a disagreement always shows.
+    """
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for op in counted.by_op:
+        if op in ROWS_OF_OP:
+            groups.setdefault(ROWS_OF_OP[op], []).append(op)
+        elif counted.by_op[op]:
+            groups[(f"(no row for {op})",)] = [op]
+    rows = []
+    for terms, ops in groups.items():
+        graph = sum(counted.by_op[op] for op in ops)
+        formula = sum(table.row(t).total for t in terms if not t.startswith("(no row"))
+        rows.append([" + ".join(ops), ", ".join(terms), str(graph), str(formula),
+                     str(graph == formula)])
+    rows.append(["all ops", "total", str(counted.total), str(table.total),
+                 str(counted.total == table.total)])
+    return Table(["graph ops", "table rows", "graph FLOPs", "table FLOPs", "equal"], rows)

@@ -1,0 +1,131 @@
+"""Parameters and training memory of a LLaMA-style model (weights, gradients, Adam, activations).
+
+Parameters follow Hugging Face's ``LlamaForCausalLM``: an embedding and a separate (untied)
+LM head, per block the Q/K/V/O projections (K and V with n_kv·d columns), gate/up/down and two
+RMSNorm weight vectors, and one final RMSNorm. No biases.
+
+Training memory, in bytes, for a step with ``dtype_bytes`` per number (2 for bf16/fp16):
+
+* **weights** and **gradients**: one number per parameter each;
+* **optimizer**: AdamW keeps two fp32 moments (8 bytes per parameter); when training in a
+  type narrower than fp32, an fp32 master copy of the weights (4 more) — ZeRO's 12 bytes per
+  parameter, 16 with weights and gradients. SGD keeps no state (only the master copy);
+* **activations**: the tensors the backward pass reads, kept from the forward pass, with no
+  recomputation and no fused attention (see :func:`activation_elements`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..viz.tables import ShownAsTable, Table
+from ._checks import positive_size, require_config
+from .config import LlamaConfig
+
+#: Bytes of optimizer state per parameter: (moments in fp32, fp32 master copy when narrower).
+OPTIMIZER_STATE_BYTES = {"adamw": 8, "sgd": 0}
+_MASTER_COPY_BYTES = 4
+
+
+def parameter_breakdown(config: LlamaConfig) -> dict[str, int]:
+    """Parameters per part of the model (all layers included)."""
+    c = require_config(config, "parameter_breakdown")
+    h, kv, i, v, N = c.dim, c.n_kv_heads * c.head_dim, c.ffn_dim, c.vocab_size, c.n_layers
+    return {
+        "embedding": v * h,
+        "attention (W_Q, W_K, W_V, W_O)": N * (2 * h * h + 2 * h * kv),
+        "MLP (W_gate, W_up, W_down)": N * 3 * h * i,
+        "RMSNorm weights": (2 * N + 1) * h,
+        "LM head": v * h,
+    }
+
+
+def param_count(config: LlamaConfig) -> int:
+    """Number of parameters (LLaMA-2-7B: 6,738,415,616)."""
+    return sum(parameter_breakdown(config).values())
+
+
+def activation_elements(config: LlamaConfig, batch: int, seq: int) -> dict[str, int]:
+    """Numbers kept for the backward pass, per kind of tensor (all layers included).
+
+    Per block (b batch, s sequence, h hidden, i SwiGLU size, n heads, n_kv·d key/value width):
+
+    * the block input and the RMSNorm output before attention, 2bsh;
+    * Q, K, V after RoPE, bsh + 2bs·n_kv·d;
+    * the attention probabilities P, b·n·s² (the softmax's and PV's backward read them);
+    * the attention output before W_O, bsh;
+    * the MLP input and its RMSNorm output, 2bsh;
+    * gate, up, Swish(gate) and their product, 4bsi.
+
+    Once: the final RMSNorm's input and output (2bsh) and the logits with their softmax (2bsv).
+    """
+    c = require_config(config, "activation_elements")
+    b = positive_size(batch, "batch", "activation_elements")
+    s = positive_size(seq, "seq", "activation_elements")
+    h, kv, i, N = c.dim, c.n_kv_heads * c.head_dim, c.ffn_dim, c.n_layers
+    return {
+        "block inputs and RMSNorm outputs": N * 4 * b * s * h,
+        "Q, K, V": N * b * s * (h + 2 * kv),
+        "attention probabilities P": N * b * c.n_heads * s * s,
+        "attention outputs": N * b * s * h,
+        "MLP (gate, up, Swish, product)": N * 4 * b * s * i,
+        "final RMSNorm, logits, softmax": 2 * b * s * h + 2 * b * s * c.vocab_size,
+    }
+
+
+@dataclass(frozen=True, repr=False)  # repr: the table
+class TrainingMemory(ShownAsTable):
+    """Bytes needed to train: weights, gradients, optimizer states, activations."""
+
+    weights: int
+    gradients: int
+    optimizer: int
+    activations: int
+    title: str
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.gradients + self.optimizer + self.activations
+
+    def parts(self) -> dict[str, int]:
+        """Bytes per part, in a fixed order."""
+        return {"weights": self.weights, "gradients": self.gradients,
+                "optimizer states": self.optimizer, "activations": self.activations}
+
+    def table(self) -> Table:
+        rows = [[name, f"{n / 2**30:,.2f}", f"{100.0 * n / self.total:.1f} %"]
+                for name, n in self.parts().items()]
+        rows.append(["total", f"{self.total / 2**30:,.2f}", "100.0 %"])
+        return Table(["part", "GiB", "share"], rows, self.title)
+
+
+def training_memory(
+    config: LlamaConfig, batch: int, seq: int, dtype_bytes: int = 2, optimizer: str = "adamw"
+) -> TrainingMemory:
+    """Estimate the memory of one training step (see the module docstring for the convention).
+
+    Examples
+    --------
+    >>> mem = training_memory(LlamaConfig.llama2_7b(), 1, 4096)
+    >>> round(mem.weights / 1e9, 1), round(mem.optimizer / 1e9, 1)
+    (13.5, 80.9)
+    """
+    if optimizer not in OPTIMIZER_STATE_BYTES:
+        raise ValueError(
+            f"training_memory: unknown optimizer {optimizer!r}; use one of "
+            f"{sorted(OPTIMIZER_STATE_BYTES)}"
+        )
+    if dtype_bytes not in (1, 2, 4, 8):
+        raise ValueError(f"training_memory: dtype_bytes must be 1, 2, 4 or 8, got {dtype_bytes!r}")
+    params = param_count(config)
+    master = _MASTER_COPY_BYTES if dtype_bytes < _MASTER_COPY_BYTES else 0
+    activations = sum(activation_elements(config, batch, seq).values())
+    title = (f"training memory, b={batch}, s={seq}, {dtype_bytes}-byte numbers, {optimizer}, "
+             f"{params:,} parameters")
+    return TrainingMemory(
+        weights=params * dtype_bytes,
+        gradients=params * dtype_bytes,
+        optimizer=params * (OPTIMIZER_STATE_BYTES[optimizer] + master),
+        activations=activations * dtype_bytes,
+        title=title,
+    )
