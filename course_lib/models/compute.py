@@ -7,7 +7,8 @@ from collections.abc import Mapping, Sequence
 
 from .. import backend
 from ..graph import Node, topological_order
-from ..perf import median_seconds, op_cost
+from ..perf import median_seconds
+from .flops import count_flops
 
 #: Family -> op names (``Op.name``) in it; ops of no family count as ``"other"``.
 OP_FAMILIES: dict[str, tuple[str, ...]] = {
@@ -39,15 +40,14 @@ def _without_empty_other(totals: dict) -> dict:
 def flops_by_family(
     outputs: Node | Sequence[Node], families: Mapping[str, Sequence[str]] = OP_FAMILIES
 ) -> dict[str, int]:
-    """The FLOPs of every op of the graph (``perf.op_cost``), summed per family.
+    """The FLOPs of the graph (:func:`~course_lib.models.flops.count_flops`), summed per family.
 
     Families keep the order of ``families``; ops of none go to ``"other"`` (last, only if
     non-zero). Views and other free ops add 0.
     """
     family_of, totals = _family_totals(families)
-    for node in _ops(outputs):
-        if node.inputs:
-            totals[family_of.get(node.op.name, "other")] += op_cost(node).flops
+    for op_name, flops in count_flops(outputs).by_op.items():
+        totals[family_of.get(op_name, "other")] += flops
     return _without_empty_other(totals)
 
 
