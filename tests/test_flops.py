@@ -11,6 +11,7 @@ from course_lib.models.flops import (
     LECTURE,
     ROWS_OF_OP,
     FlopConvention,
+    attention_overtakes_mlp,
     compare_with_graph,
     count_flops,
     flops_table,
@@ -72,6 +73,29 @@ def test_attention_share_grows_with_the_sequence():
     shares = [flops_table(LLAMA2_7B, 1, s).shares()["attention"] for s in (512, 4096, 32768)]
     assert shares[0] < shares[1] < shares[2]
     assert shares[2] > 50.0  # the s² terms overtake the MLP
+
+
+def test_attention_overtakes_the_mlp_at_the_first_length_where_its_rows_cost_more():
+    s = attention_overtakes_mlp(LLAMA2_7B)
+    before = flops_table(LLAMA2_7B, 1, s - 1).by_group()
+    at = flops_table(LLAMA2_7B, 1, s).by_group()
+    assert before["attention"] <= before["MLP"] and at["attention"] > at["MLP"]
+    h, i = LLAMA2_7B.dim, LLAMA2_7B.ffn_dim
+    assert s == 8275 and s < (6 * i - 8 * h) / 4  # the softmax's 3bs²n tips it a little earlier
+    assert attention_overtakes_mlp(LLAMA2_7B, batch=4) == s  # every term is linear in b
+
+
+def test_attention_overtakes_at_length_one_when_the_mlp_is_tiny():
+    c = LlamaConfig(dim=8, n_layers=1, n_heads=2, n_kv_heads=2, ffn_dim=1, vocab_size=5,
+                    max_seq_len=4)
+    assert attention_overtakes_mlp(c) == 1
+
+
+def test_crossover_checks_its_arguments():
+    with pytest.raises(cl.ShapeError, match="attention_overtakes_mlp: batch must be a positive"):
+        attention_overtakes_mlp(LLAMA2_7B, batch=0)
+    with pytest.raises(TypeError, match="attention_overtakes_mlp needs a LlamaConfig"):
+        attention_overtakes_mlp(None)
 
 
 def test_lecture_training_breakdown():

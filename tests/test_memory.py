@@ -6,6 +6,7 @@ import course_lib as cl
 from course_lib.models import Llama, LlamaConfig
 from course_lib.models.memory import (
     activation_elements,
+    activations_overtake_states,
     param_count,
     parameter_breakdown,
     training_memory,
@@ -82,7 +83,24 @@ def test_bad_arguments_are_named():
         training_memory(LLAMA2_7B, 1, 16, optimizer="adam")
     with pytest.raises(ValueError, match="dtype_bytes must be 1, 2, 4 or 8"):
         training_memory(LLAMA2_7B, 1, 16, dtype_bytes=3)
-    with pytest.raises(cl.ShapeError, match="activation_elements: seq must be a positive"):
+    with pytest.raises(cl.ShapeError, match="training_memory: seq must be a positive"):
         training_memory(LLAMA2_7B, 1, 0)
+    with pytest.raises(cl.ShapeError, match="training_memory: batch must be a positive"):
+        training_memory(LLAMA2_7B, 1.5, 16)
+    with pytest.raises(TypeError, match="training_memory needs a LlamaConfig, got dict"):
+        training_memory({}, 1, 16)
+    with pytest.raises(cl.ShapeError, match="activation_elements: seq must be a positive"):
+        activation_elements(LLAMA2_7B, 1, -2)
     with pytest.raises(TypeError, match="parameter_breakdown needs a LlamaConfig, got str"):
         param_count("llama2_7b")
+
+
+def test_activations_overtake_weights_gradients_and_adam_at_6125_tokens():
+    s = activations_overtake_states(LLAMA2_7B)
+    before, at = training_memory(LLAMA2_7B, 1, s - 1), training_memory(LLAMA2_7B, 1, s)
+    assert before.activations <= before.total - before.activations
+    assert at.activations > at.total - at.activations
+    assert s == 6125
+    # fp32 without a master copy: states are 16 bytes per parameter, activations 4 per number
+    fp32 = activations_overtake_states(LLAMA2_7B, dtype_bytes=4)
+    assert fp32 < s and activations_overtake_states(LLAMA2_7B, batch=8) < s

@@ -1,6 +1,9 @@
-"""Argument checks shared by the FLOP and memory calculators."""
+"""Argument checks and the sequence-length search shared by the FLOP and memory calculators."""
 
 from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
 
 from ..errors import ShapeError
 from .config import LlamaConfig
@@ -18,3 +21,12 @@ def require_config(config, caller: str) -> LlamaConfig:
     if not isinstance(config, LlamaConfig):
         raise TypeError(f"{caller} needs a LlamaConfig, got {type(config).__name__}")
     return config
+
+
+def first_seq_where(holds: Callable[[int], bool]) -> int:
+    """The smallest sequence length ``s >= 1`` with ``holds(s)``, for a ``holds`` that stays
+    true once it is true (an s² term overtaking an s term). Doubles, then bisects."""
+    high = 1
+    while not holds(high):
+        high *= 2
+    return bisect.bisect_left(range(high + 1), True, lo=high // 2 + 1, key=holds)

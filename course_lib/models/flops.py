@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from ..errors import GraphError, ShapeError, describe_shapes
 from ..graph import Node, numel, topological_order
 from ..viz.tables import ShownAsTable, Table
-from ._checks import positive_size, require_config
+from ._checks import first_seq_where, positive_size, require_config
 from .config import LlamaConfig
 
 #: The groups of the breakdown, in the order the lecture lists them ("Linear" is the LM head).
@@ -200,6 +200,22 @@ def flops_table(
     ]
     title = f"forward FLOPs, b={b}, s={s}, h={h}, n={n}, n_kv={c.n_kv_heads}, i={i}, v={v}, N={N}"
     return FlopTable(rows, title)
+
+
+def attention_overtakes_mlp(config: LlamaConfig, batch: int = 1) -> int:
+    """The shortest sequence at which the attention group of :func:`flops_table` costs more
+    than the MLP group (LLaMA-2-7B: 8275; the big terms alone give s > (6i − 8h)/4 = 8320).
+
+    The weight products grow like s, the scores and PV like s², so past this length they win.
+    """
+    require_config(config, "attention_overtakes_mlp")
+    positive_size(batch, "batch", "attention_overtakes_mlp")
+
+    def attention_wins(seq: int) -> bool:
+        groups = flops_table(config, batch, seq).by_group()
+        return groups["attention"] > groups["MLP"]
+
+    return first_seq_where(attention_wins)
 
 
 def _rms_formula(conv: FlopConvention) -> str:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..viz.tables import ShownAsTable, Table
-from ._checks import positive_size, require_config
+from ._checks import first_seq_where, positive_size, require_config
 from .config import LlamaConfig
 
 #: Bytes of optimizer state per parameter: (moments in fp32, fp32 master copy when narrower).
@@ -110,6 +110,9 @@ def training_memory(
     >>> round(mem.weights / 1e9, 1), round(mem.optimizer / 1e9, 1)
     (13.5, 80.9)
     """
+    require_config(config, "training_memory")
+    b = positive_size(batch, "batch", "training_memory")
+    s = positive_size(seq, "seq", "training_memory")
     if optimizer not in OPTIMIZER_STATE_BYTES:
         raise ValueError(
             f"training_memory: unknown optimizer {optimizer!r}; use one of "
@@ -119,8 +122,8 @@ def training_memory(
         raise ValueError(f"training_memory: dtype_bytes must be 1, 2, 4 or 8, got {dtype_bytes!r}")
     params = param_count(config)
     master = _MASTER_COPY_BYTES if dtype_bytes < _MASTER_COPY_BYTES else 0
-    activations = sum(activation_elements(config, batch, seq).values())
-    title = (f"training memory, b={batch}, s={seq}, {dtype_bytes}-byte numbers, {optimizer}, "
+    activations = sum(activation_elements(config, b, s).values())
+    title = (f"training memory, b={b}, s={s}, {dtype_bytes}-byte numbers, {optimizer}, "
              f"{params:,} parameters")
     return TrainingMemory(
         weights=params * dtype_bytes,
@@ -129,3 +132,15 @@ def training_memory(
         activations=activations * dtype_bytes,
         title=title,
     )
+
+
+def activations_overtake_states(
+    config: LlamaConfig, batch: int = 1, dtype_bytes: int = 2, optimizer: str = "adamw"
+) -> int:
+    """The shortest sequence at which the activations of :func:`training_memory` need more
+    bytes than weights, gradients and optimizer states together (LLaMA-2-7B, b = 1: 6125)."""
+    def activations_win(seq: int) -> bool:
+        mem = training_memory(config, batch, seq, dtype_bytes, optimizer)
+        return mem.activations > mem.total - mem.activations
+
+    return first_seq_where(activations_win)
