@@ -155,6 +155,11 @@ def test_a_config_is_required():
         flops_table({"dim": 8}, 1, 8)
 
 
+def test_a_convention_is_required():
+    with pytest.raises(TypeError, match="flops_table: convention must be a FlopConvention"):
+        flops_table(SMALL_GQA, 1, 8, "lecture")
+
+
 def test_unknown_row_names_the_rows():
     with pytest.raises(KeyError, match="RoPE"):
         flops_table(SMALL_GQA, 1, 8).row("dropout")
