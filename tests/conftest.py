@@ -1,5 +1,8 @@
 import importlib
 import os
+import subprocess
+import sys
+from pathlib import Path
 from types import ModuleType
 
 import numpy as np
@@ -28,3 +31,18 @@ def oracle_import(module: str) -> ModuleType:
     if os.environ.get("CI"):
         return importlib.import_module(module)
     return pytest.importorskip(module, reason=f"the oracle extra ({module}) is not installed")
+
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def run_benchmark(script: str, *args: str, timeout: float = 300) -> str:
+    """Run ``benchmarks/<script>`` with ``args`` in a fresh interpreter; return its stdout
+    (the run must exit 0; its stderr is the failure message otherwise)."""
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *args],
+        capture_output=True, text=True, timeout=timeout, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+

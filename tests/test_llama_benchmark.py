@@ -1,21 +1,13 @@
 """benchmarks/llama_step.py runs end to end (tiny sizes; the timing itself is not tested)."""
 
-import subprocess
-import sys
-from pathlib import Path
-
-from conftest import oracle_import
-
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "llama_step.py"
+from conftest import oracle_import, run_benchmark
 
 
 def test_llama_step_benchmark_runs_and_prints_the_ratio():
     oracle_import("torch")
-    args = ["--batch", "2", "--seq", "16", "--rounds", "1", "--per-block", "1", "--threads", "1"]
-    result = subprocess.run(
-        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=300,
-        check=False,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    assert "batch 2, seq 16" in result.stdout
-    assert "ratio course_lib/PyTorch = " in result.stdout
+    out = run_benchmark(
+        "llama_step.py",
+        *("--batch", "2", "--seq", "16", "--rounds", "1", "--per-block", "1", "--threads", "1"),
+    )
+    assert "batch 2, seq 16" in out
+    assert "ratio course_lib/PyTorch = " in out
