@@ -32,7 +32,9 @@ def course_lib_step(config: LlamaConfig, tokens: np.ndarray):
     def step():
         feed = model.feed(graph, tokens)
         feed.update(optimizer.feed())
-        return run.run(feed)[0]
+        loss, *new_values = run.run(feed)
+        optimizer.write_back(model.params, new_values)
+        return loss
 
     return step
 

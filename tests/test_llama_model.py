@@ -118,7 +118,7 @@ def test_update_nodes_match_pytorch_optimisers():
         t = torch.tensor(w0.copy(), requires_grad=True)
         reference = make(t)
         for gradient in grads:
-            run.run({w: params["w"], g: gradient, **optimizer.feed()})
+            optimizer.write_back(params, run.run({w: params["w"], g: gradient, **optimizer.feed()}))
             t.grad = torch.tensor(gradient)
             reference.step()
         np.testing.assert_allclose(params["w"], t.detach().numpy(), rtol=1e-12)
@@ -135,8 +135,6 @@ def _adamw_first_step(w, g, lr, betas, eps, weight_decay):
 @pytest.mark.parametrize("optimize", [False, True])
 @pytest.mark.parametrize("kind", ["sgd", "adamw"])
 def test_one_training_step_is_loss_and_grads_then_the_update(kind, optimize, tokens):
-    # the update nodes write parameters in place: run before any gradient node that reads
-    # a parameter, they would change the gradients (and this comparison)
     model = Llama(SMALL, seed=3, dtype=np.float64, init_std=0.3)
     before = {k: v.copy() for k, v in model.params.items()}
     batch = random_windows(tokens.ravel(), 2, 6, np.random.default_rng(5))

@@ -1,25 +1,26 @@
 """Optimisers as graph update nodes: θ(t+1) = f(θ(t), ∇L) is part of the training graph.
 
 An update node takes a parameter, its gradient node and the optimiser's state (fed as
-variables) and writes the new value into the parameter's array in place, like TensorFlow's
-``ApplyAdam`` on a variable; its value is the updated parameter. Update nodes are built
-after every gradient node, so in the executor's (creation) order they run after the whole
-backward pass has read the old parameters. The learning rate and the step count are fed
-each step, so schedules need no new graph.
+variables) and computes the *new* value out of place; it changes nothing it reads. Graphs
+stay pure, so every optimisation pass may reorder or rebuild nodes without changing what a
+step computes. After a run, :meth:`Optimizer.write_back` stores the new values into the
+parameter arrays and the optimiser's state (as optax and JAX do), never a node during the
+run. The learning rate and the step count are fed each step, so schedules need no new graph.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import FeedError
+from ..errors import FeedError, ShapeError
 from ..graph import Node, Op, apply, variable
 
 
 class SGDUpdate(Op):
-    """``θ ← θ − lr · (g + weight_decay · θ)`` in place; inputs (θ, g, lr)."""
+    """``θ' = θ − lr · (g + weight_decay · θ)``, out of place; inputs (θ, g, lr)."""
 
     name = "sgd_update"
 
@@ -35,21 +36,43 @@ class SGDUpdate(Op):
 
     def compute(self, xp, param, g, lr):
         if self.weight_decay:
-            param *= 1.0 - float(lr) * self.weight_decay
-        param -= param.dtype.type(lr) * g
-        return param
+            param = param * (1.0 - float(lr) * self.weight_decay)
+        return param - param.dtype.type(lr) * g
 
     def flops(self, out_shape, *in_shapes):
         return (4 if self.weight_decay else 2) * math.prod(out_shape)
 
 
+class AdamMoment(Op):
+    """An exponential moving average of the gradient (``power=1``: m) or of its square
+    (``power=2``: v): ``m' = β·m + (1−β)·g^power``, out of place; inputs (m, g)."""
+
+    name = "adam_moment"
+
+    def __init__(self, beta: float, power: int):
+        super().__init__(beta=float(beta), power=int(power))
+        self.beta, self.power = float(beta), int(power)
+
+    def infer_shape(self, m, g):
+        return m
+
+    def infer_dtype(self, m, g):
+        return m
+
+    def compute(self, xp, m, g):
+        step = g * g if self.power == 2 else g
+        return m * self.beta + (1.0 - self.beta) * step
+
+    def flops(self, out_shape, *in_shapes):
+        return (4 if self.power == 2 else 3) * math.prod(out_shape)
+
+
 class AdamWUpdate(Op):
-    """Decoupled-weight-decay Adam (PyTorch's ``AdamW``), in place on (θ, m, v).
+    """Decoupled-weight-decay Adam (PyTorch's ``AdamW``): the new θ from the new moments.
 
-    Inputs (θ, g, m, v, lr, step); ``step`` counts from 1 for the bias corrections::
+    Inputs (θ, m', v', lr, step); ``step`` counts from 1 for the bias corrections::
 
-        m ← β₁m + (1−β₁)g;  v ← β₂v + (1−β₂)g²
-        θ ← θ·(1 − lr·λ) − lr · (m / (1−β₁ᵗ)) / (sqrt(v / (1−β₂ᵗ)) + ε)
+        θ' = θ·(1 − lr·λ) − lr · (m' / (1−β₁ᵗ)) / (sqrt(v' / (1−β₂ᵗ)) + ε)
     """
 
     name = "adamw_update"
@@ -58,48 +81,72 @@ class AdamWUpdate(Op):
         super().__init__(beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay)
         self.beta1, self.beta2, self.eps, self.weight_decay = beta1, beta2, eps, weight_decay
 
-    def infer_shape(self, param, g, m, v, lr, step):
+    def infer_shape(self, param, m, v, lr, step):
         return param
 
     def infer_dtype(self, param, *dtypes):
         return param
 
-    def compute(self, xp, param, g, m, v, lr, step):
+    def compute(self, xp, param, m, v, lr, step):
         b1, b2, lr, t = self.beta1, self.beta2, float(lr), int(step)
-        m *= b1
-        m += (1.0 - b1) * g
-        v *= b2
-        v += (1.0 - b2) * (g * g)
         if self.weight_decay:
-            param *= 1.0 - lr * self.weight_decay
+            param = param * (1.0 - lr * self.weight_decay)
         denom = xp.sqrt(v)
         denom *= 1.0 / math.sqrt(1.0 - b2**t)
         denom += self.eps
         update = m / denom
         update *= lr / (1.0 - b1**t)
-        param -= update
-        return param
+        return param - update
 
     def flops(self, out_shape, *in_shapes):
-        return 12 * math.prod(out_shape)
+        return 7 * math.prod(out_shape)
 
 
 class Optimizer:
-    """Builds update nodes for named parameters and feeds their state each step."""
+    """Builds update nodes for named parameters, feeds their state each step and writes
+    the new values back after the run."""
 
     def __init__(self, lr: float):
         self.lr = float(lr)
         self.step_count = 0
         self.lr_var = variable("lr", (), np.float64)
+        self._names: list[str] = []
 
     def update_nodes(self, params: dict[str, Node], grads: dict[str, Node]) -> list[Node]:
-        """One update node per parameter (call after building every gradient node)."""
+        """The new value of every parameter (in ``params``' order), then of the optimiser's
+        own state: pure nodes to run, whose results go to :meth:`write_back`."""
+        self._names = list(params)
+        return [self._update(name, params[name], grads[name]) for name in params] + [
+            node for name in params for node in self._state_updates(name)
+        ]
+
+    def _update(self, name: str, param: Node, grad: Node) -> Node:
         raise NotImplementedError
+
+    def _state_updates(self, name: str) -> list[Node]:
+        return []
 
     def feed(self, lr: float | None = None) -> dict:
         """Advance the step count; the state to feed this step (``lr`` overrides the base)."""
         self.step_count += 1
         return {self.lr_var: np.float64(self.lr if lr is None else lr)}
+
+    def write_back(self, arrays: dict[str, np.ndarray], values: Sequence) -> None:
+        """Store one run's results of :meth:`update_nodes` (same order): the new parameters
+        into ``arrays`` (in place, so the model sees them), the new state into the optimiser."""
+        names = self._names
+        if len(values) != len(names) + len(self._state_arrays_in_order()):
+            raise ShapeError(
+                f"{type(self).__name__}.write_back: {len(values)} values for the update nodes "
+                f"of {len(names)} parameter(s); pass the results of exactly the nodes "
+                "update_nodes returned, in order"
+            )
+        targets = [arrays[name] for name in names] + self._state_arrays_in_order()
+        for target, value in zip(targets, values):
+            target[...] = value
+
+    def _state_arrays_in_order(self) -> list[np.ndarray]:
+        return []
 
 
 class SGD(Optimizer):
@@ -109,16 +156,15 @@ class SGD(Optimizer):
         super().__init__(lr)
         self.weight_decay = weight_decay
 
-    def update_nodes(self, params, grads):
-        op = SGDUpdate(self.weight_decay)
-        return [apply(op, params[n], grads[n], self.lr_var, name=f"update({n})") for n in params]
+    def _update(self, name, param, grad):
+        return apply(SGDUpdate(self.weight_decay), param, grad, self.lr_var, name=f"update({name})")
 
 
 class AdamW(Optimizer):
     """AdamW with PyTorch's defaults except a smaller β₂ (0.95) usual for language models.
 
     ``arrays`` maps each parameter name to its array; the moments m and v are zeros of the
-    same shapes, fed (and updated in place) every step.
+    same shapes, fed every step and replaced by their new values in :meth:`write_back`.
     """
 
     def __init__(self, arrays: dict[str, np.ndarray], lr: float = 1e-3, betas=(0.9, 0.95),
@@ -132,21 +178,30 @@ class AdamW(Optimizer):
             n: (variable(f"m({n})", a.shape, a.dtype), variable(f"v({n})", a.shape, a.dtype))
             for n, a in arrays.items()
         }
+        self._new_moments: dict[str, tuple[Node, Node]] = {}
 
     def update_nodes(self, params, grads):
-        op = AdamWUpdate(*self.betas, self.eps, self.weight_decay)
-        nodes = []
         missing = [name for name in params if name not in self._state_vars]
         if missing:
             raise FeedError(
                 f"adamw_update: no moments for parameter(s) {missing}; give AdamW the arrays "
                 "of every parameter the model trains (AdamW(model.params))"
             )
-        for name, param in params.items():
-            m, v = self._state_vars[name]
-            inputs = (param, grads[name], m, v, self.lr_var, self.step_var)
-            nodes.append(apply(op, *inputs, name=f"update({name})"))
-        return nodes
+        return super().update_nodes(params, grads)
+
+    def _update(self, name, param, grad):
+        (b1, b2), (m, v) = self.betas, self._state_vars[name]
+        new_m = apply(AdamMoment(b1, 1), m, grad, name=f"m'({name})")
+        new_v = apply(AdamMoment(b2, 2), v, grad, name=f"v'({name})")
+        self._new_moments[name] = (new_m, new_v)
+        op = AdamWUpdate(b1, b2, self.eps, self.weight_decay)
+        return apply(op, param, new_m, new_v, self.lr_var, self.step_var, name=f"update({name})")
+
+    def _state_updates(self, name):
+        return list(self._new_moments[name])
+
+    def _state_arrays_in_order(self):
+        return [a for name in self._names for a in (self.m[name], self.v[name])]
 
     def feed(self, lr=None):
         feed = super().feed(lr)

@@ -39,8 +39,9 @@ class TrainHistory:
 def training_step(
     model: DecoderLM, optimizer: Optimizer, batch: int, seq: int, optimize: bool = False
 ) -> Executor:
-    """The executor of one step (outputs: loss, then the update nodes), cached on the model;
-    ``optimize`` runs the graph optimisation passes on it first."""
+    """The executor of one step (outputs: loss, then the optimiser's update nodes, whose
+    results go to ``optimizer.write_back``), cached on the model; ``optimize`` runs the
+    graph optimisation passes on it first."""
 
     def build():
         graph, grads = model.loss_graph(batch, seq)
@@ -96,7 +97,8 @@ def train(
     """Train ``model`` on random windows of ``tokens`` (a 1-D id array) for ``steps`` steps.
 
     The optimiser defaults to :class:`AdamW` (lr 1e-3); ``lr_schedule(step)`` overrides the
-    learning rate per step. Parameters are updated in place. ``optimize`` compiles the step
+    learning rate per step. After each step the new parameters are written into
+    ``model.params`` in place. ``optimize`` compiles the step
     after the graph optimisation passes (same values). Returns the loss history.
     """
     optimizer = AdamW(model.params) if optimizer is None else optimizer
@@ -110,7 +112,9 @@ def train(
         lr = optimizer.lr if lr_schedule is None else lr_schedule(step)
         feed = model.feed(graph, random_windows(tokens, batch, seq, rng))
         feed.update(optimizer.feed(lr))
-        loss = float(run.run(feed)[0])
+        loss, *new_values = run.run(feed)
+        optimizer.write_back(model.params, new_values)  # the graph is pure: state changes here
+        loss = float(loss)
         history.losses.append(loss)
         history.lrs.append(lr)
         history.seconds.append(time.perf_counter() - start)
