@@ -175,6 +175,13 @@ class Node:
 
     __int__ = __float__
 
+    def __array__(self, dtype=None, copy=None):
+        raise GraphError(
+            f"node {self.name} has no array while the graph is built, so NumPy cannot use it "
+            "(np.asarray, np.exp, ...); use course_lib's ops (cl.exp) to stay in the graph, "
+            "or evaluate it first"
+        )
+
     def __repr__(self) -> str:
         shape = "?" if self.shape is None else "x".join(map(str, self.shape)) or "scalar"
         return f"<Node {self.name} = {self.op.label()} [{shape}]>"
@@ -247,7 +254,11 @@ _scalar_constants: dict = {}
 
 
 def constant(value, name: str | None = None) -> Node:
-    """A constant node. Python scalars stay weakly typed (``x * 2.0`` keeps x's dtype)."""
+    """A constant node. Python scalars stay weakly typed (``x * 2.0`` keeps x's dtype).
+
+    Arrays are copied (a NumPy copy is read-only), so mutating ``value`` afterwards changes
+    neither the graph nor what optimised (constant-folded) and unoptimised runs compute.
+    """
     if isinstance(value, Node):
         raise GraphError(f"constant() takes numbers or arrays, not the node {value.name}")
     if isinstance(value, (bool, int, float)) and name is None:
@@ -261,9 +272,11 @@ def constant(value, name: str | None = None) -> Node:
         return node
     if isinstance(value, (bool, int, float)):
         return Node(Constant(value), (), name, (), None)
-    array = value if hasattr(value, "__array_namespace__") or hasattr(value, "shape") else None
-    if array is None:
-        array = np.asarray(value)
+    if hasattr(value, "__array_namespace__") and not isinstance(value, np.ndarray):
+        array = value.copy()  # a device array (CuPy): copied, it stays on its device
+    else:
+        array = np.array(value)  # a copy: changing ``value`` later cannot change the graph
+        array.flags.writeable = False  # nor can changing what a run returns
     if array.dtype == object:
         raise GraphError(f"constant() cannot hold {type(value).__name__} values")
     if name is None:

@@ -68,7 +68,13 @@ __all__ = [
 
 
 def _install_operators(cls: type) -> None:
-    """Give nodes Python's arithmetic operators, built from the ops above."""
+    """Give nodes Python's arithmetic operators, built from the ops above.
+
+    ``__array_ufunc__ = None`` makes NumPy hand ``array * node`` and ``np.float64(2) * node``
+    to the node's reflected operator (so the graph is kept) and refuse ``np.exp(node)`` with a
+    TypeError, instead of silently building an object array or detaching the graph.
+    """
+    cls.__array_ufunc__ = None
     cls.__add__ = lambda a, b: add(a, b)
     cls.__radd__ = lambda a, b: add(b, a)
     cls.__sub__ = lambda a, b: sub(a, b)

@@ -69,7 +69,8 @@ class Tensor(Node):
     Parameters
     ----------
     array : array-like
-        The value (copied to the current device's array type).
+        The value, always copied (to the current device's array type): changing ``array``
+        later changes neither this tensor nor its gradients.
     requires_grad : bool
         Whether ``backward()`` should compute ``.grad`` for this tensor.
     name : str, optional
@@ -81,7 +82,7 @@ class Tensor(Node):
 
     def __init__(self, array, requires_grad: bool = False, name: str | None = None):
         xp = backend.xp()
-        data = array.data if isinstance(array, Tensor) else xp.asarray(array)
+        data = xp.array(array.data if isinstance(array, Tensor) else array, copy=True)
         if requires_grad and data.dtype.kind not in "fc":
             raise GraphError(f"only floating-point tensors can require gradients, not {data.dtype}")
         self._init(_LEAF, (), name or "tensor", data, requires_grad)
@@ -204,6 +205,12 @@ class Tensor(Node):
         return len(self.data)
 
     def __array__(self, dtype=None, copy=None):
+        if self.requires_grad:  # PyTorch refuses too: the array would silently leave the graph
+            raise GraphError(
+                f"this tensor ({self.name}) requires grad, so NumPy cannot use it (np.asarray, "
+                "np.exp, ...) without detaching it from the graph; use course_lib's ops "
+                f"(cl.exp) to keep gradients, or {self.name}.detach().numpy() for the values"
+            )
         array = self.numpy()
         return array if dtype is None else array.astype(dtype)
 
