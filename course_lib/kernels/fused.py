@@ -12,7 +12,7 @@ The generated kernel takes ``(in_<input>..., out_<output>..., int n)``; every ar
 elements (broadcast inputs beforehand). Run it with :func:`course_lib.kernels.launch.fused`.
 Expressions use CUDA C: ``+ - * /``, comparisons, ``?:``, float literals (``2.0f``) and the
 math functions of the prelude (``expf``, ``logf``, ``tanhf``, ``sqrtf``, ``rsqrtf``,
-``fmaxf``, ``powf``, ...).
+``fmaxf``, ``powf``, ...) and ``maximumf`` (NumPy's maximum: NaN wins).
 """
 
 from __future__ import annotations

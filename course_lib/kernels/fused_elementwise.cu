@@ -6,6 +6,9 @@
 // one round trip through memory) per operation: for E = D + (A + B) * C that is 4 loads and 1
 // store for 3 flops (intensity 3/5) instead of 9 accesses for 3 flops (1/3) over three kernels.
 // A grid-stride loop lets any grid size cover any n.
+// NumPy's maximum: a NaN in either input wins (fmaxf would return the other input).
+__device__ __forceinline__ float maximumf(float a, float b) { return (a > b || a != a) ? a : b; }
+
 extern "C" __global__ void fused_add_mul_add(  // template: name
     const float* __restrict__ in_a, const float* __restrict__ in_b,  // template: inputs
     const float* __restrict__ in_c, const float* __restrict__ in_d,  // template: inputs

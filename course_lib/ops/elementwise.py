@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 
+from ..errors import GraphError
 from ..graph import Node, Op, apply
 from . import _shapes
 
@@ -135,7 +137,8 @@ class Div(Elementwise):
 
 class Maximum(Elementwise):
     name = "maximum"
-    templates = {"numexpr": "maximum({0}, {1})", "cuda": "fmaxf({0}, {1})"}
+    # maximumf (fused_elementwise.cu): NumPy's maximum, where NaN wins; fmaxf would drop it
+    templates = {"numexpr": "maximum({0}, {1})", "cuda": "maximumf({0}, {1})"}
 
     def compute(self, xp, x, y):
         return xp.maximum(x, y)
@@ -257,11 +260,17 @@ class Neg(Unary):
 
 
 class Power(Unary):
-    """``x ** p`` for a constant scalar exponent p."""
+    """``x ** p`` for a constant real exponent p."""
 
     name = "pow"
 
     def __init__(self, p):
+        if isinstance(p, Node) or not isinstance(p, numbers.Real):
+            raise GraphError(
+                f"pow: the exponent must be a real number (int or float), got {p!r} of type "
+                f"{type(p).__name__}; for a tensor exponent use exp(p * log(x))"
+            )
+        p = p.item() if isinstance(p, np.generic) else p
         super().__init__(p=p)
         self.p = p
 
@@ -270,9 +279,11 @@ class Power(Unary):
 
     def expression(self, args, target):
         p = float(self.p)
-        if target == "numexpr":
-            return f"({args[0]} ** {p!r})"
-        return f"powf({args[0]}, {p!r}f)" if target == "cuda" else None
+        if not math.isfinite(p):
+            return None  # no literal for it in numexpr or C: left to NumPy (not fused)
+        if p == 0.5:  # NumPy takes sqrt here: sqrt(-inf) is nan where pow(-inf, 0.5) is inf
+            return f"sqrt({args[0]})" if target == "numexpr" else f"sqrtf({args[0]})"
+        return f"({args[0]} ** {p!r})" if target == "numexpr" else f"powf({args[0]}, {p!r}f)"
 
     def compute(self, xp, x):
         p = self.p
@@ -281,6 +292,8 @@ class Power(Unary):
     def derivative(self, node):
         x = node.inputs[0]
         p = self.p
+        if p == 0:  # d/dx x**0 = 0, also at x = 0 (0 · 0⁻¹ would be NaN), as in PyTorch
+            return zeros_like(x)
         return mul(p, x if p - 1 == 1 else power(x, p - 1))
 
 
@@ -358,7 +371,7 @@ class Sigmoid(Unary):
 
 class Relu(Unary):
     name = "relu"
-    templates = {"numexpr": "maximum({0}, 0.0)", "cuda": "fmaxf({0}, 0.0f)"}
+    templates = {"numexpr": "maximum({0}, 0.0)", "cuda": "maximumf({0}, 0.0f)"}
 
     def compute(self, xp, x):
         return xp.maximum(x, 0)
@@ -480,9 +493,7 @@ def neg(x) -> Node:
 
 
 def power(x, p) -> Node:
-    """``x ** p`` for a Python number p."""
-    if isinstance(p, Node) or not np.isscalar(p):
-        raise TypeError("power(x, p) takes a constant scalar exponent p; use exp(p * log(x))")
+    """``x ** p`` for a real number p (checked by :class:`Power`)."""
     return apply(Power(p), x)
 
 
