@@ -5,7 +5,7 @@ import os
 import numpy as np
 import pytest
 
-from course_lib.kernels import emulator
+from course_lib.kernels import emulator, native
 from course_lib.kernels.errors import (
     KernelCompileError,
     KernelLaunchError,
@@ -215,21 +215,21 @@ def test_unknown_kernel_name():
 
 
 def test_libraries_are_cached_by_source_hash(tmp_path, monkeypatch):
-    monkeypatch.setenv(emulator.CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv(native.CACHE_ENV, str(tmp_path))
     source = r'extern "C" __global__ void k(float* x) { x[0] = 42.0f; }  // cache test'
     unit, names, barriers = emulator.translate(source, "cached.cu")
     assert names == ["k"] and not barriers
-    first = emulator.build_library(unit, "cached.cu")
+    first = native.build_library(unit, "cached.cu")
     assert first.parent == tmp_path and first.exists()
     stamp = first.stat().st_mtime_ns
-    assert emulator.build_library(unit, "cached.cu") == first  # no rebuild
+    assert native.build_library(unit, "cached.cu") == first  # no rebuild
     assert first.stat().st_mtime_ns == stamp
     other, _, _ = emulator.translate(source.replace("42", "43"), "cached.cu")
-    assert emulator.build_library(other, "cached.cu") != first
+    assert native.build_library(other, "cached.cu") != first
 
 
 def test_missing_compiler_is_a_clear_error(monkeypatch):
-    monkeypatch.setenv(emulator.COMPILER_ENV, "no-such-compiler-xyz")
+    monkeypatch.setenv(native.COMPILER_ENV, "no-such-compiler-xyz")
     assert not emulator.emulator_available()
     with pytest.raises(KernelCompileError, match="g\\+\\+"):
-        emulator.build_library("int x;", "x.cu")
+        native.build_library("int x;", "x.cu")

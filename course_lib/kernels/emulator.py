@@ -26,28 +26,25 @@ rejected with a clear error.
 from __future__ import annotations
 
 import ctypes
+import faulthandler
 import functools
-import hashlib
+import mmap
 import os
 import re
-import shutil
-import subprocess
-import tempfile
+import signal
 import threading
+import time
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
-from .errors import KernelCompileError, KernelLaunchError, UnsupportedConstructError
+from .errors import KernelLaunchError, UnsupportedConstructError
+from .native import compiler, load_library
 from .sources import KERNEL_DIR, blank_comments, kernel_names, read_source
 
-CACHE_ENV = "COURSE_LIB_KERNEL_CACHE"
-COMPILER_ENV = "COURSE_LIB_CXX"
-FLAGS = ("-std=c++20", "-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-fno-strict-aliasing")
-# For plain C++ loops compiled for this CPU (the fusion pass's CPU kernels): vectorised for
-# the machine's SIMD units, without FMA contraction (results as NumPy computes them).
-NATIVE_FLAGS = ("-O3", "-march=native", "-ffp-contract=off")
+TIMEOUT_ENV = "COURSE_LIB_KERNEL_TIMEOUT"
+DEFAULT_TIMEOUT_SECONDS = 60.0
+
 MAX_THREADS_PER_BLOCK = 1024
 MAX_DYNAMIC_SHARED_BYTES = 48 * 1024  # CUDA's default limit without an opt-in attribute
 
@@ -86,38 +83,56 @@ _SCALAR = {
 }  # fmt: skip
 _PYTHON_SCALAR = {int: "int64", float: "float64"}  # how CuPy passes Python numbers
 _LAUNCH_LOCK = threading.Lock()  # a library's launch state is global: one launch at a time
+_REPORT_BYTES = 1028  # a launch's status (4 bytes) and error message, written by the child
+_FAILED_BEFORE_REPORT = -(2**31)
 
 
-def compiler() -> str | None:
-    """Path of the C++ compiler the emulator uses (``$COURSE_LIB_CXX`` or ``g++``), or None."""
-    return shutil.which(os.environ.get(COMPILER_ENV, "g++"))
+def launch_timeout() -> float:
+    """Seconds a launch may run: ``$COURSE_LIB_KERNEL_TIMEOUT``, default 60."""
+    text = os.environ.get(TIMEOUT_ENV, "")
+    try:
+        seconds = float(text) if text else DEFAULT_TIMEOUT_SECONDS
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise KernelLaunchError(f"{TIMEOUT_ENV}={text!r}: give a positive number of seconds")
+    return seconds
+
+
+def _shared_copy(array: np.ndarray) -> np.ndarray:
+    """A copy of ``array`` in memory shared with forked children."""
+    buffer = mmap.mmap(-1, max(array.nbytes, 1))
+    copy = np.frombuffer(buffer, dtype=array.dtype, count=array.size).reshape(array.shape)
+    copy[...] = array
+    return copy
+
+
+def _wait_for(pid: int, timeout: float, what: str) -> int:
+    """Wait for child ``pid``; kill it after ``timeout`` seconds or on Ctrl-C."""
+    deadline, pause = time.monotonic() + timeout, 1e-4
+    try:
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return status
+            if time.monotonic() > deadline:
+                raise KernelLaunchError(
+                    f"{what} did not finish within {timeout:g} s and was stopped. Do its "
+                    "threads wait for each other without __syncthreads() (the emulator runs "
+                    "them one after another until a barrier), or loop forever? Allow longer "
+                    f"with {TIMEOUT_ENV}=seconds"
+                )
+            time.sleep(pause)
+            pause = min(2 * pause, 0.02)
+    except BaseException:  # the watchdog, or Ctrl-C (KeyboardInterrupt): stop the launch
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        raise
 
 
 def emulator_available() -> bool:
     """True when a C++ compiler is found (the emulator needs g++ or a compatible one)."""
     return compiler() is not None
-
-
-def cache_dir() -> Path:
-    """Directory of built libraries: ``$COURSE_LIB_KERNEL_CACHE``, else the user cache dir.
-
-    Falls back to a directory under the system temp dir when the first choice is not writable.
-    """
-    chosen = os.environ.get(CACHE_ENV)
-    if chosen:
-        path = Path(chosen).expanduser()
-    else:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-        path = base / "course_lib" / "emulator"
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        if os.access(path, os.W_OK):
-            return path
-    except OSError:
-        pass
-    fallback = Path(tempfile.gettempdir()) / f"course_lib-emulator-{os.getuid()}"
-    fallback.mkdir(parents=True, exist_ok=True)
-    return fallback
 
 
 def _check_supported(text: str, filename: str) -> None:
@@ -177,59 +192,6 @@ def translate(source: str, filename: str = "module.cu") -> tuple[str, list[str],
     return unit, names, bool(re.search(r"\b__syncthreads\s*\(", text))
 
 
-@functools.cache
-def _compiler_identity(path: str) -> str:
-    result = subprocess.run([path, "--version"], capture_output=True, text=True, check=False)
-    return result.stdout.splitlines()[0] if result.stdout else path
-
-
-@functools.cache
-def _native_target(path: str) -> str:
-    """What ``-march=native`` means on this CPU (part of the cache key of native builds, so a
-    cache shared between machines never hands one CPU's instructions to another)."""
-    result = subprocess.run(
-        [path, "-march=native", "-Q", "--help=target"], capture_output=True, text=True, check=False
-    )
-    return result.stdout
-
-
-def _compile_errors(stderr: str, filename: str) -> str:
-    lines = [line for line in stderr.splitlines() if "error:" in line]
-    shown = "\n".join(lines[:8]) or stderr[-2000:]
-    return f"g++ could not compile {filename} for the emulator:\n{shown}"
-
-
-def build_library(unit: str, filename: str = "module.cu", native: bool = False) -> Path:
-    """Compile a translation unit into a shared library in :func:`cache_dir` (cached by hash).
-
-    ``native=True`` adds :data:`NATIVE_FLAGS` (optimised for this CPU's vector units); the
-    emulator's own units do not need it.
-    """
-    flags = FLAGS + NATIVE_FLAGS if native else FLAGS
-    cxx = compiler()
-    if cxx is None:
-        raise KernelCompileError(
-            "the CUDA emulator needs a C++ compiler: install g++ (Debian: apt-get install g++) "
-            f"or set {COMPILER_ENV}"
-        )
-    identity = _compiler_identity(cxx) + (_native_target(cxx) if native else "")
-    key = hashlib.sha256("\0".join([identity, *flags, unit]).encode()).hexdigest()
-    directory = cache_dir()
-    library = directory / f"{key[:32]}.so"
-    if library.exists():
-        return library
-    partial = directory / f"{key[:32]}.{os.getpid()}.{threading.get_ident()}.tmp"
-    result = subprocess.run(
-        [cxx, *flags, "-x", "c++", "-", "-o", str(partial)],
-        input=unit, capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    if result.returncode != 0:
-        partial.unlink(missing_ok=True)
-        raise KernelCompileError(_compile_errors(result.stderr, filename))
-    os.replace(partial, library)
-    return library
-
-
 class EmulatedKernel:
     """One ``__global__`` function of an :class:`EmulatedModule`; call it like a RawKernel."""
 
@@ -251,9 +213,26 @@ class EmulatedKernel:
         self, grid: int | Sequence[int], block: int | Sequence[int], args: Sequence,
         shared_mem: int = 0,
     ) -> None:  # fmt: skip
-        """Run the kernel on ``grid`` blocks of ``block`` threads (CuPy's call shape)."""
+        """Run the kernel on ``grid`` blocks of ``block`` threads (CuPy's call shape).
+
+        Where the OS can fork, the launch runs in a child process under a watchdog: a kernel
+        that hangs (threads spinning on each other's flags), takes longer than
+        ``$COURSE_LIB_KERNEL_TIMEOUT`` seconds (default 60) or crashes raises
+        :class:`KernelLaunchError` here instead of freezing or killing Python; Ctrl-C stops it.
+        """
         grid3, block3 = self._dims(grid, "grid"), self._dims(block, "block")
         self._check_config(grid3, block3, shared_mem)
+        self._marshal(args)  # bad arguments are reported here, before anything runs
+        with _LAUNCH_LOCK:
+            if hasattr(os, "fork"):
+                status, message = self._run_in_child(grid3, block3, args, shared_mem)
+            else:
+                status, message = self._run(grid3, block3, args, shared_mem)
+        if status != 0:
+            raise KernelLaunchError(f"{self.filename}: kernel {self.name}: {message}")
+
+    def _run(self, grid3, block3, args: Sequence, shared_mem: int) -> tuple[int, str]:
+        """The launch, in this process: (status, error message)."""
         values = self._marshal(args)
         pointers = (ctypes.c_void_p * max(len(values), 1))(
             *[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in values]
@@ -262,14 +241,42 @@ class EmulatedKernel:
         shared = np.full(max(shared_mem, 1) + 16, 0xFF, dtype=np.uint8)
         address = shared.ctypes.data + (-shared.ctypes.data) % 16
         error = ctypes.create_string_buffer(1024)
-        with _LAUNCH_LOCK:
-            status = self._launch(
-                (ctypes.c_uint * 3)(*grid3), (ctypes.c_uint * 3)(*block3),
-                ctypes.c_void_p(address), pointers, int(self.uses_barriers), error,
-                ctypes.c_size_t(len(error)),
-            )  # fmt: skip
-        if status != 0:
-            raise KernelLaunchError(f"{self.filename}: kernel {self.name}: {error.value.decode()}")
+        status = self._launch(
+            (ctypes.c_uint * 3)(*grid3), (ctypes.c_uint * 3)(*block3),
+            ctypes.c_void_p(address), pointers, int(self.uses_barriers), error,
+            ctypes.c_size_t(len(error)),
+        )  # fmt: skip
+        return status, error.value.decode(errors="replace")
+
+    def _run_in_child(self, grid3, block3, args: Sequence, shared_mem: int) -> tuple[int, str]:
+        """The launch in a forked child, on shared-memory copies of the arrays (copied back)."""
+        copies = [_shared_copy(a) if isinstance(a, np.ndarray) else a for a in args]
+        report = mmap.mmap(-1, _REPORT_BYTES)
+        report[:4] = _FAILED_BEFORE_REPORT.to_bytes(4, "little", signed=True)
+        pid = os.fork()
+        if pid == 0:  # the child: launch, report, and leave without Python's exit handlers
+            faulthandler.disable()  # a crash is reported by the parent, not dumped here
+            try:
+                status, message = self._run(grid3, block3, copies, shared_mem)
+                text = message.encode()[: _REPORT_BYTES - 4]
+                report[4 : 4 + len(text)] = text
+                report[:4] = status.to_bytes(4, "little", signed=True)
+            finally:
+                os._exit(0)
+        wait_status = _wait_for(pid, launch_timeout(), f"{self.filename}: kernel {self.name}")
+        if os.WIFSIGNALED(wait_status):
+            name = signal.Signals(os.WTERMSIG(wait_status)).name
+            raise KernelLaunchError(
+                f"{self.filename}: kernel {self.name} crashed ({name}); the emulator does not "
+                "check bounds, so look for an index past the end of an array"
+            )
+        status = int.from_bytes(report[:4], "little", signed=True)
+        if status == _FAILED_BEFORE_REPORT:
+            return status, "the launch failed before it could report (see stderr)"
+        for original, copy in zip(args, copies):
+            if isinstance(original, np.ndarray) and original.flags.writeable:
+                original[...] = copy
+        return status, report[4:].split(b"\0", 1)[0].decode(errors="replace")
 
     def _dims(self, value, what: str) -> tuple[int, int, int]:
         dims = (value,) if isinstance(value, int | np.integer) else tuple(value)
@@ -349,8 +356,7 @@ class EmulatedModule:
         unit, names, uses_barriers = translate(source, filename)
         self.filename = filename
         self.source = source
-        self.library_path = build_library(unit, filename)
-        library = ctypes.CDLL(str(self.library_path))
+        library = load_library(unit, filename)
         self._kernels = {n: EmulatedKernel(library, n, uses_barriers, filename) for n in names}
 
     @property

@@ -19,3 +19,7 @@ class UnsupportedConstructError(KernelError):
 
 class KernelLaunchError(KernelError):
     """A launch with a bad configuration (grid, block, shared memory) or bad arguments."""
+
+
+class UnsafeCacheError(KernelError, PermissionError):
+    """A kernel cache directory that other users could plant libraries in."""

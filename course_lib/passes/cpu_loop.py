@@ -5,16 +5,24 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
 
 from ..errors import ShapeError
-from ..kernels.emulator import build_library, emulator_available
+from ..kernels.emulator import emulator_available
+from ..kernels.errors import KernelCompileError
 from ..kernels.fused import FusedElementwise
+from ..kernels.native import load_library
 from .codegen import cpu_source
 
 LOOP_MIN_SIZE = 2**16  # below this, numexpr's start-up cost is small and nothing compiles
+_build_failure: list[str] = []  # why the compiler failed once: then no loop is tried again
+
+
+class CompiledLoopUnavailable(UserWarning):
+    """The C++ compiler failed; fused nodes run through numexpr instead (same results)."""
 
 
 def loop_worthy(arrays: Sequence) -> bool:
@@ -28,15 +36,30 @@ def loop_worthy(arrays: Sequence) -> bool:
         )
         and len({a.shape for a in arrays}) == 1
         and emulator_available()
+        and not _build_failure
     )
 
 
 @functools.lru_cache(maxsize=64)
 def _compiled(source: str, name: str):
-    library = ctypes.CDLL(str(build_library(source, f"{name}.cpp", native=True)))
+    library = load_library(source, f"{name}.cpp", native=True)
     function = getattr(library, name)
     function.restype = None
     return function
+
+
+def try_cpu_loop(kernel: FusedElementwise, arrays: Sequence[np.ndarray]) -> np.ndarray | None:
+    """:func:`run_cpu_loop`, or None (with one warning) if the compiler fails: the caller
+    then computes the same values another way."""
+    try:
+        return run_cpu_loop(kernel, arrays)
+    except KernelCompileError as exc:
+        _build_failure.append(str(exc))
+        warnings.warn(
+            f"fused nodes run through numexpr instead of compiled loops: {exc}",
+            CompiledLoopUnavailable, stacklevel=3,
+        )  # fmt: skip
+        return None
 
 
 def run_cpu_loop(

@@ -24,7 +24,7 @@ from ..graph import Node, Op, rebuild, topological_order, variable
 from ..kernels.fused import FusedElementwise
 from ..kernels.launch import fused as launch_fused
 from .codegen import NumexprProgram, cuda_kernel, is_inline_constant, numexpr_program
-from .cpu_loop import loop_worthy, run_cpu_loop
+from .cpu_loop import loop_worthy, run_cpu_loop, try_cpu_loop
 
 _DISPLAY = {"+": 1, "-": 1, "*": 2, "/": 2}  # precedence of infix symbols in formulas
 
@@ -48,9 +48,9 @@ class Fused(Op):
 
     def compute(self, xp, *arrays):
         if xp is np:
-            if loop_worthy(arrays):
-                return run_cpu_loop(self.kernel, arrays)
-            result = self.numexpr.evaluate(arrays)
+            result = try_cpu_loop(self.kernel, arrays) if loop_worthy(arrays) else None
+            if result is None:
+                result = self.numexpr.evaluate(arrays)
             if result is not None:
                 return result
         elif all(getattr(a, "dtype", None) == np.float32 for a in arrays):

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -24,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(__file__).parent / "artifacts"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 NOTEBOOK = "03_reverse_mode.ipynb"
-TOKEN = "course-lib-browser-test"
+TOKEN = secrets.token_hex(24)  # per run, and passed in the environment (not visible in ps)
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -67,11 +69,12 @@ def lab(tmp_path):
         "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"),
         "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces"),
         "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+        "JUPYTER_TOKEN": TOKEN,
     }
     port = _free_port()
     command = [
         sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-        f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={work}",
+        "--ServerApp.terminals_enabled=False", f"--ServerApp.root_dir={work}",
         "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
     ]  # fmt: skip
     if os.geteuid() == 0:
@@ -102,6 +105,21 @@ def _wait_for(url: str, server: subprocess.Popen, log: Path, timeout: float = 90
         except OSError:
             time.sleep(0.5)
     pytest.fail(f"JupyterLab did not answer within {timeout} s:\n{log.read_text()[-3000:]}")
+
+
+def _status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def test_test_server_admits_only_this_run_and_has_no_terminals(lab):
+    assert _status(f"{lab}/api/contents") == 403  # no token: another local user gets nothing
+    assert _status(f"{lab}/api/contents?token=course-lib-browser-test") == 403  # the old one
+    assert _status(f"{lab}/api/contents?token={TOKEN}") == 200
+    assert _status(f"{lab}/api/terminals?token={TOKEN}") == 404
 
 
 def test_step_through_in_jupyterlab(lab):

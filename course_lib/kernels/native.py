@@ -1,0 +1,168 @@
+"""C++ compiled into shared libraries and loaded into this process, cached on disk safely.
+
+Loading a library runs its code in the student's Python process, so the cache must hold only
+libraries this user built:
+
+* the cache directory is created with mode 0700, and any directory that is a symlink, is not
+  owned by this user or is writable by group or others is refused (``$COURSE_LIB_KERNEL_CACHE``)
+  or, for the default location, replaced by a fresh private temporary directory;
+* a library is named by the hash of everything that went into it (compiler, flags, source),
+  built under a temporary name and renamed into place, and stored next to a record of its own
+  SHA-256; it is loaded only when it is a regular file owned by this user, not writable by
+  others, and its bytes still match the record. Anything else (a truncated or corrupted file)
+  is rebuilt.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+from .errors import KernelCompileError, UnsafeCacheError
+
+CACHE_ENV = "COURSE_LIB_KERNEL_CACHE"
+COMPILER_ENV = "COURSE_LIB_CXX"
+FLAGS = ("-std=c++20", "-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-fno-strict-aliasing")
+# For plain C++ loops compiled for this CPU (the fusion pass's CPU kernels): vectorised for
+# the machine's SIMD units, without FMA contraction (results as NumPy computes them).
+NATIVE_FLAGS = ("-O3", "-march=native", "-ffp-contract=off")
+
+
+def compiler() -> str | None:
+    """Path of the C++ compiler (``$COURSE_LIB_CXX`` or ``g++``), or None."""
+    return shutil.which(os.environ.get(COMPILER_ENV, "g++"))
+
+
+def _unsafe(path: Path, kind: str) -> str | None:
+    """Why ``path`` (a directory or a file, not followed if a symlink) is unsafe, or None."""
+    info = os.lstat(path)
+    is_kind = stat.S_ISDIR(info.st_mode) if kind == "directory" else stat.S_ISREG(info.st_mode)
+    if not is_kind:
+        return f"it is not a plain {kind} (a symlink?)"
+    if info.st_uid != os.getuid():
+        return f"it belongs to user id {info.st_uid}, not to you ({os.getuid()})"
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"others may write to it (mode {stat.S_IMODE(info.st_mode):o})"
+    return None
+
+
+def _private_directory(path: Path) -> Path:
+    """``path``, created 0700 if missing; raises UnsafeCacheError if others could plant files."""
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UnsafeCacheError(f"cannot create the kernel cache {path}: {exc}") from None
+    reason = _unsafe(path, "directory")
+    if reason is not None:
+        raise UnsafeCacheError(
+            f"refusing the kernel cache {path}: {reason}; libraries there would run in this "
+            f"process. Use a directory only you can write (chmod 700), or set {CACHE_ENV}"
+        )
+    return path
+
+
+@functools.cache
+def _temporary_cache() -> Path:
+    return Path(tempfile.mkdtemp(prefix="course_lib-kernels-"))  # 0700, unpredictable name
+
+
+def cache_dir() -> Path:
+    """Directory of built libraries: ``$COURSE_LIB_KERNEL_CACHE`` (refused if unsafe), else
+    ``~/.cache/course_lib/emulator``, else a fresh private temporary directory."""
+    chosen = os.environ.get(CACHE_ENV)
+    if chosen:
+        return _private_directory(Path(chosen).expanduser())
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    try:
+        return _private_directory(base / "course_lib" / "emulator")
+    except UnsafeCacheError:
+        return _temporary_cache()
+
+
+@functools.cache
+def _compiler_identity(path: str) -> str:
+    result = subprocess.run([path, "--version"], capture_output=True, text=True, check=False)
+    return result.stdout.splitlines()[0] if result.stdout else path
+
+
+@functools.cache
+def _native_target(path: str) -> str:
+    """What ``-march=native`` means on this CPU (part of the cache key of native builds, so a
+    cache shared between machines never hands one CPU's instructions to another)."""
+    result = subprocess.run(
+        [path, "-march=native", "-Q", "--help=target"], capture_output=True, text=True, check=False
+    )
+    return result.stdout
+
+
+def _compile_errors(result: subprocess.CompletedProcess, cxx: str, filename: str) -> str:
+    stderr = result.stderr or ""
+    lines = [line for line in stderr.splitlines() if "error:" in line]
+    shown = "\n".join(lines[:8]) or stderr[-2000:].strip() or "(it printed nothing)"
+    return f"{cxx} could not compile {filename} (exit status {result.returncode}):\n{shown}"
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _verified(library: Path) -> bool:
+    """Is ``library`` one this user built, unchanged since (see the module docstring)?"""
+    record = library.with_suffix(".sha256")
+    try:
+        if _unsafe(library, "file") or _unsafe(record, "file"):
+            return False
+        return record.read_text().strip() == _digest(library)
+    except OSError:
+        return False
+
+
+def build_library(unit: str, filename: str = "module.cu", native: bool = False) -> Path:
+    """Compile a C++ translation unit into a shared library in :func:`cache_dir`.
+
+    Cached by hash and verified before reuse (rebuilt if it does not verify).
+    ``native=True`` adds :data:`NATIVE_FLAGS` (optimised for this CPU's vector units).
+    """
+    flags = FLAGS + NATIVE_FLAGS if native else FLAGS
+    cxx = compiler()
+    if cxx is None:
+        raise KernelCompileError(
+            "compiling kernels for the CPU needs a C++ compiler: install g++ (Debian: apt-get "
+            f"install g++) or set {COMPILER_ENV}"
+        )
+    identity = _compiler_identity(cxx) + (_native_target(cxx) if native else "")
+    key = hashlib.sha256("\0".join([identity, *flags, unit]).encode()).hexdigest()
+    directory = cache_dir()
+    library = directory / f"{key[:32]}.so"
+    if _verified(library):
+        return library
+    partial = directory / f"{key[:32]}.{os.getpid()}.{threading.get_ident()}.tmp"
+    result = subprocess.run(
+        [cxx, *flags, "-x", "c++", "-", "-o", str(partial)],
+        input=unit, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if result.returncode != 0 or not partial.is_file():
+        partial.unlink(missing_ok=True)
+        raise KernelCompileError(_compile_errors(result, cxx, filename))
+    record = partial.with_suffix(".sha256tmp")
+    record.write_text(_digest(partial))
+    os.replace(partial, library)  # the library first: a reader sees a record only after it
+    os.replace(record, library.with_suffix(".sha256"))
+    return library
+
+
+def load_library(unit: str, filename: str = "module.cu", native: bool = False) -> ctypes.CDLL:
+    """Build (or reuse) the library of ``unit`` and load it into this process."""
+    library = build_library(unit, filename, native)
+    try:
+        return ctypes.CDLL(str(library))
+    except OSError as exc:  # verified bytes that do not load: the compiler's fault, not ours
+        raise KernelCompileError(f"the library built for {filename} does not load: {exc}") from None

@@ -1,0 +1,179 @@
+"""Native code is built and loaded safely: private caches, verified libraries, a fallback
+when the compiler fails, and a watchdog that stops kernels that hang or crash."""
+
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import course_lib as cl
+from course_lib.kernels import emulator, native
+from course_lib.kernels.errors import KernelCompileError, KernelLaunchError, UnsafeCacheError
+from course_lib.passes import cpu_loop
+
+needs_emulator = pytest.mark.skipif(  # CI has g++: fail there rather than skip
+    not emulator.emulator_available() and not os.environ.get("CI"),
+    reason="the CUDA emulator needs g++ on PATH",
+)
+as_root = pytest.mark.skipif(os.getuid() != 0, reason="giving a file to another user needs root")
+UNIT = 'extern "C" __attribute__((visibility("default"))) int answer() { return 42; }  // %s\n'
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    path = tmp_path / "cache"
+    monkeypatch.setenv(native.CACHE_ENV, str(path))
+    return path
+
+
+@needs_emulator
+def test_cache_directory_is_created_private(cache):
+    native.build_library(UNIT % "private", "private.cpp")
+    assert os.stat(cache).st_mode & 0o777 == 0o700
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o770, 0o722])
+def test_cache_directory_others_can_write_is_refused(cache, mode):
+    cache.mkdir()
+    cache.chmod(mode)
+    with pytest.raises(UnsafeCacheError, match=r"others may write to it.*chmod 700"):
+        native.cache_dir()
+
+
+@as_root
+def test_cache_directory_of_another_user_is_refused(cache):
+    cache.mkdir(mode=0o700)
+    os.chown(cache, 65534, 65534)
+    with pytest.raises(UnsafeCacheError, match="belongs to user id 65534"):
+        native.cache_dir()
+
+
+def test_symlinked_cache_directory_is_refused(cache, tmp_path):
+    (tmp_path / "elsewhere").mkdir(mode=0o700)
+    cache.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(UnsafeCacheError, match="not a plain directory"):
+        native.cache_dir()
+
+
+def test_unsafe_default_cache_falls_back_to_a_private_temporary_directory(tmp_path, monkeypatch):
+    monkeypatch.delenv(native.CACHE_ENV, raising=False)
+    shared = tmp_path / "shared"
+    (shared / "course_lib" / "emulator").mkdir(parents=True)
+    (shared / "course_lib" / "emulator").chmod(0o777)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(shared))
+    chosen = native.cache_dir()
+    assert shared not in chosen.parents
+    assert os.stat(chosen).st_mode & 0o777 == 0o700 and os.stat(chosen).st_uid == os.getuid()
+
+
+@needs_emulator
+def test_planted_library_is_rebuilt_not_loaded(cache):
+    genuine = native.build_library(UNIT % "planted", "planted.cpp")
+    expected = genuine.read_bytes()
+    other = native.build_library(UNIT.replace("42", "666") % "other", "other.cpp")
+    genuine.write_bytes(other.read_bytes())  # same name, someone else's code
+    assert native.build_library(UNIT % "planted", "planted.cpp") == genuine
+    assert genuine.read_bytes() == expected
+    assert native.load_library(UNIT % "planted", "planted.cpp").answer() == 42
+
+
+@needs_emulator
+def test_corrupted_cached_library_is_rebuilt(cache):
+    library = native.build_library(UNIT % "corrupt", "corrupt.cpp")
+    library.write_bytes(library.read_bytes()[:100])  # truncated, e.g. by a full disk
+    assert native.load_library(UNIT % "corrupt", "corrupt.cpp").answer() == 42
+
+
+@as_root
+@needs_emulator
+def test_library_owned_by_another_user_is_rebuilt(cache):
+    library = native.build_library(UNIT % "owner", "owner.cpp")
+    os.chown(library, 65534, 65534)
+    native.build_library(UNIT % "owner", "owner.cpp")
+    assert os.stat(library).st_uid == os.getuid()
+
+
+@pytest.fixture
+def broken_compiler(tmp_path, monkeypatch):
+    script = tmp_path / "broken-g++"
+    script.write_text("#!/bin/sh\nexit 3\n")
+    script.chmod(0o755)
+    monkeypatch.setenv(native.COMPILER_ENV, str(script))
+    monkeypatch.setenv(native.CACHE_ENV, str(tmp_path / "cache"))
+    return script
+
+
+def test_broken_compiler_is_a_clear_error(broken_compiler):
+    with pytest.raises(KernelCompileError, match=r"exit status 3\):\n\(it printed nothing\)"):
+        native.build_library(UNIT % "broken", "broken.cpp")
+
+
+def test_fusion_falls_back_to_numexpr_when_the_compiler_fails(broken_compiler, monkeypatch):
+    monkeypatch.setattr(cpu_loop, "_build_failure", [])
+    cpu_loop._compiled.cache_clear()
+    v = cl.variable("v", (cpu_loop.LOOP_MIN_SIZE,), np.float32)
+    out = cl.tanh(v * 3.25 + 0.125) * 1.5  # an expression no other test compiles
+    feed = {v: np.linspace(-2, 2, cpu_loop.LOOP_MIN_SIZE, dtype=np.float32)}
+    with pytest.warns(cpu_loop.CompiledLoopUnavailable, match="exit status 3"):
+        actual = cl.Executor(out, optimize=True).run(feed)
+    np.testing.assert_allclose(actual, cl.Executor(out).run(feed), rtol=1e-6)
+    assert not cpu_loop.loop_worthy([feed[v]])  # and it is not tried again
+
+
+HANG = r"""
+extern "C" __global__ void wait_for_neighbour(int* flags) {
+    volatile int* f = flags;
+    if (threadIdx.x == 0) { while (f[1] == 0) { } }  // thread 1 never runs: thread 0 spins
+    f[threadIdx.x] = 1;
+}
+"""
+CRASH = r"""
+extern "C" __global__ void trap(float* x) { if (threadIdx.x == 0) __builtin_trap(); }
+"""
+
+
+@needs_emulator
+def test_hanging_kernel_is_stopped_by_the_watchdog(monkeypatch):
+    monkeypatch.setenv(emulator.TIMEOUT_ENV, "1")
+    kernel = emulator.compile_module(HANG, "hang.cu").get_function("wait_for_neighbour")
+    start = time.monotonic()
+    with pytest.raises(KernelLaunchError, match=r"hang\.cu: kernel wait_for_neighbour did not "
+                                                r"finish within 1 s.*__syncthreads"):  # fmt: skip
+        kernel(1, 2, [np.zeros(2, np.int32)])
+    assert time.monotonic() - start < 10
+
+
+@needs_emulator
+def test_hanging_kernel_is_interrupted_by_ctrl_c():
+    kernel = emulator.compile_module(HANG, "hang.cu").get_function("wait_for_neighbour")
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        kernel(1, 2, [np.zeros(2, np.int32)])
+    timer.cancel()
+    assert time.monotonic() - start < 10
+
+
+@needs_emulator
+def test_crashing_kernel_raises_instead_of_killing_python():
+    kernel = emulator.compile_module(CRASH, "crash.cu").get_function("trap")
+    with pytest.raises(KernelLaunchError, match=r"crash\.cu: kernel trap crashed \(SIGILL\)"):
+        kernel(1, 1, [np.zeros(4, np.float32)])
+
+
+@needs_emulator
+def test_kernel_results_come_back_from_the_watched_launch():
+    source = r'extern "C" __global__ void twice(float* x) { x[threadIdx.x] *= 2.0f; }'
+    x = np.arange(8, dtype=np.float32)
+    emulator.compile_module(source, "twice.cu").get_function("twice")(1, 8, [x])
+    np.testing.assert_array_equal(x, 2 * np.arange(8))
+
+
+def test_launch_timeout_must_be_positive(monkeypatch):
+    monkeypatch.setenv(emulator.TIMEOUT_ENV, "soon")
+    with pytest.raises(KernelLaunchError, match="COURSE_LIB_KERNEL_TIMEOUT='soon'"):
+        emulator.launch_timeout()
