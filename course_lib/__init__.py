@@ -9,7 +9,14 @@ mode); run them with :class:`Executor` or :func:`evaluate`; or compute eagerly w
 from . import backend, errors, gradcheck, passes, perf, strides
 from .autodiff import Dual, Step, Trace, grad, gradient_trace, jvp
 from .backend import describe_device, get_device, set_device
-from .errors import CourseLibError, DeviceError, FeedError, GraphError, ShapeError
+from .errors import (
+    CourseLibError,
+    DeviceError,
+    FeedError,
+    GraphError,
+    OutOfRangeError,
+    ShapeError,
+)
 from .graph import Node, Op, constant, topological_order, variable
 from .jacobians import JacobianResult, jacobian
 from .ops import *  # noqa: F403  (the op library is the public API)
@@ -25,6 +32,7 @@ __all__ = [
     "Executor",
     "FeedError",
     "GraphError",
+    "OutOfRangeError",
     "JacobianResult",
     "JitFunction",
     "Node",

@@ -23,6 +23,10 @@ class FeedError(CourseLibError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class OutOfRangeError(CourseLibError, IndexError):
+    """An integer id (a row of ``take``, a class of ``cross_entropy``) outside its range."""
+
+
 class GraphError(CourseLibError, TypeError):
     """A graph that cannot be built or evaluated as asked (wrong node types, mixing modes)."""
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import GraphError, OutOfRangeError
+
 
 def broadcast(*shapes):
     """NumPy broadcasting of static shapes; ``None`` if any is unknown."""
@@ -78,3 +80,23 @@ def indexed_shape(shape, index):
         return None
     probe = np.lib.stride_tricks.as_strided(np.zeros(1), shape=shape, strides=(0,) * len(shape))
     return probe[index].shape
+
+
+def check_ids(ids, size: int, what: str) -> None:
+    """Raise unless ``ids`` are integers in ``[0, size)`` (``what`` says why that range).
+
+    NumPy would read a negative id from the end, so a bad id would silently pick a wrong row
+    or class (and a gradient for none)."""
+    if getattr(ids, "dtype", np.dtype(float)).kind not in "iu":
+        raise GraphError(f"{what}: ids must be integers, got {type(ids).__name__} "
+                         f"of dtype {getattr(ids, 'dtype', None)}")  # fmt: skip
+    if ids.size == 0:
+        return
+    bad = (ids < 0) | (ids >= size)
+    if bad.any():
+        flat = int(bad.reshape(-1).argmax())
+        where = tuple(int(i) for i in np.unravel_index(flat, ids.shape))
+        raise OutOfRangeError(
+            f"{what}: id {int(ids.reshape(-1)[flat])} at position {where} is outside [0, {size}); "
+            "ids count from 0, and negative ids are refused (NumPy would count from the end)"
+        )

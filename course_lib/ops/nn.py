@@ -6,6 +6,7 @@ import math
 
 from ..graph import Node, Op, apply
 from ..kernels.dispatch import run_on_gpu
+from ._shapes import check_ids
 from .elementwise import div, exp, mul, sub
 from .reductions import sum
 
@@ -89,6 +90,7 @@ class CrossEntropy(Op):
         return logits_dtype
 
     def compute(self, xp, logits, targets):
+        check_ids(targets, logits.shape[-1], f"there are {logits.shape[-1]} classes")
         shifted = logits - xp.max(logits, axis=-1, keepdims=True)
         log_probs = shifted - xp.log(xp.sum(xp.exp(shifted), axis=-1, keepdims=True))
         picked = xp.take_along_axis(log_probs, targets[..., None], axis=-1)
@@ -121,6 +123,7 @@ class OneHotLike(Op):
         return logits_dtype
 
     def compute(self, xp, targets, logits):
+        check_ids(targets, logits.shape[-1], f"there are {logits.shape[-1]} classes")
         return (targets[..., None] == xp.arange(logits.shape[-1])).astype(logits.dtype)
 
     def gradient(self, node, g):

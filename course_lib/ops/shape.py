@@ -350,6 +350,7 @@ class Take(Op):
         return table_dtype
 
     def compute(self, xp, table, indices):
+        _shapes.check_ids(indices, table.shape[0], f"the table has {table.shape[0]} rows")
         return xp.take(table, indices, axis=0)
 
     def gradient(self, node, g):
@@ -372,6 +373,7 @@ class TakeAdjoint(Op):
         return g_dtype
 
     def compute(self, xp, g, indices, table):
+        _shapes.check_ids(indices, table.shape[0], f"the table has {table.shape[0]} rows")
         out = xp.zeros(table.shape, dtype=g.dtype)
         scatter_add(xp, out, indices, g)
         return out

@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import backend
 from ..autodiff.reverse import reverse_mode
-from ..errors import GraphError, ShapeError, describe_shapes
+from ..errors import CourseLibError, GraphError, ShapeError, describe_shapes
 from ..graph import Node, Op, _creation_counter, topological_order
 from ..graph import as_node as _as_node
 from ..ops.elementwise import _ADD, _DIV, _MUL, _SUB
@@ -219,7 +219,9 @@ class Tensor(Node):
         return f"Tensor({np.array2string(self.numpy(), precision=4)}{grad})"
 
 
-def _eager_error(op: Op, inputs: tuple, exc: Exception) -> ShapeError:
+def _eager_error(op: Op, inputs: tuple, exc: Exception) -> CourseLibError:
+    if isinstance(exc, CourseLibError):  # already says what is wrong: keep its class
+        return type(exc)(f"{op.label()}: {exc}")
     try:
         op.infer_shape(*(i.shape for i in inputs))
     except (ValueError, IndexError, TypeError) as inferred:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from .. import backend
-from ..errors import FeedError, GraphError, ShapeError
+from ..errors import CourseLibError, FeedError, GraphError, ShapeError
 from ..graph import Node, topological_order
 from ..ops.control import DEAD, Switch
 
@@ -174,11 +174,12 @@ class Executor:
         return outs[0] if self.single else outs
 
 
-def _run_error(node: Node, inputs: list, exc: Exception) -> ShapeError:
+def _run_error(node: Node, inputs: list, exc: Exception) -> CourseLibError:
     shapes = ", ".join(
         f"{i.name}: {tuple(getattr(v, 'shape', ()))}" for i, v in zip(node.inputs, inputs)
     )
-    return ShapeError(f"{node.op.label()} at node {node.name} failed on inputs ({shapes}): {exc}")
+    message = f"{node.op.label()} at node {node.name} failed on inputs ({shapes}): {exc}"
+    return type(exc)(message) if isinstance(exc, CourseLibError) else ShapeError(message)
 
 
 def _skipping_dead(op, skipped: list):
