@@ -84,11 +84,3 @@ def test_power_rejects_an_exponent_that_is_not_a_real_number(exponent):
     with pytest.raises(cl.GraphError, match=r"pow: the exponent must be a real number"):
         cl.variable("x") ** exponent
 
-
-def test_pow_zero_exponent_gradient_at_zero_is_zero():
-    x = cl.variable("x", (3,), np.float64)
-    (dx,) = cl.grad(cl.sum(x**0), [x])
-    np.testing.assert_array_equal(cl.evaluate(dx, {x: np.array([0.0, 1.0, -2.0])}), 0.0)
-    t = cl.Tensor([0.0, 2.0], requires_grad=True)
-    cl.sum(t**0).backward()
-    np.testing.assert_array_equal(t.grad.numpy(), 0.0)

@@ -26,6 +26,11 @@ def jvp(outputs: Node | Sequence[Node], tangents: Mapping[Node, object]):
     for var, value in tangents.items():
         if not isinstance(var, Node):
             raise GraphError(f"jvp: tangents must be keyed by nodes, got {type(var).__name__}")
+        if var.is_constant:  # a scalar constant is shared: its tangent would move every use
+            raise GraphError(
+                f"jvp: {var.name} is a constant, and constants are not differentiated; use "
+                f"a variable (course_lib.variable) for an input you want a derivative for"
+            )
         t = value if isinstance(value, Node) else constant(value)
         if t.shape is not None and var.shape is not None and t.shape != var.shape:
             if len(t.shape) > len(var.shape):

@@ -1,0 +1,74 @@
+"""Derivatives at the edges of their domains (0, ±0, ±inf, NaN, tiny and huge numbers) agree
+with PyTorch's, so no rule computes 0 · inf = NaN where the derivative is a number."""
+
+import numpy as np
+import pytest
+
+import course_lib as cl
+from conftest import oracle_import
+
+POINTS = [0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 1e-300, 1e300, -2.5, 3.0]
+OPS = {
+    "pow0": (lambda x: x**0, lambda x: x**0),
+    "pow1": (lambda x: x**1, lambda x: x**1),
+    "pow2": (lambda x: x**2, lambda x: x**2),
+    "pow3": (lambda x: x**3, lambda x: x**3),
+    "pow1.5": (lambda x: x**1.5, lambda x: x**1.5),
+    "pow_half": (lambda x: x**0.5, lambda x: x**0.5),
+    "pow_minus1": (lambda x: x**-1, lambda x: x**-1),
+    "exp": (cl.exp, lambda x: x.exp()),
+    "log": (cl.log, lambda x: x.log()),
+    "sin": (cl.sin, lambda x: x.sin()),
+    "cos": (cl.cos, lambda x: x.cos()),
+    "tanh": (cl.tanh, lambda x: x.tanh()),
+    "sigmoid": (cl.sigmoid, lambda x: x.sigmoid()),
+    "relu": (cl.relu, lambda x: x.relu()),
+    "silu": (cl.silu, lambda x: x * x.sigmoid()),
+    "sqrt": (cl.sqrt, lambda x: x.sqrt()),
+    "rsqrt": (cl.rsqrt, lambda x: x.rsqrt()),
+    "reciprocal": (lambda x: 1.0 / x, lambda x: 1.0 / x),
+    "square": (lambda x: x * x, lambda x: x * x),
+    "softmax": (lambda x: cl.softmax(x, -1), lambda x: x.softmax(-1)),
+    "logsumexp": (lambda x: cl.logsumexp(x, -1), lambda x: x.logsumexp(-1)),
+    "log_softmax": (lambda x: cl.log_softmax(x, -1), lambda x: x.log_softmax(-1)),
+}
+# where the engines differ on points with no derivative: relu of NaN, sqrt at -inf (NaN in
+# PyTorch, 0 here), and the sign of the infinite slope of sqrt and rsqrt at -0.0
+CONVENTIONS = {("relu", "nan"), ("pow_half", "-inf"), ("pow_half", "-0.0"), ("rsqrt", "-0.0")}
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_derivatives_at_the_edges_agree_with_pytorch(name):
+    torch = oracle_import("torch")
+    ours, theirs = OPS[name]
+    for point in POINTS:
+        if (name, str(point)) in CONVENTIONS:
+            continue
+        value = np.array([point])
+        one = cl.variable("x1", (1,), np.float64)
+        out = cl.sum(ours(one))
+        with np.errstate(all="ignore"):
+            (dx,) = cl.Executor(cl.grad(out, [one])).run({one: value}, allow_unused=True)
+            tangent_run = cl.Executor(cl.jvp(out, {one: np.ones(1)}))
+            tangent = tangent_run.run({one: value}, allow_unused=True)
+        t = torch.tensor(value, requires_grad=True)
+        (expected,) = torch.autograd.grad(theirs(t).sum(), t)
+        expected = expected.numpy()
+        np.testing.assert_allclose(dx, expected, rtol=1e-12, err_msg=f"d{name}/dx at {point}")
+        np.testing.assert_allclose(np.reshape(tangent, 1), expected, rtol=1e-12,
+                                   err_msg=f"tangent of {name} at {point}")  # fmt: skip
+
+
+def test_pow_zero_exponent_gradient_at_zero_is_zero():
+    x = cl.variable("x", (3,), np.float64)
+    (dx,) = cl.grad(cl.sum(x**0), [x])
+    np.testing.assert_array_equal(cl.evaluate(dx, {x: np.array([0.0, 1.0, -2.0])}), 0.0)
+    t = cl.Tensor([0.0, 2.0], requires_grad=True)
+    cl.sum(t**0).backward()
+    np.testing.assert_array_equal(t.grad.numpy(), 0.0)
+
+
+def test_jvp_refuses_a_tangent_for_a_constant():
+    x, two = cl.variable("x", (), np.float64), cl.constant(2.0)
+    with pytest.raises(cl.GraphError, match="jvp: 2 is a constant.*use a variable"):
+        cl.jvp(x * two + 2.0, {two: 1.0})
