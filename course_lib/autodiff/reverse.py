@@ -27,21 +27,19 @@ from ..ops import ones_like, sum_n, zeros_like
 
 @dataclass(frozen=True)
 class Step:
-    """One step of the algorithm.
+    """One step of the algorithm, and only what it changed.
 
     ``kind == "adjoint"``: line ``v̄i = sum(node_to_grad[i])`` ran for ``node``; ``created``
     is v̄i. ``kind == "partial"``: the partial adjoint ``created`` = v̄(k→i) was appended
-    for ``input`` k of ``node`` i. ``node_to_grad`` is the state after the step, and
-    ``sources`` has the same shape: for each entry of ``node_to_grad[k]``, the node i it
-    came from (``None`` for the seed ``[1]`` of the output).
+    to ``node_to_grad[k]`` for ``input`` k of ``node`` i. The whole ``node_to_grad`` after a
+    step is replayed from the steps by :meth:`Trace.state` (storing it in every step would
+    make a trace grow with the square of the graph).
     """
 
     kind: str
     node: Node
     input: Node | None
     created: Node
-    node_to_grad: dict
-    sources: dict
 
 
 @dataclass
@@ -53,6 +51,7 @@ class Trace:
     """
 
     out: Node
+    seed: Node  # v̄_out: node_to_grad starts as {out: [seed]}
     forward: list  # forward nodes (no constants) in creation order: v1, v2, ...
     steps: list = field(default_factory=list)
 
@@ -95,13 +94,23 @@ class Trace:
         k = self._numbers[owner]
         return f"v̄{k}" if source is None else f"v̄({k}→{self._numbers[source]})"
 
+    def state(self, step: int) -> tuple[dict, dict]:
+        """``node_to_grad`` after ``step``, and for each of its entries the node i it came
+        from (``None`` for the seed), replayed from the steps."""
+        node_to_grad, sources = {self.out: [self.seed]}, {self.out: [None]}
+        for s in self.steps[: step + 1]:
+            if s.kind == "partial":
+                node_to_grad.setdefault(s.input, []).append(s.created)
+                sources.setdefault(s.input, []).append(s.node)
+        return node_to_grad, sources
+
     def entries(self, step: int) -> list[tuple[Node, list[tuple[str, Node]]]]:
         """``node_to_grad`` after ``step``: (owner, [(entry label, partial node), ...]),
         owners from the highest node number down, as the lecture draws them."""
-        s = self.steps[step]
-        owners = sorted(s.node_to_grad, key=lambda n: -self._numbers[n])
+        node_to_grad, sources = self.state(step)
+        owners = sorted(node_to_grad, key=lambda n: -self._numbers[n])
         return [
-            (o, [(self._entry(o, src), p) for src, p in zip(s.sources[o], s.node_to_grad[o])])
+            (o, [(self._entry(o, src), p) for src, p in zip(sources[o], node_to_grad[o])])
             for o in owners
         ]
 
@@ -118,7 +127,7 @@ class Trace:
         s = self.steps[step]
         i = self._numbers[s.node]
         if s.kind == "adjoint":
-            sources = s.sources[s.node]
+            sources = self.state(step)[1][s.node]
             if sources == [None]:
                 return f"i = {i}: v̄{i} = sum([1]) = 1"
             return f"i = {i}: v̄{i} = {' + '.join(self._entry(s.node, src) for src in sources)}"
@@ -158,12 +167,11 @@ def reverse_mode(out: Node, wrt, record: bool, seed: Node | None = None, order=N
     if order is None:
         order = topological_order([out])
     depends = _depends_on(order, targets)
-    trace = Trace(out, [n for n in order if not n.is_constant]) if record else None
-
     if seed is None:
         seed = ones_like(out)
+    trace = Trace(out, seed, [n for n in order if not n.is_constant]) if record else None
+
     node_to_grad: dict[Node, list[Node]] = {out: [seed]}
-    sources: dict[Node, list[Node | None]] = {out: [None]}  # only kept for the trace
     adjoints: dict[Node, Node] = {}
     for node in reversed(order):
         partials = node_to_grad.get(node)
@@ -172,9 +180,7 @@ def reverse_mode(out: Node, wrt, record: bool, seed: Node | None = None, order=N
         adjoint = partials[0] if len(partials) == 1 else sum_n(*partials)
         adjoints[node] = adjoint
         if record:
-            trace.steps.append(
-                Step("adjoint", node, None, adjoint, *_snapshot(node_to_grad, sources))
-            )
+            trace.steps.append(Step("adjoint", node, None, adjoint))
         for inp in node.inputs:
             if inp in depends:
                 break
@@ -189,10 +195,7 @@ def reverse_mode(out: Node, wrt, record: bool, seed: Node | None = None, order=N
             else:
                 existing.append(part)
             if record:
-                sources.setdefault(inp, []).append(node)
-                trace.steps.append(
-                    Step("partial", node, inp, part, *_snapshot(node_to_grad, sources))
-                )
+                trace.steps.append(Step("partial", node, inp, part))
     grads = [adjoints.get(t) if t in adjoints else zeros_like(t) for t in targets]
     result = grads[0] if single else grads
     return (result, trace) if record else (result, None)
@@ -209,9 +212,3 @@ def _depends_on(order: list[Node], targets: list[Node]) -> set[Node]:
                     break
     return depends
 
-
-def _snapshot(node_to_grad: dict, sources: dict) -> tuple[dict, dict]:
-    return (
-        {n: list(parts) for n, parts in node_to_grad.items()},
-        {n: list(srcs) for n, srcs in sources.items()},
-    )
