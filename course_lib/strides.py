@@ -82,10 +82,12 @@ class StridedView:
                 f"strides {buffer.strides}; pass array.reshape(-1) of a contiguous array, or use "
                 "StridedView.from_numpy(array)"
             )
-        self.buffer = buffer
-        self.shape = _as_shape(shape)
-        self.strides = row_major_strides(self.shape) if strides is None else _as_ints(strides)
-        self.offset = operator.index(offset)
+        shape = _as_shape(shape)
+        strides = row_major_strides(shape) if strides is None else _as_ints(strides)
+        layout = (buffer.shape, buffer.strides, buffer.dtype)
+        fields = (buffer, shape, strides, operator.index(offset), layout)
+        for name, value in zip(self.__slots__, fields):
+            object.__setattr__(self, name, value)
         if len(self.strides) != len(self.shape):
             raise ShapeError(
                 f"shape {self.shape} has {len(self.shape)} axes but strides {self.strides} "
@@ -93,7 +95,36 @@ class StridedView:
             )
         self._check_inside_buffer()
 
+    __slots__ = ("_buffer", "_shape", "_strides", "_offset", "_buffer_layout")
+
+    def __setattr__(self, name, value):
+        raise AttributeError(
+            f"StridedView is immutable (setting {name!r} could point it outside its buffer); "
+            "make a new view: StridedView(view.buffer, shape, strides, offset), or use "
+            "view[...], permute, broadcast_to, reshape"
+        )
+
     # ----------------------------------------------------------------- basic facts
+    @property
+    def buffer(self) -> np.ndarray:
+        """The flat memory, shared by every view made from this one."""
+        return self._buffer
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The logical shape."""
+        return self._shape
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """Elements to skip to move one step along each axis."""
+        return self._strides
+
+    @property
+    def offset(self) -> int:
+        """Position in the buffer of the element at index ``(0, 0, ...)``."""
+        return self._offset
+
     @property
     def ndim(self) -> int:
         """Number of axes."""
@@ -183,6 +214,13 @@ class StridedView:
 
     def to_numpy(self) -> np.ndarray:
         """A NumPy view of the same memory (``as_strided``; no copy)."""
+        # as_strided trusts the bounds checked at construction: the buffer must be as it was
+        current = (self._buffer.shape, self._buffer.strides, self._buffer.dtype)
+        if current != self._buffer_layout:
+            raise ShapeError(
+                f"the view's buffer was changed in place from {self._buffer_layout} to "
+                f"{current} (shape, strides, dtype); build a new view"
+            )
         start = self.buffer[self.offset :] if self.size else self.buffer[:0]
         return as_strided(start, shape=self.shape, strides=self.byte_strides)
 

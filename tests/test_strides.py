@@ -336,3 +336,31 @@ def test_byte_strides_that_split_elements_are_refused():
     odd = np.lib.stride_tricks.as_strided(np.zeros(8), shape=(3,), strides=(12,))
     with pytest.raises(ShapeError, match="not multiples of the itemsize"):
         StridedView.from_numpy(odd)
+
+
+@pytest.mark.parametrize("field, value", [("strides", (10**6,)), ("shape", (10**6,)),
+                                          ("offset", -5), ("buffer", np.zeros(1))])  # fmt: skip
+def test_strided_view_is_immutable(field, value):
+    view = StridedView(np.arange(10.0), (10,))
+    with pytest.raises(AttributeError, match=f"immutable \\(setting '{field}'"):
+        setattr(view, field, value)
+    np.testing.assert_array_equal(view.to_numpy(), np.arange(10.0))
+
+
+def test_strided_view_refuses_a_buffer_changed_in_place():
+    buffer = np.arange(10.0)
+    view = StridedView(buffer, (5,), (2,))
+    view.buffer.dtype = np.complex128  # now 5 elements: the checked bounds no longer hold
+    with pytest.raises(ShapeError, match="buffer was changed in place"):
+        view.to_numpy()
+
+
+@given(st.lists(st.integers(-(2**62), 2**62), min_size=1, max_size=3), st.integers(-50, 50))
+def test_no_strides_or_offset_reach_outside_the_buffer(strides, offset):
+    shape = tuple(2 for _ in strides)
+    try:
+        view = StridedView(np.arange(20.0), shape, strides, offset)
+    except OutOfBoundsError:
+        return
+    assert set(view.element_offsets().ravel()) <= set(range(20))
+    np.testing.assert_array_equal(view.to_numpy(), np.arange(20.0)[view.element_offsets()])
