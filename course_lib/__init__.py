@@ -15,6 +15,7 @@ from .errors import (
     FeedError,
     GraphError,
     OutOfRangeError,
+    ParameterError,
     ShapeError,
 )
 from .graph import Node, Op, constant, topological_order, variable
@@ -33,6 +34,7 @@ __all__ = [
     "FeedError",
     "GraphError",
     "OutOfRangeError",
+    "ParameterError",
     "JacobianResult",
     "JitFunction",
     "Node",

@@ -23,6 +23,10 @@ class FeedError(CourseLibError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class ParameterError(CourseLibError, ValueError):
+    """A parameter of an op or a calculator with the right type but an invalid value."""
+
+
 class OutOfRangeError(CourseLibError, IndexError):
     """An integer id (a row of ``take``, a class of ``cross_entropy``) outside its range."""
 

@@ -19,6 +19,7 @@ from numbers import Number
 
 import numpy as np
 
+from . import params
 from .errors import GraphError, ShapeError, describe_shapes
 
 Shape = tuple  # a tuple of ints; ``None`` stands for "unknown"
@@ -234,20 +235,13 @@ class Constant(Op):
         return "constant"
 
 
-def _normalize_shape(shape) -> Shape | None:
-    if shape is None:
-        return None
-    if isinstance(shape, int):
-        return (shape,)
-    return tuple(None if d is None else int(d) for d in shape)
-
-
 def variable(name: str, shape=None, dtype=None) -> Node:
     """A graph input called ``name``; ``shape`` may contain ``None`` for any size."""
     if not isinstance(name, str) or not name:
         raise GraphError(f"a variable needs a non-empty string name, got {name!r}")
-    shape = _normalize_shape(shape)
-    return Node(Variable(), (), name, shape, None if dtype is None else np.dtype(dtype))
+    shape = None if shape is None else params.shape(shape, f"variable {name}: shape")
+    dtype = None if dtype is None else params.dtype(dtype, f"variable {name}")
+    return Node(Variable(), (), name, shape, dtype)
 
 
 _scalar_constants: dict = {}
@@ -277,8 +271,7 @@ def constant(value, name: str | None = None) -> Node:
     else:
         array = np.array(value)  # a copy: changing ``value`` later cannot change the graph
         array.flags.writeable = False  # nor can changing what a run returns
-    if array.dtype == object:
-        raise GraphError(f"constant() cannot hold {type(value).__name__} values")
+    params.numeric_array(array, "constant()")
     if name is None:
         name = _scalar_name(array.item()) if array.ndim == 0 else f"const{list(array.shape)}"
     return Node(Constant(array), (), name, tuple(array.shape), array.dtype)

@@ -5,15 +5,13 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable
 
-from ..errors import ShapeError
+from .. import params
 from .config import LlamaConfig
 
 
 def positive_size(value: int, name: str, caller: str) -> int:
     """``value`` as an int if it is a positive integer, else a ShapeError naming ``caller``."""
-    if isinstance(value, bool) or int(value) != value or value < 1:
-        raise ShapeError(f"{caller}: {name} must be a positive integer, got {value!r}")
-    return int(value)
+    return params.positive_size(value, f"{caller}: {name}")
 
 
 def require_config(config, caller: str) -> LlamaConfig:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import ShapeError
+from .. import params
+from ..errors import ParameterError, ShapeError
 
 
 @dataclass(frozen=True)
@@ -45,9 +46,10 @@ class LlamaConfig:
     def __post_init__(self):
         sizes = ("dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim", "vocab_size", "max_seq_len")
         for field in sizes:
-            if int(getattr(self, field)) < 1:
-                value = getattr(self, field)
-                raise ShapeError(f"LlamaConfig.{field} must be a positive integer, got {value}")
+            params.positive_size(getattr(self, field), f"LlamaConfig.{field}")
+        params.real(self.norm_eps, "LlamaConfig.norm_eps", minimum=0.0)
+        if params.real(self.rope_theta, "LlamaConfig.rope_theta") <= 1:
+            raise ParameterError(f"LlamaConfig.rope_theta must be > 1, got {self.rope_theta}")
         if self.dim % self.n_heads:
             raise ShapeError(
                 f"LlamaConfig: dim={self.dim} is not divisible by n_heads={self.n_heads}"

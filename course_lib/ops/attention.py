@@ -25,6 +25,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from .. import params
 from ..errors import ShapeError
 from ..graph import Node, Op, apply
 from .elementwise import mul, sub, tangent_sum
@@ -196,8 +197,9 @@ class CausalSoftmax(Op):
     name = "causal_softmax"
 
     def __init__(self, scale: float):
-        super().__init__(scale=float(scale))
-        self.scale = float(scale)
+        scale = params.real(scale, f"{self.name}: scale")
+        super().__init__(scale=scale)
+        self.scale = scale
 
     def infer_shape(self, shape):
         if shape is not None and len(shape) < 2:
@@ -231,8 +233,9 @@ class SoftmaxGrad(Op):
     name = "softmax_grad"
 
     def __init__(self, scale: float = 1.0):
-        super().__init__(scale=float(scale))
-        self.scale = float(scale)
+        scale = params.real(scale, f"{self.name}: scale")
+        super().__init__(scale=scale)
+        self.scale = scale
 
     def infer_shape(self, g, p):
         _same(self.name, "shapes", g, p)

@@ -7,6 +7,7 @@ import numbers
 
 import numpy as np
 
+from .. import params
 from ..errors import GraphError
 from ..graph import Node, Op, apply
 from . import _shapes
@@ -426,8 +427,9 @@ class Cast(Unary):
     name, cost = "cast", 0
 
     def __init__(self, dtype):
-        super().__init__(dtype=np.dtype(dtype).name)
-        self.dtype = np.dtype(dtype)
+        dtype = params.dtype(dtype, "cast")
+        super().__init__(dtype=dtype.name)
+        self.dtype = dtype
 
     def infer_dtype(self, *dtypes):
         return self.dtype

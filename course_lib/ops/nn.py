@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 
+from .. import params
 from ..graph import Node, Op, apply
 from ..kernels.dispatch import run_on_gpu
+from . import _shapes
 from ._shapes import check_ids
 from .elementwise import div, exp, mul, sub
 from .reductions import sum
@@ -17,10 +19,13 @@ class Softmax(Op):
     name, cost = "softmax", 5
 
     def __init__(self, axis=-1):
+        axis = params.integer(axis, f"{self.name}: axis")
         super().__init__(axis=axis)
         self.axis = axis
 
     def infer_shape(self, shape):
+        if shape is not None:
+            _shapes.normalize_axes(self.axis, len(shape))  # raises if the axis does not exist
         return shape
 
     def compute(self, xp, x):
@@ -48,10 +53,13 @@ class LogSoftmax(Op):
     name, cost = "log_softmax", 5
 
     def __init__(self, axis=-1):
+        axis = params.integer(axis, f"{self.name}: axis")
         super().__init__(axis=axis)
         self.axis = axis
 
     def infer_shape(self, shape):
+        if shape is not None:
+            _shapes.normalize_axes(self.axis, len(shape))  # raises if the axis does not exist
         return shape
 
     def compute(self, xp, x):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from .. import params
 from ..graph import Node, Op, apply
 from ..kernels.dispatch import run_on_gpu
 from .elementwise import add, mul, ones_like, rsqrt, sub, tangent_sum
@@ -64,8 +65,9 @@ class _RMSNormFamily(Op):
     """What RMSNorm and its two adjoint ops share: ε (a float) as their one attribute."""
 
     def __init__(self, eps: float = 1e-5):
-        super().__init__(eps=float(eps))
-        self.eps = float(eps)
+        eps = params.real(eps, f"{self.name}: eps", minimum=0.0)
+        super().__init__(eps=eps)
+        self.eps = eps
 
 
 class RMSNorm(_RMSNormFamily):
@@ -185,6 +187,7 @@ def rms_norm(x, weight, eps: float = 1e-5) -> Node:
 def layer_norm(x: Node, weight: Node, bias: Node, eps: float = 1e-5) -> Node:
     """LayerNorm over the last axis (the original Transformer's), built from primitives:
     ``(x − mean) / sqrt(var + eps) · weight + bias``."""
+    eps = params.real(eps, "layer_norm: eps", minimum=0.0)
     centred = sub(x, mean(x, -1, keepdims=True))
     normalized = mul(centred, rsqrt(add(mean(mul(centred, centred), -1, keepdims=True), eps)))
     return add(mul(normalized, weight), bias)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import math
 
+from .. import params
 from ..graph import Node, Op, apply
 from . import _shapes
 from .elementwise import div, equal, exp, mul, sub
@@ -14,10 +15,10 @@ class Reduce(Op):
     """A reduction over ``axis`` (None: all axes), optionally keeping reduced dims."""
 
     def __init__(self, axis=None, keepdims=False):
-        if isinstance(axis, list):
-            axis = tuple(axis)
-        super().__init__(axis=axis, keepdims=bool(keepdims))
-        self.axis, self.keepdims = axis, bool(keepdims)
+        axis = params.axis(axis, f"{self.name}: axis")
+        keepdims = params.flag(keepdims, f"{self.name}: keepdims")
+        super().__init__(axis=axis, keepdims=keepdims)
+        self.axis, self.keepdims = axis, keepdims
 
     def infer_shape(self, shape):
         return _shapes.reduced(shape, self.axis, self.keepdims)

@@ -6,7 +6,9 @@ import math
 
 import numpy as np
 
+from .. import params
 from ..backend import scatter_add
+from ..errors import ShapeError
 from ..graph import Node, Op, apply
 from . import _shapes
 from .elementwise import zeros_like
@@ -438,15 +440,21 @@ def concat(xs, axis=0) -> Node:
 
 def split(x, sections, axis=0) -> list[Node]:
     """Split ``x`` along ``axis`` into ``sections`` equal parts or at the given sizes."""
+    axis = params.integer(axis, f"split of {x.name}: axis")
     size = None if x.shape is None else x.shape[axis]
     if isinstance(sections, int):
         if size is None:
-            raise ValueError(f"split of {x.name}: the size along axis {axis} must be known")
-        if size % sections:
-            raise ValueError(f"split of {x.name}: {size} is not divisible into {sections} parts")
+            raise ShapeError(f"split of {x.name}: the size along axis {axis} must be known")
+        if sections < 1 or size % sections:
+            raise ShapeError(f"split of {x.name}: {size} is not divisible into {sections} parts")
         sizes = [size // sections] * sections
     else:
-        sizes = list(sections)
+        sizes = list(params.shape(sections, f"split of {x.name}: sizes"))
+        if size is not None and sum(sizes) != size:
+            raise ShapeError(
+                f"split of {x.name}: sizes {sizes} add up to {sum(sizes)}, but axis {axis} "
+                f"has {size} elements"
+            )
     parts, start = [], 0
     for n in sizes:
         index = [slice(None)] * (axis % len(x.shape) if x.shape is not None else axis)

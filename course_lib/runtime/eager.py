@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from .. import backend
+from .. import backend, params
 from ..autodiff.reverse import reverse_mode
 from ..errors import CourseLibError, GraphError, ShapeError, describe_shapes
 from ..graph import Node, Op, _creation_counter, topological_order
@@ -83,6 +83,7 @@ class Tensor(Node):
     def __init__(self, array, requires_grad: bool = False, name: str | None = None):
         xp = backend.xp()
         data = xp.array(array.data if isinstance(array, Tensor) else array, copy=True)
+        params.numeric_array(data, "Tensor")
         if requires_grad and data.dtype.kind not in "fc":
             raise GraphError(f"only floating-point tensors can require gradients, not {data.dtype}")
         self._init(_LEAF, (), name or "tensor", data, requires_grad)

@@ -1,0 +1,92 @@
+"""Checks of the parameters that ops, graph constructors and calculators take.
+
+A wrong parameter fails when the node is built, with a message naming the op, instead of as
+NaN or a crash when the graph runs. Wrong types raise :class:`GraphError` (a TypeError),
+wrong values :class:`ParameterError` (a ValueError).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from .errors import GraphError, ParameterError, ShapeError
+
+
+def integer(value, what: str) -> int:
+    """``value`` as an int: Python or NumPy integers, not bools or floats."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise GraphError(f"{what} must be an integer, got {value!r} ({type(value).__name__})")
+    return int(value)
+
+
+def axis(value, what: str):
+    """An axis argument: None, an int, or a tuple/list of ints (range checked by shape rules)."""
+    if value is None:
+        return None
+    if isinstance(value, (tuple, list)):
+        return tuple(integer(a, what) for a in value)
+    return integer(value, what)
+
+
+def flag(value, what: str) -> bool:
+    """A yes/no argument: True or False (so a misplaced axis is not silently truthy)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise GraphError(f"{what} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def real(value, what: str, minimum: float | None = None) -> float:
+    """A finite real number (not a bool), at least ``minimum`` when given."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise GraphError(f"{what} must be a real number, got {value!r} ({type(value).__name__})")
+    number = float(value)
+    if not math.isfinite(number) or (minimum is not None and number < minimum):
+        bound = "" if minimum is None else f" and at least {minimum:g}"
+        raise ParameterError(f"{what} must be finite{bound}, got {number!r}")
+    return number
+
+
+def positive_size(value, what: str) -> int:
+    """A count such as a batch size or a width: a positive integer (``4096.0`` is accepted,
+    ``2.5``, ``True``, NaN and text are not); a :class:`ShapeError` otherwise."""
+    try:
+        ok = not isinstance(value, (bool, np.bool_)) and int(value) == value and value >= 1
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok:
+        raise ShapeError(f"{what} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def dtype(value, what: str) -> np.dtype:
+    """A NumPy dtype of booleans or real numbers."""
+    try:
+        result = np.dtype(value)
+    except TypeError:
+        raise GraphError(f"{what}: {value!r} is not a dtype (try 'float32' or np.int64)") from None
+    if result.kind not in "biuf":
+        raise GraphError(f"{what}: course_lib computes with booleans, integers and real "
+                         f"floats, not {result}")  # fmt: skip
+    return result
+
+
+def numeric_array(array, what: str):
+    """``array`` if its dtype holds booleans, integers or real floats (not text, objects or
+    complex numbers, which course_lib's ops and derivatives are not written for)."""
+    kind = getattr(getattr(array, "dtype", None), "kind", "O")
+    if kind not in "biuf":
+        raise GraphError(f"{what} holds numbers (booleans, integers, real floats), not "
+                         f"{getattr(array, 'dtype', type(array).__name__)} values")  # fmt: skip
+    return array
+
+
+def shape(value, what: str) -> tuple:
+    """A static shape: non-negative ints, ``None`` for a size not known before running."""
+    dims = (value,) if isinstance(value, numbers.Integral) else tuple(value)
+    out = tuple(None if d is None else integer(d, what) for d in dims)
+    if any(d is not None and d < 0 for d in out):
+        raise ParameterError(f"{what} must have sizes >= 0 (or None), got {out}")
+    return out
