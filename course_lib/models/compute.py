@@ -59,9 +59,7 @@ def seconds_by_family(
 ) -> dict[str, float]:
     """Measured seconds per family: each op timed on its own (median of ``repeats`` runs,
     its inputs computed beforehand), summed per family like :func:`flops_by_family`.
-
-    For forward graphs: an op that writes its inputs in place (an optimiser's update node)
-    would be applied ``repeats`` + 1 times.
+    Ops are pure, so timing one several times changes nothing (update nodes included).
     """
     family_of, totals = _family_totals(families)
     xp = backend.xp()
