@@ -15,6 +15,7 @@ libraries this user built:
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import functools
 import hashlib
@@ -71,7 +72,9 @@ def _private_directory(path: Path) -> Path:
 
 @functools.cache
 def _temporary_cache() -> Path:
-    return Path(tempfile.mkdtemp(prefix="course_lib-kernels-"))  # 0700, unpredictable name
+    path = tempfile.mkdtemp(prefix="course_lib-kernels-")  # 0700, unpredictable name
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return Path(path)
 
 
 def cache_dir() -> Path:
