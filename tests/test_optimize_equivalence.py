@@ -72,7 +72,7 @@ def _run(outputs, feed, optimize):
         return type(exc)
 
 
-def _assert_same(actual, expected, dtype, what, tolerance=None):
+def _assert_same(actual, expected, dtype, what):
     if isinstance(expected, type) or isinstance(actual, type):
         assert actual is expected, f"{what}: optimised {actual!r}, unoptimised {expected!r}"
         return
@@ -85,7 +85,7 @@ def _assert_same(actual, expected, dtype, what, tolerance=None):
         np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want), err_msg=f"{label}: -inf")
         finite = np.isfinite(want)
         scale = float(np.max(np.abs(want[finite]), initial=1.0))
-        tol = tolerance or TOLERANCE[dtype]
+        tol = TOLERANCE[dtype]
         np.testing.assert_allclose(got[finite], want[finite], rtol=tol, atol=tol * scale,
                                    err_msg=label)  # fmt: skip
 
@@ -122,7 +122,13 @@ def test_optimized_graph_keeps_values_and_gradients(case):
     _assert_same(_run(outputs, feed, True), _run(outputs, feed, False), dtype, "outputs")
 
 
-OPTIMIZERS = {"sgd": lambda a: SGD(lr=0.1, weight_decay=0.01), "adamw": lambda a: AdamW(a, lr=0.1)}
+# AdamW's step g / (|g| + eps) amplifies rounding of tiny gradients by up to 1/eps: with the
+# usual eps = 1e-8, one ulp of 1 − sigmoid(x) in a cancelling gradient moves a parameter by
+# 1e-4·lr. A larger eps keeps what this test checks (the update graph's meaning) well posed.
+OPTIMIZERS = {
+    "sgd": lambda a: SGD(lr=0.1, weight_decay=0.01),
+    "adamw": lambda a: AdamW(a, lr=0.1, eps=1e-3, weight_decay=0.01),
+}
 
 
 @pytest.mark.parametrize("kind", OPTIMIZERS)
@@ -131,9 +137,8 @@ OPTIMIZERS = {"sgd": lambda a: SGD(lr=0.1, weight_decay=0.01), "adamw": lambda a
 def test_optimized_training_graph_writes_back_the_same_parameters(kind, case):
     program, shape, dtype, specials, seed = case
     make = OPTIMIZERS[kind]
-    # AdamW's step is about g / (|g| + 1e-8), ill-conditioned where gradients cancel: one ulp
-    # of tanh in 1 − tanh² can move it by up to lr in float32, by ~1e-8 in float64
-    dtype, tolerance = (np.float64, 1e-6) if kind == "adamw" else (dtype, None)
+    if kind == "adamw":  # float32 rounding, amplified by 1/eps, would still move it by ~1e-4
+        dtype = np.float64
     xs, out = _build(program, shape, dtype)
     rng = np.random.default_rng(seed)
     start = {x.name: _sample(x, rng, specials) for x in xs}
@@ -156,4 +161,4 @@ def test_optimized_training_graph_writes_back_the_same_parameters(kind, case):
         results[optimize] = history
     assert len(results[True]) == len(results[False])
     for step, (got, want) in enumerate(zip(results[True], results[False])):
-        _assert_same(got, want, dtype, f"step {step}", tolerance)
+        _assert_same(got, want, dtype, f"step {step}")
