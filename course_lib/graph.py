@@ -59,8 +59,12 @@ class Op:
         return np.result_type(*known) if known and len(known) == len(dtypes) else None
 
     # -- derivatives (both return *nodes*) ----------------------------------------------
-    def gradient(self, node: Node, adjoint: Node) -> list[Node | None]:
-        """Partial adjoints ``v̄(k→i)`` for each input k of ``node`` (None: no gradient)."""
+    def gradient(self, node: Node, adjoint: Node, needs: Sequence[bool]) -> list[Node | None]:
+        """Partial adjoints ``v̄(k→i) = v̄i · ∂vi/∂vk`` for each input k of ``node``.
+
+        ``needs[k]`` says whether input k leads to a node we differentiate for; a rule may
+        return None there instead of building (or, eagerly, computing) a partial no one uses.
+        """
         raise GraphError(f"op '{self.name}' (node {node.name}) is not differentiable")
 
     def jvp(self, node: Node, *tangents: Node | None) -> Node | None:

@@ -42,3 +42,27 @@ def test_trace_state_is_node_to_grad_after_each_step():
         "{7: [v̄7], 6: [v̄(6→7)], 5: [v̄(5→7)], 4: [v̄(4→5)], 3: [v̄(3→5)], "
         "2: [v̄(2→6), v̄(2→4)], 1: [v̄(1→4), v̄(1→3)]}"
     )
+
+
+def test_rules_skip_inputs_that_need_no_gradient(monkeypatch):
+    from course_lib.ops.elementwise import Mul
+
+    calls, compute = [], Mul.compute
+
+    def counted(self, xp, x, y):
+        calls.append(1)
+        return compute(self, xp, x, y)
+
+    monkeypatch.setattr(Mul, "compute", counted)
+    a = cl.Tensor([1.0, 2.0], requires_grad=True)
+    b = cl.Tensor([3.0, 4.0])  # a constant of the computation: no partial adjoint for it
+    cl.sum(a * b).backward()
+    assert len(calls) == 2  # the forward product and v̄(a→·) = ḡ·b, not ḡ·a as well
+    np.testing.assert_array_equal(a.grad.numpy(), [3.0, 4.0])
+
+
+def test_symbolic_gradient_builds_no_partial_for_an_input_not_asked_for():
+    x, y = cl.variable("x"), cl.variable("y")
+    _, trace = cl.gradient_trace(x * y, [x])
+    assert [(s.kind, s.input) for s in trace.steps] == [("adjoint", None), ("partial", x),
+                                                        ("adjoint", None)]  # fmt: skip

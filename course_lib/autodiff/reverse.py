@@ -58,6 +58,15 @@ class Trace:
     def __post_init__(self):
         self._numbers = {n: i + 1 for i, n in enumerate(self.forward)}
 
+    # -- the observer of gradient(): one Step per line that built a node -----------------
+    def on_adjoint(self, node: Node, created: Node) -> None:
+        """``v̄i = sum(node_to_grad[i])`` ran for ``node``."""
+        self.steps.append(Step("adjoint", node, None, created))
+
+    def on_partial(self, node: Node, input: Node, created: Node) -> None:
+        """``v̄(k→i)`` (``created``) was appended to ``node_to_grad[input]``."""
+        self.steps.append(Step("partial", node, input, created))
+
     def number(self, node: Node) -> int:
         """The lecture number i of a forward node (``v_i``)."""
         return self._numbers[node]
@@ -142,20 +151,54 @@ def grad(out: Node, wrt: Node | Sequence[Node], seed: Node | None = None) -> lis
     A ``wrt`` node that ``out`` does not depend on gets ``zeros_like`` of itself.
     ``seed`` is v̄_out, the adjoint of ``out`` (ones by default: d out / d out).
     """
-    grads, _ = reverse_mode(out, wrt, record=False, seed=seed)
-    return grads
+    targets = _targets(out, wrt)
+    seed = ones_like(out) if seed is None else seed
+    adjoints = gradient(out, targets, seed, topological_order([out]))
+    return _result(adjoints, targets, single=isinstance(wrt, Node))
 
 
 def gradient_trace(out: Node, wrt: Node | Sequence[Node]):
     """Like :func:`grad`, and also return the :class:`Trace` of every step."""
-    return reverse_mode(out, wrt, record=True)
+    targets, seed, order = _targets(out, wrt), ones_like(out), topological_order([out])
+    trace = Trace(out, seed, [n for n in order if not n.is_constant])
+    adjoints = gradient(out, targets, seed, order, observer=trace)
+    return _result(adjoints, targets, single=isinstance(wrt, Node)), trace
 
 
-def reverse_mode(out: Node, wrt, record: bool, seed: Node | None = None, order=None):
+def gradient(out: Node, wrt: list[Node], seed: Node, order: list[Node], observer=None) -> dict:
+    """The lecture's ``gradient(out)``, line for line (see the module docstring).
+
+    ``order`` is the topological order of ``out``'s graph; only nodes on a path to a ``wrt``
+    node get adjoints, and each rule is told which of its inputs need one (``needs``).
+    ``observer`` (a :class:`Trace`) hears of every adjoint and partial adjoint built.
+    Returns ``{node: v̄node}`` for every node reached.
+    """
+    needs_grad = _depends_on(order, wrt)
+    node_to_grad = {out: [seed]}
+    adjoints = {}
+    for i in reversed(order):  # for i in reverse_topo_order(out)
+        if i not in node_to_grad or i not in needs_grad:
+            continue
+        adjoints[i] = vi_bar = sum_n(*node_to_grad[i])  # v̄i = sum(node_to_grad[i])
+        if observer is not None:
+            observer.on_adjoint(i, vi_bar)
+        needs = [k in needs_grad for k in i.inputs]
+        if not any(needs):
+            continue
+        for k, vki_bar in zip(i.inputs, i.op.gradient(i, vi_bar, needs)):  # for k in inputs(i)
+            if vki_bar is None:  # v̄(k→i) = v̄i · ∂vi/∂vk, None where k needs no gradient
+                continue
+            node_to_grad.setdefault(k, []).append(vki_bar)  # append v̄(k→i) to node_to_grad[k]
+            if observer is not None:
+                observer.on_partial(i, k, vki_bar)
+    return adjoints
+
+
+def _targets(out: Node, wrt) -> list[Node]:
+    """``wrt`` as a list, checked: nodes, and no constants."""
     if not isinstance(out, Node):
         raise GraphError(f"grad needs a node as its output, got {type(out).__name__}")
-    single = isinstance(wrt, Node)
-    targets = [wrt] if single else list(wrt)
+    targets = [wrt] if isinstance(wrt, Node) else list(wrt)
     for t in targets:
         if not isinstance(t, Node):
             raise GraphError(f"grad: wrt must hold nodes, got {type(t).__name__}")
@@ -164,41 +207,12 @@ def reverse_mode(out: Node, wrt, record: bool, seed: Node | None = None, order=N
                 f"grad: {t.name} is a constant, and constants are not differentiated; "
                 "make it a variable to get its gradient"
             )
-    if order is None:
-        order = topological_order([out])
-    depends = _depends_on(order, targets)
-    if seed is None:
-        seed = ones_like(out)
-    trace = Trace(out, seed, [n for n in order if not n.is_constant]) if record else None
+    return targets
 
-    node_to_grad: dict[Node, list[Node]] = {out: [seed]}
-    adjoints: dict[Node, Node] = {}
-    for node in reversed(order):
-        partials = node_to_grad.get(node)
-        if partials is None or node not in depends:
-            continue
-        adjoint = partials[0] if len(partials) == 1 else sum_n(*partials)
-        adjoints[node] = adjoint
-        if record:
-            trace.steps.append(Step("adjoint", node, None, adjoint))
-        for inp in node.inputs:
-            if inp in depends:
-                break
-        else:
-            continue  # a leaf, or no input leads to wrt: nothing to propagate
-        for inp, part in zip(node.inputs, node.op.gradient(node, adjoint)):
-            if part is None or inp not in depends:
-                continue
-            existing = node_to_grad.get(inp)
-            if existing is None:
-                node_to_grad[inp] = [part]
-            else:
-                existing.append(part)
-            if record:
-                trace.steps.append(Step("partial", node, inp, part))
-    grads = [adjoints.get(t) if t in adjoints else zeros_like(t) for t in targets]
-    result = grads[0] if single else grads
-    return (result, trace) if record else (result, None)
+
+def _result(adjoints: dict, targets: list[Node], single: bool):
+    grads = [adjoints[t] if t in adjoints else zeros_like(t) for t in targets]
+    return grads[0] if single else grads
 
 
 def _depends_on(order: list[Node], targets: list[Node]) -> set[Node]:
@@ -211,4 +225,3 @@ def _depends_on(order: list[Node], targets: list[Node]) -> set[Node]:
                     depends.add(node)
                     break
     return depends
-

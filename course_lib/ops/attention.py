@@ -92,9 +92,9 @@ class HeadScores(Op):
         scores = xp.matmul(_queries_by_group(xp, a, kv), _kv_major(xp, k).swapaxes(-1, -2))
         return scores.reshape(b, h, t, s)
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         a, k = node.inputs
-        return [head_mix(g, k), head_mix_t(g, a, k)]
+        return [head_mix(g, k) if needs[0] else None, head_mix_t(g, a, k) if needs[1] else None]
 
     def jvp(self, node, da, dk):
         a, k = node.inputs
@@ -126,9 +126,9 @@ class HeadMix(Op):
         grouped = xp.ascontiguousarray(p).reshape(b, kv, (h // kv) * t, s)
         return _heads_back(xp, xp.matmul(grouped, _kv_major(xp, v)), h, t)
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         p, v = node.inputs
-        return [head_scores(g, v), head_mix_t(p, g, v)]
+        return [head_scores(g, v) if needs[0] else None, head_mix_t(p, g, v) if needs[1] else None]
 
     def jvp(self, node, dp, dv):
         p, v = node.inputs
@@ -168,9 +168,9 @@ class HeadMixT(Op):
         out = xp.matmul(grouped.swapaxes(-1, -2), _queries_by_group(xp, a, kv))  # (B, KV, S, d)
         return xp.ascontiguousarray(out.transpose(0, 2, 1, 3))
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         p, a, _ = node.inputs
-        return [head_scores(a, g), head_mix(p, g), None]
+        return [head_scores(a, g) if needs[0] else None, head_mix(p, g) if needs[1] else None, None]
 
     def jvp(self, node, dp, da, dlike):
         p, a, like = node.inputs
@@ -216,7 +216,7 @@ class CausalSoftmax(Op):
         x /= x.sum(axis=-1, keepdims=True)
         return x
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         return [apply(SoftmaxGrad(self.scale), g, node)]
 
     def jvp(self, node, ds):
@@ -249,13 +249,15 @@ class SoftmaxGrad(Op):
             out *= out.dtype.type(self.scale)
         return out
 
-    def gradient(self, node, u):
+    def gradient(self, node, u, needs):
         g, p = node.inputs
         c = self.scale
         # d/dg: the same (linear) map; d/dp_k: c·u_k·(g_k − Σ g·p) − c·g_k·Σ u·p
+        along_g = apply(self, u, p) if needs[0] else None
+        if not needs[1]:
+            return [along_g, None]
         centred = sub(g, sum(mul(g, p), -1, True))
-        along_p = mul(c, sub(mul(u, centred), mul(g, sum(mul(u, p), -1, True))))
-        return [apply(self, u, p), None if p.is_constant else along_p]
+        return [along_g, mul(c, sub(mul(u, centred), mul(g, sum(mul(u, p), -1, True))))]
 
     def jvp(self, node, dg, dp):
         g, p = node.inputs

@@ -62,7 +62,7 @@ class Switch(Op):
     def compute(self, xp, data, pred):
         return data if _truth(pred) == self.branch else DEAD
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         return [apply(Revive(), g, node.inputs[0]), None]
 
     def jvp(self, node, ddata, dpred):
@@ -88,7 +88,7 @@ class Merge(Op):
             return DEAD
         return if_true if _truth(pred) else if_false
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         pred = node.inputs[2]
         return [switch(g, pred, False), switch(g, pred, True), None]
 
@@ -118,7 +118,7 @@ class Revive(Op):
             return DEAD
         return xp.zeros_like(like) if g is DEAD else g
 
-    def gradient(self, node, gg):
+    def gradient(self, node, gg, needs):
         raise GraphError("second derivatives through cond are not supported; differentiate once")
 
     def jvp(self, node, dg, dlike):

@@ -49,12 +49,9 @@ def like_output(tangent: Node | None, node: Node) -> Node | None:
     return None if tangent is None else shape.broadcast_like(tangent, node)
 
 
-def unbroadcast(adjoint: Node, like: Node) -> Node | None:
-    """Sum ``adjoint`` down to the shape of ``like`` (identity when shapes agree).
-
-    Constants are never differentiated, so their partial adjoint is ``None``.
-    """
-    return None if like.is_constant else reductions.sum_to(adjoint, like)
+def unbroadcast(adjoint: Node, like: Node) -> Node:
+    """Sum ``adjoint`` down to the shape of ``like`` (identity when shapes agree)."""
+    return reductions.sum_to(adjoint, like)
 
 
 # -- binary arithmetic ----------------------------------------------------------------------
@@ -65,9 +62,9 @@ class Add(Elementwise):
     def compute(self, xp, x, y):
         return x + y
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         x, y = node.inputs
-        return [unbroadcast(g, x), unbroadcast(g, y)]
+        return [unbroadcast(g, x) if needs[0] else None, unbroadcast(g, y) if needs[1] else None]
 
     def jvp(self, node, dx, dy):
         if dx is None or dy is None:
@@ -82,9 +79,12 @@ class Sub(Elementwise):
     def compute(self, xp, x, y):
         return x - y
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         x, y = node.inputs
-        return [unbroadcast(g, x), unbroadcast(neg(g), y)]
+        return [
+            unbroadcast(g, x) if needs[0] else None,
+            unbroadcast(neg(g), y) if needs[1] else None,
+        ]
 
     def jvp(self, node, dx, dy):
         if dy is None:
@@ -99,11 +99,11 @@ class Mul(Elementwise):
     def compute(self, xp, x, y):
         return x * y
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         x, y = node.inputs
         return [
-            None if x.is_constant else unbroadcast(mul(g, y), x),
-            None if y.is_constant else unbroadcast(mul(g, x), y),
+            unbroadcast(mul(g, y), x) if needs[0] else None,
+            unbroadcast(mul(g, x), y) if needs[1] else None,
         ]
 
     def jvp(self, node, dx, dy):
@@ -121,11 +121,11 @@ class Div(Elementwise):
     def compute(self, xp, x, y):
         return x / y
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         x, y = node.inputs
         return [
-            None if x.is_constant else unbroadcast(div(g, y), x),
-            None if y.is_constant else unbroadcast(neg(div(mul(g, node), y)), y),
+            unbroadcast(div(g, y), x) if needs[0] else None,
+            unbroadcast(neg(div(mul(g, node), y)), y) if needs[1] else None,
         ]
 
     def jvp(self, node, dx, dy):
@@ -144,9 +144,12 @@ class Maximum(Elementwise):
     def compute(self, xp, x, y):
         return xp.maximum(x, y)
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         x, y = node.inputs
-        return [unbroadcast(mul(g, greater_equal(x, y)), x), unbroadcast(mul(g, less(x, y)), y)]
+        return [
+            unbroadcast(mul(g, greater_equal(x, y)), x) if needs[0] else None,
+            unbroadcast(mul(g, less(x, y)), y) if needs[1] else None,
+        ]
 
     def jvp(self, node, dx, dy):
         x, y = node.inputs
@@ -167,8 +170,8 @@ class AddN(Elementwise):
             total = total + x
         return total
 
-    def gradient(self, node, g):
-        return [unbroadcast(g, x) for x in node.inputs]
+    def gradient(self, node, g, needs):
+        return [unbroadcast(g, x) if need else None for x, need in zip(node.inputs, needs)]
 
     def jvp(self, node, *tangents):
         return like_output(tangent_sum(*tangents), node)
@@ -187,7 +190,7 @@ class Compare(Elementwise):
     def infer_dtype(self, *dtypes):
         return np.dtype(bool)
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         return [None] * len(node.inputs)
 
     def jvp(self, node, *tangents):
@@ -221,9 +224,13 @@ class Where(Elementwise):
     def compute(self, xp, c, x, y):
         return xp.where(c, x, y)
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         c, x, y = node.inputs
-        return [None, unbroadcast(where(c, g, 0.0), x), unbroadcast(where(c, 0.0, g), y)]
+        return [
+            None,
+            unbroadcast(where(c, g, 0.0), x) if needs[1] else None,
+            unbroadcast(where(c, 0.0, g), y) if needs[2] else None,
+        ]
 
     def jvp(self, node, dc, dx, dy):
         if dx is None and dy is None:
@@ -239,7 +246,7 @@ class Unary(Elementwise):
     def derivative(self, node: Node) -> Node:
         raise NotImplementedError
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         return [mul(g, self.derivative(node))]
 
     def jvp(self, node, dx):
@@ -253,7 +260,7 @@ class Neg(Unary):
     def compute(self, xp, x):
         return -x
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         return [neg(g)]
 
     def jvp(self, node, dx):
@@ -316,7 +323,7 @@ class Log(Unary):
     def compute(self, xp, x):
         return xp.log(x)
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         return [div(g, node.inputs[0])]
 
     def jvp(self, node, dx):
@@ -437,7 +444,7 @@ class Cast(Unary):
     def compute(self, xp, x):
         return xp.asarray(x).astype(self.dtype)
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         return [cast(g, node.inputs[0].dtype) if node.inputs[0].dtype is not None else g]
 
     def jvp(self, node, dx):
@@ -458,7 +465,7 @@ class Fill(Op):
     def compute(self, xp, x):
         return xp.full_like(x, self.value)
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         return [None]
 
     def jvp(self, node, dx):

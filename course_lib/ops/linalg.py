@@ -30,11 +30,11 @@ class MatMul(Op):
         out = run_on_gpu("matmul", xp, x, y)  # off by default: cuBLAS via xp.matmul
         return xp.matmul(x, y) if out is None else out
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         x, y = node.inputs
         return [
-            sum_to(matmul(g, matrix_transpose(y)), x),
-            sum_to(matmul(matrix_transpose(x), g), y),
+            sum_to(matmul(g, matrix_transpose(y)), x) if needs[0] else None,
+            sum_to(matmul(matrix_transpose(x), g), y) if needs[1] else None,
         ]
 
     def jvp(self, node, dx, dy):

@@ -35,7 +35,7 @@ class Softmax(Op):
         e = xp.exp(x - xp.max(x, axis=self.axis, keepdims=True))
         return e / xp.sum(e, axis=self.axis, keepdims=True)
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         return [mul(node, sub(g, sum(mul(g, node), self.axis, keepdims=True)))]
 
     def jvp(self, node, dx):
@@ -66,7 +66,7 @@ class LogSoftmax(Op):
         shifted = x - xp.max(x, axis=self.axis, keepdims=True)
         return shifted - xp.log(xp.sum(xp.exp(shifted), axis=self.axis, keepdims=True))
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         return [sub(g, mul(exp(node), sum(g, self.axis, keepdims=True)))]
 
     def jvp(self, node, dx):
@@ -109,7 +109,7 @@ class CrossEntropy(Op):
         probs = apply(Softmax(-1), logits)
         return div(sub(probs, apply(OneHotLike(), targets, logits)), apply(Count(), targets))
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         return [mul(g, self._direction(node)), None]
 
     def jvp(self, node, dlogits, dtargets):
@@ -134,7 +134,7 @@ class OneHotLike(Op):
         check_ids(targets, logits.shape[-1], f"there are {logits.shape[-1]} classes")
         return (targets[..., None] == xp.arange(logits.shape[-1])).astype(logits.dtype)
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         return [None, None]
 
     def jvp(self, node, *tangents):
@@ -155,7 +155,7 @@ class Count(Op):
     def compute(self, xp, x):
         return float(x.size)
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         return [None]
 
     def jvp(self, node, dx):

@@ -91,11 +91,11 @@ class RMSNorm(_RMSNormFamily):
         out *= w
         return out
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         x, w = node.inputs
         return [
-            apply(RMSNormGradX(self.eps), g, x, w),
-            None if w.is_constant else apply(RMSNormGradW(self.eps), g, x, w),
+            apply(RMSNormGradX(self.eps), g, x, w) if needs[0] else None,
+            apply(RMSNormGradW(self.eps), g, x, w) if needs[1] else None,
         ]
 
     def jvp(self, node, dx, dw):
@@ -125,15 +125,15 @@ class RMSNormGradX(_RMSNormFamily):
         gw *= r
         return gw
 
-    def gradient(self, node, u):
+    def gradient(self, node, u, needs):
         g, x, w = node.inputs
         # linear in gw = g·w through the symmetric map r·(I − x̂x̂ᵀ/n): apply it to u
         u_gw = apply(self, u, x, ones_like(w))
         r = _inv_rms_node(x, self.eps)
         return [
-            mul(u_gw, w),
-            _grad_x_along_x(g, x, w, r, u, transpose=True),
-            None if w.is_constant else sum_to(mul(u_gw, g), w),
+            mul(u_gw, w) if needs[0] else None,
+            _grad_x_along_x(g, x, w, r, u, transpose=True) if needs[1] else None,
+            sum_to(mul(u_gw, g), w) if needs[2] else None,
         ]
 
     def jvp(self, node, dg, dx, dw):
@@ -162,7 +162,7 @@ class RMSNormGradW(_RMSNormFamily):
         n = x.shape[-1]
         return xp.einsum("ij,ij->j", g.reshape(-1, n), xhat.reshape(-1, n))
 
-    def gradient(self, node, u):
+    def gradient(self, node, u, needs):
         g, x, w = node.inputs
         xhat = mul(x, _inv_rms_node(x, self.eps))
         # ∂/∂x of Σ_rows g·x̂ against u is x̂'s adjoint for g·u: rms_norm_grad_x(g, x, u)

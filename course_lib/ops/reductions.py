@@ -33,7 +33,7 @@ class Sum(Reduce):
     def compute(self, xp, x):
         return xp.sum(x, axis=self.axis, keepdims=self.keepdims)
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         return [unreduce(g, node.inputs[0], self.axis, self.keepdims)]
 
     def jvp(self, node, dx):
@@ -46,7 +46,7 @@ class Mean(Reduce):
     def compute(self, xp, x):
         return xp.mean(x, axis=self.axis, keepdims=self.keepdims)
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         return [unreduce(g, node.inputs[0], self.axis, self.keepdims, mean=True)]
 
     def jvp(self, node, dx):
@@ -67,7 +67,7 @@ class Max(Reduce):
         count = unreduce(sum(mask, self.axis, keepdims=True), x, self.axis, keepdims=True)
         return div(mask, count)
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         x = node.inputs[0]
         return [mul(unreduce(g, x, self.axis, self.keepdims), self._weights(node))]
 
@@ -92,7 +92,7 @@ class LogSumExp(Reduce):
         x = node.inputs[0]
         return exp(sub(x, unreduce(node, x, self.axis, self.keepdims)))
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         x = node.inputs[0]
         return [mul(unreduce(g, x, self.axis, self.keepdims), self._softmax(node))]
 
@@ -132,7 +132,7 @@ class Unreduce(Op):
             g = g / builtins.max(1, math.prod(like.shape[a] for a in axes))
         return xp.broadcast_to(g, like.shape)
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         reduce = mean if self.mean else sum
         return [reduce(g, self.axis, self.keepdims), None]
 
@@ -157,7 +157,7 @@ class SumTo(Op):
     def compute(self, xp, x):
         return _shapes.sum_to(xp, x, self.shape)
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         from .shape import broadcast_like  # noqa: PLC0415
 
         return [broadcast_like(g, node.inputs[0])]
@@ -183,7 +183,7 @@ class SumToLike(Op):
     def compute(self, xp, x, like):
         return _shapes.sum_to(xp, x, like.shape)
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         from .shape import broadcast_like  # noqa: PLC0415
 
         return [broadcast_like(g, node.inputs[0]), None]

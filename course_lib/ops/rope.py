@@ -66,7 +66,7 @@ class Rope(Op):
         out[..., half:] += first * sin
         return out
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         return [apply(Rope(self.theta, self.seq_axis, not self.inverse), g)]
 
     def jvp(self, node, dx):

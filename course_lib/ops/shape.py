@@ -42,7 +42,7 @@ class Reshape(View):
     def compute(self, xp, x):
         return xp.reshape(x, self.shape)
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         return [reshape_like(g, node.inputs[0])]
 
     def jvp(self, node, dx):
@@ -63,7 +63,7 @@ class ReshapeLike(View):
     def compute(self, xp, x, like):
         return xp.reshape(x, like.shape)
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         return [reshape_like(g, node.inputs[0]), None]
 
     def jvp(self, node, dx, dlike):
@@ -95,7 +95,7 @@ class Permute(View):
         n = len(self.axes)
         return Permute(tuple(int(i) for i in np.argsort([a % n for a in self.axes])))
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         return [apply(self.inverse(), g)]
 
     def jvp(self, node, dx):
@@ -117,7 +117,7 @@ class SwapLastAxes(View):
     def compute(self, xp, x):
         return xp.swapaxes(x, -1, -2)
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         return [apply(self, g)]
 
     def jvp(self, node, dx):
@@ -139,7 +139,7 @@ class BroadcastTo(View):
     def compute(self, xp, x):
         return xp.broadcast_to(x, self.shape)
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         from .reductions import sum_to  # noqa: PLC0415
 
         return [sum_to(g, node.inputs[0])]
@@ -162,7 +162,7 @@ class BroadcastToLike(View):
     def compute(self, xp, x, like):
         return xp.broadcast_to(x, like.shape)
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         from .reductions import sum_to  # noqa: PLC0415
 
         return [sum_to(g, node.inputs[0]), None]
@@ -195,8 +195,11 @@ class Concat(Op):
     def compute(self, xp, *xs):
         return xp.concatenate(xs, axis=self.axis)
 
-    def gradient(self, node, g):
-        return [apply(ConcatPart(k, self.axis), g, *node.inputs) for k in range(len(node.inputs))]
+    def gradient(self, node, g, needs):
+        return [
+            apply(ConcatPart(k, self.axis), g, *node.inputs) if need else None
+            for k, need in enumerate(needs)
+        ]
 
     def jvp(self, node, *tangents):
         if all(t is None for t in tangents):
@@ -226,7 +229,7 @@ class ConcatPart(Op):
         index[self.axis] = slice(start, start + xs[self.k].shape[self.axis])
         return g[tuple(index)]
 
-    def gradient(self, node, gg):
+    def gradient(self, node, gg, needs):
         xs = node.inputs[1:]
         parts = [gg if j == self.k else zeros_like(x) for j, x in enumerate(xs)]
         return [apply(Concat(self.axis), *parts)] + [None] * len(xs)
@@ -292,7 +295,7 @@ class GetItem(Op):
     def compute(self, xp, x):
         return x[self.index]
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         return [apply(ScatterLike(self), g, node.inputs[0])]
 
     def jvp(self, node, dx):
@@ -329,7 +332,7 @@ class ScatterLike(Op):
             scatter_add(xp, out, self.getitem.index, g)
         return out
 
-    def gradient(self, node, gg):
+    def gradient(self, node, gg, needs):
         return [apply(self.getitem, gg), None]
 
     def jvp(self, node, dg, dlike):
@@ -355,7 +358,7 @@ class Take(Op):
         _shapes.check_ids(indices, table.shape[0], f"the table has {table.shape[0]} rows")
         return xp.take(table, indices, axis=0)
 
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         table, indices = node.inputs
         return [apply(TakeAdjoint(), g, indices, table), None]
 
@@ -380,7 +383,7 @@ class TakeAdjoint(Op):
         scatter_add(xp, out, indices, g)
         return out
 
-    def gradient(self, node, gg):
+    def gradient(self, node, gg, needs):
         return [apply(Take(), gg, node.inputs[1]), None, None]
 
     def jvp(self, node, dg, dindices, dtable):

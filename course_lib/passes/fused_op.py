@@ -99,11 +99,12 @@ class Fused(Op):
         return cuda_kernel(self.params, self.body)
 
     # -- derivatives: built from the body, then placed on the real inputs ------------------
-    def gradient(self, node, g):
+    def gradient(self, node, g, needs):
         seed = variable("g", self.body.shape, self.body.dtype)
-        partials = grad(self.body, list(self.params), seed=seed)
-        wired = rebuild(partials, {**dict(zip(self.params, node.inputs)), seed: g})
-        return [None if x.is_constant else p for x, p in zip(node.inputs, wired)]
+        wanted = [p for p, need in zip(self.params, needs) if need]
+        partials = iter(rebuild(grad(self.body, wanted, seed=seed),
+                                {**dict(zip(self.params, node.inputs)), seed: g}))  # fmt: skip
+        return [next(partials) if need else None for need in needs]
 
     def jvp(self, node, *tangents):
         seeds = {

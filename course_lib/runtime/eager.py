@@ -18,11 +18,11 @@ from collections.abc import Iterable
 import numpy as np
 
 from .. import backend, params
-from ..autodiff.reverse import reverse_mode
+from ..autodiff import reverse
 from ..errors import CourseLibError, GraphError, ShapeError, describe_shapes
 from ..graph import Node, Op, _creation_counter, topological_order
 from ..graph import as_node as _as_node
-from ..ops.elementwise import _ADD, _DIV, _MUL, _SUB
+from ..ops.elementwise import _ADD, _DIV, _MUL, _SUB, ones_like, zeros_like
 
 _recording = [True]
 
@@ -176,7 +176,9 @@ class Tensor(Node):
             )
         recording = contextlib.nullcontext() if create_graph else no_grad()
         with recording, _cyclic_gc_paused():
-            grads, _ = reverse_mode(self, leaves, record=False, seed=seed, order=order)
+            seed = ones_like(self) if seed is None else seed
+            adjoints = reverse.gradient(self, leaves, seed, order)
+            grads = [adjoints[leaf] if leaf in adjoints else zeros_like(leaf) for leaf in leaves]
         for leaf, g in zip(leaves, grads):
             leaf.grad = g if leaf.grad is None else leaf.grad + g
 
