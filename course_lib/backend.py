@@ -2,7 +2,8 @@
 
 The device is detected once (CuPy importable *and* a GPU present), can be forced
 with the environment variable ``COURSE_LIB_DEVICE=cpu|gpu`` or changed at run time
-with :func:`set_device`. Nothing else in course_lib imports CuPy directly.
+with :func:`set_device`. Besides this module only the GPU side of ``kernels`` (loading
+and launching kernels, NVRTC) imports CuPy.
 """
 
 from __future__ import annotations

@@ -376,11 +376,6 @@ def creation_mark() -> int:
     return next(_creation_counter)
 
 
-def find_variables(outputs: Iterable[Node]) -> list[Node]:
-    """The variables the outputs depend on, in topological order."""
-    return [n for n in topological_order(outputs) if n.is_variable]
-
-
 def consumers(order: Sequence[Node]) -> dict[Node, list[Node]]:
     """For each node of ``order``, the nodes of ``order`` that use it (in order)."""
     users: dict[Node, list[Node]] = {n: [] for n in order}

@@ -1,4 +1,4 @@
-"""Integer ids (rows of take/embedding, classes of cross_entropy, tokens) are checked wherever
+"""Integer ids (rows of take, classes of cross_entropy, tokens) are checked wherever
 they enter: a negative or too large id is a clear OutOfRangeError, never a silent wrong pick."""
 
 import numpy as np
@@ -37,7 +37,7 @@ def test_take_rejects_ids_outside_the_table(bad):
     with pytest.raises(cl.OutOfRangeError, match=RANGE.format(bad=bad, where="1, 0", size=4)):
         cl.evaluate(cl.take(table, ids), feed)
     with pytest.raises(cl.OutOfRangeError, match=r"take: the table has 4 rows"):
-        cl.embedding(cl.Tensor(np.ones((4, 2)), requires_grad=True), np.array([bad]))
+        cl.take(cl.Tensor(np.ones((4, 2)), requires_grad=True), np.array([bad]))
 
 
 def test_take_gradient_checks_ids_too():

@@ -70,11 +70,6 @@ def nvrtc_available() -> bool:
     return True
 
 
-def nvrtc_version() -> tuple[int, int]:
-    """The NVRTC library's (major, minor) version."""
-    return tuple(_nvrtc().getVersion())
-
-
 def parse_resources(log: str) -> dict[str, ResourceUsage]:
     """Registers, shared memory, stack and spills per kernel from a ``ptxas -v`` log."""
     usage, name, stack = {}, None, (0, 0)

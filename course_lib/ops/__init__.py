@@ -46,7 +46,6 @@ from .rope import rope
 from .shape import (
     broadcast_to,
     concat,
-    embedding,
     getitem,
     matrix_transpose,
     permute,
@@ -58,7 +57,7 @@ from .shape import (
 
 __all__ = [
     "add", "broadcast_to", "cast", "causal_attention", "causal_softmax", "concat", "cond", "cos",
-    "cross_entropy", "div", "embedding", "equal", "exp", "getitem", "greater", "greater_equal",
+    "cross_entropy", "div", "equal", "exp", "getitem", "greater", "greater_equal",
     "head_mix", "head_mix_t", "head_scores", "layer_norm", "less", "less_equal", "log",
     "log_softmax", "logsumexp", "matmul", "matrix_transpose", "max", "maximum", "mean", "merge",
     "mul", "neg", "ones_like", "permute", "power", "relu", "reshape", "rms_norm", "rope", "rsqrt",
@@ -93,7 +92,6 @@ def _install_operators(cls: type) -> None:
     cls.__le__ = lambda a, b: less_equal(a, b)
     cls.__gt__ = lambda a, b: greater(a, b)
     cls.__ge__ = lambda a, b: greater_equal(a, b)
-    cls.__hash__ = object.__hash__  # nodes stay usable as dict keys
     cls.T = property(lambda a: transpose(a))
     cls.sum = lambda a, axis=None, keepdims=False: sum(a, axis, keepdims)
     cls.mean = lambda a, axis=None, keepdims=False: mean(a, axis, keepdims)

@@ -474,6 +474,3 @@ def getitem(x, index) -> Node:
 def take(table, indices) -> Node:
     """``table[indices]`` along axis 0 for an integer node or array ``indices``."""
     return apply(Take(), table, indices)
-
-
-embedding = take

@@ -119,10 +119,6 @@ class Fused(Op):
         replace.update({seeds[p]: t for p, t in zip(self.params, tangents) if p in seeds})
         return rebuild([tangent], replace)[0]
 
-    def expand(self, inputs: Sequence[Node]) -> Node:
-        """The unfused subgraph again, on ``inputs``."""
-        return rebuild([self.body], dict(zip(self.params, inputs)))[0]
-
     # -- cost: the body's flops; traffic is the default (inputs read once, output once) ---
     def flops(self, out_shape, *in_shapes):
         shapes = self._propagate(in_shapes)
