@@ -21,9 +21,10 @@ from course_lib.passes.cpu_loop import LOOP_MIN_SIZE
 # (rows, cols) of the matrix input: tiny, one element under the loop threshold, at it
 SHAPES = [(2, 3), (3, (LOOP_MIN_SIZE - 1) // 3), (2, LOOP_MIN_SIZE // 2)]
 SPECIALS = [np.nan, np.inf, -np.inf, 0.0, -0.0]
-# relative to each array's largest finite value: fused code rounds float32 differently (exp
-# and tanh from another math library, other summation orders), and gradients amplify it
-TOLERANCE = {np.float32: 1e-4, np.float64: 1e-10}
+# relative to each array's largest finite value: fused code rounds differently (exp and tanh
+# from another math library), and gradients amplify it where they cancel: one ulp of a
+# float32 tanh near 1 is a 5e-4 relative error in 1 − tanh² (found by a seed hunt)
+TOLERANCE = {np.float32: 1e-3, np.float64: 1e-8}
 
 UNARY = [
     cl.relu, cl.tanh, cl.exp, cl.sigmoid, lambda x: -x * x,
