@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 
 from ..errors import GraphError, ShapeError, describe_shapes
 from ..graph import Node, numel, topological_order
-from ..viz.tables import ShownAsTable, Table
+from ..tables import ShownAsTable, Table
 from ._checks import first_seq_where, positive_size, require_config
 from .config import LlamaConfig
 
@@ -138,7 +138,7 @@ class FlopTable(ShownAsTable):
         raise KeyError(f"no row {term!r}; rows: {[r.term for r in self.rows]}")
 
     def table(self) -> Table:
-        """The rows as a :class:`course_lib.viz.Table`, with a total line."""
+        """The rows as a :class:`course_lib.tables.Table`, with a total line."""
         body = [
             [r.term, r.formula, r.group, format_flops(r.flops), f"× {r.repeats}",
              format_flops(r.total)]

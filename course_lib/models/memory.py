@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..viz.tables import ShownAsTable, Table
+from ..tables import ShownAsTable, Table
 from ._checks import first_seq_where, positive_size, require_config
 from .config import LlamaConfig
 

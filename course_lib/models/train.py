@@ -7,8 +7,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from tqdm.auto import tqdm
-from tqdm.notebook import tqdm as notebook_tqdm
 
 from ..runtime import Executor
 from .corpus import random_windows
@@ -60,6 +58,10 @@ class ProgressBar:
     """
 
     def __init__(self, total: int, desc: str, enabled: bool = True):
+        # imported here: tqdm.notebook loads ipywidgets, which a FLOP calculator never needs
+        from tqdm.auto import tqdm  # noqa: PLC0415
+        from tqdm.notebook import tqdm as notebook_tqdm  # noqa: PLC0415
+
         in_notebook = enabled and issubclass(tqdm, notebook_tqdm)
         extra = {"display": False} if in_notebook else {}
         self.bar = tqdm(range(total), desc=desc, disable=not enabled, mininterval=0.5, **extra)

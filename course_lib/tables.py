@@ -1,0 +1,68 @@
+"""Tables of text: aligned text in a terminal or a saved notebook, HTML in Jupyter.
+
+Plain Python, no plotting: the FLOP and memory calculators show themselves with these, and
+``course_lib.viz`` builds the autodiff trace tables on them.
+"""
+
+from __future__ import annotations
+
+import html
+import unicodedata
+from collections.abc import Sequence
+
+
+class Table:
+    """Rows of text with a header; shown as HTML in Jupyter and as aligned text elsewhere."""
+
+    def __init__(self, headers: Sequence[str], rows: Sequence[Sequence[str]], title: str = ""):
+        self.headers, self.rows, self.title = (
+            list(headers),
+            [list(map(str, r)) for r in rows],
+            title,
+        )
+
+    def column(self, header: str) -> list[str]:
+        """The cells of one column."""
+        index = self.headers.index(header)
+        return [row[index] for row in self.rows]
+
+    def __repr__(self) -> str:
+        widths = [
+            max(_width(h), *(_width(r[i]) for r in self.rows)) for i, h in enumerate(self.headers)
+        ]
+        lines = [self.title] if self.title else []
+        lines.append("  ".join(_pad(h, w) for h, w in zip(self.headers, widths)).rstrip())
+        lines.append("  ".join("-" * w for w in widths))
+        lines += ["  ".join(_pad(c, w) for c, w in zip(r, widths)).rstrip() for r in self.rows]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in self.headers)
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+            for row in self.rows
+        )
+        caption = f"<caption>{html.escape(self.title)}</caption>" if self.title else ""
+        return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+class ShownAsTable:
+    """Mixin: an object with a ``table()`` method prints and renders as that table."""
+
+    def table(self) -> Table:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return repr(self.table())
+
+    def _repr_html_(self) -> str:
+        return self.table()._repr_html_()
+
+
+def _width(text: str) -> int:
+    """Printed width: combining marks (the bar of v̄) take no column."""
+    return sum(1 for ch in text if not unicodedata.combining(ch))
+
+
+def _pad(text: str, width: int) -> str:
+    return text + " " * (width - _width(text))
