@@ -200,35 +200,11 @@ def test_random_view_chains_match_numpy(base, ops, data):
     assert_same_view(view, array)
     linked = True  # no copy so far: from_numpy(array) must find our very buffer and offset
     for op in ops:
-        if op == "index":
-            index = data.draw(basic_indices(array.shape), label="index")
-            expected, got = array[index], view[index]
-            if not isinstance(expected, np.ndarray):  # every axis indexed by an integer
-                assert not isinstance(got, StridedView) and got == expected
-                return
-            view, array = got, expected
-        elif op == "permute":
-            axes = data.draw(st.permutations(range(array.ndim)), label="axes")
-            view, array = view.permute(*axes), np.transpose(array, axes)
-        elif op == "transpose":
-            view, array = view.transpose(), array.T
-        elif op == "broadcast":
-            shape = data.draw(broadcast_targets(array.shape), label="broadcast")
-            view, array = view.broadcast_to(shape), np.broadcast_to(array, shape)
-        elif op == "reshape":
-            shape = data.draw(reshape_targets(array.size), label="reshape")
-            reshaped = array.reshape(shape)
-            if array.size == 0 or np.shares_memory(reshaped, array):
-                view = view.reshape(shape)  # NumPy made a view, so must we
-            else:
-                with pytest.raises(ShapeError, match="compact"):
-                    view.reshape(shape)
-                view, linked = view.compact().reshape(shape), False
-            array = reshaped
-        else:
-            copied = view.compact()
-            assert copied.is_contiguous() and not np.shares_memory(copied.buffer, view.buffer)
-            view, array, linked = copied, array.copy(order="C"), False
+        result = _apply(op, view, array, data)
+        if result is None:  # every axis indexed by an integer: an element, checked
+            return
+        view, array, copied = result
+        linked = linked and not copied
         if linked:
             assert_same_view(view, array)
         else:
@@ -237,6 +213,36 @@ def test_random_view_chains_match_numpy(base, ops, data):
         assert_same_view(again, array)
         if linked and array.size:
             assert again.offset == view.offset and address(again.buffer) == address(view.buffer)
+
+
+def _apply(op, view, array, data):
+    """``op`` on our view and on NumPy's array: (view, array, whether ours copied), or None."""
+    if op == "index":
+        index = data.draw(basic_indices(array.shape), label="index")
+        expected, got = array[index], view[index]
+        if not isinstance(expected, np.ndarray):
+            assert not isinstance(got, StridedView) and got == expected
+            return None
+        return got, expected, False
+    if op == "permute":
+        axes = data.draw(st.permutations(range(array.ndim)), label="axes")
+        return view.permute(*axes), np.transpose(array, axes), False
+    if op == "transpose":
+        return view.transpose(), array.T, False
+    if op == "broadcast":
+        shape = data.draw(broadcast_targets(array.shape), label="broadcast")
+        return view.broadcast_to(shape), np.broadcast_to(array, shape), False
+    if op == "reshape":
+        shape = data.draw(reshape_targets(array.size), label="reshape")
+        reshaped = array.reshape(shape)
+        if array.size == 0 or np.shares_memory(reshaped, array):
+            return view.reshape(shape), reshaped, False  # NumPy made a view, so must we
+        with pytest.raises(ShapeError, match="compact"):
+            view.reshape(shape)
+        return view.compact().reshape(shape), reshaped, True
+    copied = view.compact()
+    assert copied.is_contiguous() and not np.shares_memory(copied.buffer, view.buffer)
+    return copied, array.copy(order="C"), True
 
 
 def assert_same_values(view: StridedView, array: np.ndarray) -> None:

@@ -71,10 +71,7 @@ def draw_graph(
         ("backward", _as_list(backward)),
         ("update", _as_list(update)),
     ]
-    stage_of: dict[Node, str] = {}
-    for stage, roots in stages:
-        for node in topological_order(roots):
-            stage_of.setdefault(node, stage)
+    stage_of = _stages(stages)
     order = [
         n
         for n in topological_order([r for _, roots in stages for r in roots])
@@ -102,20 +99,31 @@ def draw_graph(
         text = definition(node, names)
         if node in values:
             text += f"\n= {format_value(values[node])}"
-        if node.is_variable:
-            style = VARIABLE_STYLE
-        elif node.is_constant:
-            style = CONSTANT_STYLE
-        elif hasattr(node.op, "formula") and stage_of[node] == "forward":
-            style = FUSED_STYLE
-        else:
-            style = STAGE_STYLES[stage_of[node]]
-        fig.node(ids[node], text, **style)
+        fig.node(ids[node], text, **_style(node, stage_of[node]))
     for node in order:
         for inp in node.inputs:
             if inp in ids:
                 fig.edge(ids[inp], ids[node], **EDGE_STYLES[stage_of[node]])
     return fig
+
+
+def _stages(stages: list[tuple[str, list[Node]]]) -> dict[Node, str]:
+    """Each node's stage: the first of forward, backward, update whose outputs reach it."""
+    stage_of: dict[Node, str] = {}
+    for stage, roots in stages:
+        for node in topological_order(roots):
+            stage_of.setdefault(node, stage)
+    return stage_of
+
+
+def _style(node: Node, stage: str) -> dict:
+    if node.is_variable:
+        return VARIABLE_STYLE
+    if node.is_constant:
+        return CONSTANT_STYLE
+    if hasattr(node.op, "formula") and stage == "forward":
+        return FUSED_STYLE
+    return STAGE_STYLES[stage]
 
 
 def _values(order: list[Node], feed: Mapping | None) -> dict:

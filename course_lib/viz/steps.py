@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping
 
-from ..autodiff.reverse import Trace
+from ..autodiff.reverse import Step, Trace
 from ..graph import Node
 from ..runtime import Executor
 from .figure import GraphFigure, format_value, html_text
@@ -104,36 +104,42 @@ def draw_step(
     ids = {n: f"f{i}" for i, n in enumerate(trace.forward)}
     ids.update({n: f"b{i}" for i, n in enumerate(backward)})
     for node in trace.forward:
-        style = dict(VARIABLE_STYLE if node.is_variable else STAGE_STYLES["forward"])
-        if node in done:
-            style.update(DONE)
-        if node is s.node:
-            style.update(CURRENT)
-        elif node is s.input:
-            style.update(INPUT_K)
-        fig.node(ids[node], _node_text(node, names, values), **style)
+        fig.node(ids[node], _node_text(node, names, values), **_forward_style(node, s, done))
     for node in backward:
-        style = dict(STAGE_STYLES["backward"])
-        if node is s.created:
-            style.update(CREATED)
+        style = {**STAGE_STYLES["backward"], **(CREATED if node is s.created else {})}
         text = _node_text(node, names, values)
         aliases = trace.roles(node, upto=step)[1:]
         if aliases:  # e.g. v̄(2→3) = v̄3 · 1 is the node v̄3 itself
             text += "\n≡ " + " ≡ ".join(aliases)
         fig.node(ids[node], text, **style)
     for node in trace.forward + backward:
-        for inp in node.inputs:
-            if inp not in ids:
-                continue
-            attrs = dict(EDGE_STYLES["forward" if node in forward else "backward"])
-            if s.kind == "partial" and inp is s.input and node is s.node:
-                attrs.update(CURRENT)
-            fig.edge(ids[inp], ids[node], **attrs)
+        for inp in (i for i in node.inputs if i in ids):
+            fig.edge(ids[inp], ids[node], **_edge_style(node, inp, s, node in forward))
     with fig.subgraph(name="cluster_panels") as panel:
         panel.attr(style="invis", rank="sink")
         panel.node("node_to_grad", _state_table(trace, step, values), shape="plaintext")
         panel.node("code", _code_table(s.kind), shape="plaintext")
     return fig
+
+
+def _forward_style(node: Node, s: Step, done: set) -> dict:
+    """A forward node's look: finished (grey), then current node i (red) or input k (blue)."""
+    style = dict(VARIABLE_STYLE if node.is_variable else STAGE_STYLES["forward"])
+    if node in done:
+        style.update(DONE)
+    if node is s.node:
+        style.update(CURRENT)
+    elif node is s.input:
+        style.update(INPUT_K)
+    return style
+
+
+def _edge_style(node: Node, inp: Node, s: Step, is_forward: bool) -> dict:
+    """The edge ``inp → node``; the edge k → i of a partial-adjoint step is highlighted."""
+    style = dict(EDGE_STYLES["forward" if is_forward else "backward"])
+    if s.kind == "partial" and inp is s.input and node is s.node:
+        style.update(CURRENT)
+    return style
 
 
 def _finished_before(trace: Trace, step: int) -> set:
