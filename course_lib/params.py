@@ -49,6 +49,20 @@ def real(value, what: str, minimum: float | None = None) -> float:
     return number
 
 
+def exponent(value, what: str) -> float | int:
+    """A real exponent: a number or a 0-d real array (±inf and NaN compute as in NumPy; not a
+    bool, a complex number or a node); ints stay ints, so ``x ** 2`` keeps integer dtypes."""
+    kind = getattr(getattr(value, "dtype", None), "kind", None)
+    if kind is not None and np.ndim(value) == 0 and kind in "iuf":
+        value = value.item()  # np.float64(2.0), np.array(2.0)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise GraphError(
+            f"{what} must be a real number (int or float), got {value!r} of type "
+            f"{type(value).__name__}; for a tensor exponent use exp(p * log(x))"
+        )
+    return value
+
+
 def positive_size(value, what: str) -> int:
     """A count such as a batch size or a width: a positive integer (``4096.0`` is accepted,
     ``2.5``, ``True``, NaN and text are not); a :class:`ShapeError` otherwise."""
