@@ -259,6 +259,7 @@ def constant(value, name: str | None = None) -> Node:
     """
     if isinstance(value, Node):
         raise GraphError(f"constant() takes numbers or arrays, not the node {value.name}")
+    name = params.name(name, "constant()")
     if isinstance(value, (bool, int, float)) and name is None:
         nonzero = value == value and value != 0  # nan and ±0.0 are not cached by value
         key = (type(value), value if nonzero else repr(value))

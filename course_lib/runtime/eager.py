@@ -85,6 +85,8 @@ class Tensor(Node):
     is_eager = True
 
     def __init__(self, array, requires_grad: bool = False, name: str | None = None):
+        requires_grad = params.flag(requires_grad, "Tensor: requires_grad")
+        name = params.name(name, "Tensor")
         xp = backend.xp()
         data = xp.array(array.data if isinstance(array, Tensor) else array, copy=True)
         params.numeric_array(data, "Tensor")

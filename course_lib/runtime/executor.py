@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from .. import backend
+from .. import backend, params
 from ..errors import CourseLibError, FeedError, GraphError, ShapeError
 from ..graph import Node, topological_order
 from ..ops.control import DEAD, Switch
@@ -41,6 +41,7 @@ class Executor:
     """
 
     def __init__(self, outputs: Node | Sequence[Node], optimize: bool = False):
+        optimize = params.flag(optimize, "Executor: optimize")
         self.single = isinstance(outputs, Node)
         outs = [outputs] if self.single else list(outputs)
         for o in outs:
