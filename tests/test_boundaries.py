@@ -109,7 +109,9 @@ def test_iterating_over_a_node_gives_its_rows():
     assert len(rows) == 2 and all(isinstance(r, cl.Tensor) for r in rows)
     cl.sum(rows[1] * 3.0).backward()
     np.testing.assert_array_equal(t.grad.numpy(), [[0.0, 0.0], [3.0, 3.0]])
-    assert [r.shape for r in cl.variable("x", (2, 3))] == [(3,), (3,)]
+    x = cl.variable("x", (2, 3))
+    assert [r.shape for r in x] == [(3,), (3,)]
+    assert cl.topological_order(x) == [x]  # one node, not its rows
     with pytest.raises(cl.GraphError, match="iteration needs a first axis of known size"):
         list(cl.variable("y", (None, 2)))
     with pytest.raises(cl.GraphError, match="iteration needs"):
