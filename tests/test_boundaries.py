@@ -199,3 +199,13 @@ def test_a_constant_returned_by_a_run_cannot_be_changed():
     with pytest.raises(ValueError, match="read-only"):
         value[0] = 5.0
     np.testing.assert_array_equal(cl.evaluate(c, {}), [1.0, 2.0])
+
+
+def test_jit_traces_signed_zeros_apart_and_nan_once():
+    f = cl.jit(lambda a, c: 1.0 / (a * c))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        np.testing.assert_array_equal(f(np.ones(2), 0.0), [np.inf, np.inf])
+        np.testing.assert_array_equal(f(np.ones(2), -0.0), [-np.inf, -np.inf])
+        for _ in range(3):
+            f(np.ones(2), float("nan"))
+    assert f.stats["traces"] == 3

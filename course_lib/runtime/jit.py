@@ -72,7 +72,10 @@ class JitFunction:
                         f"jit({self.__name__}): argument {i} ({type(arg).__name__}) is neither an "
                         "array nor a hashable constant"
                     ) from None
-                key.append(("constant", type(arg).__name__, arg))
+                # floats by repr: -0.0 == 0.0 would reuse the other's trace, and nan != nan
+                # would trace again on every call
+                value = repr(arg) if isinstance(arg, float) else arg
+                key.append(("constant", type(arg).__name__, value))
         return tuple(key), arrays
 
     def _trace(self, args):
