@@ -67,14 +67,14 @@ _LEAF = Leaf()
 class Tensor(Node):
     """An eager array that remembers how it was computed.
 
+    A tensor's value never changes: ``.data`` is read-only (on the CPU), so no later write
+    can change what ``backward()`` computes; ``.numpy()`` gives a writable copy.
+
     Parameters
     ----------
     array : array-like
         The value, always copied (to the current device's array type): changing ``array``
         later changes neither this tensor nor its gradients.
-
-    A tensor's value never changes: ``.data`` is read-only (on the CPU), so no later write
-    can change what ``backward()`` computes; ``.numpy()`` gives a writable copy.
     requires_grad : bool
         Whether ``backward()`` should compute ``.grad`` for this tensor.
     name : str, optional
