@@ -259,6 +259,7 @@ def constant(value, name: str | None = None) -> Node:
     """
     if isinstance(value, Node):
         raise GraphError(f"constant() takes numbers or arrays, not the node {value.name}")
+    name = params.name(name, "constant()")
     if isinstance(value, (bool, int, float)) and name is None:
         nonzero = value == value and value != 0  # nan and ±0.0 are not cached by value
         key = (type(value), value if nonzero else repr(value))
@@ -335,13 +336,15 @@ def apply(op: Op, *args, name: str | None = None) -> Node:
 
 
 # -- walks ----------------------------------------------------------------------------------
-def topological_order(outputs: Iterable[Node]) -> list[Node]:
-    """All nodes the outputs depend on, each after its inputs.
+def topological_order(outputs: Node | Iterable[Node]) -> list[Node]:
+    """All nodes the outputs (a node or several) depend on, each after its inputs.
 
     The order is creation order (``seq``), which is topological because a node's inputs
     exist before it does; it is also the lecture's v1, v2, ... numbering. Iterative, so
     graphs of any depth work.
     """
+    if isinstance(outputs, Node):  # not its rows (iterating a node gives x[0], x[1], ...)
+        outputs = [outputs]
     seen: set[Node] = set()
     stack = [o for o in outputs if not (o in seen or seen.add(o))]
     found = list(stack)

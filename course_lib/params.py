@@ -31,6 +31,13 @@ def axis(value, what: str):
     return integer(value, what)
 
 
+def axes(value, what: str) -> tuple:
+    """A tuple or list of axes (ints), such as a permutation."""
+    if not isinstance(value, (tuple, list)):
+        raise GraphError(f"{what} must be a tuple of integers, got {value!r}")
+    return tuple(integer(a, what) for a in value)
+
+
 def flag(value, what: str) -> bool:
     """A yes/no argument: True or False (so a misplaced axis is not silently truthy)."""
     if not isinstance(value, (bool, np.bool_)):
@@ -38,15 +45,38 @@ def flag(value, what: str) -> bool:
     return bool(value)
 
 
-def real(value, what: str, minimum: float | None = None) -> float:
-    """A finite real number (not a bool), at least ``minimum`` when given."""
+def real(value, what: str, minimum: float | None = None, positive: bool = False) -> float:
+    """A finite real number (not a bool), at least ``minimum`` or above 0 when asked."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise GraphError(f"{what} must be a real number, got {value!r} ({type(value).__name__})")
     number = float(value)
-    if not math.isfinite(number) or (minimum is not None and number < minimum):
-        bound = "" if minimum is None else f" and at least {minimum:g}"
-        raise ParameterError(f"{what} must be finite{bound}, got {number!r}")
+    low = (minimum is not None and number < minimum) or (positive and number <= 0)
+    if not math.isfinite(number) or low:
+        bound = f" and at least {minimum:g}" if minimum is not None else ""
+        raise ParameterError(f"{what} must be finite{bound or ' and above 0' * positive}, "
+                             f"got {number!r}")  # fmt: skip
     return number
+
+
+def name(value, what: str) -> str | None:
+    """A label for a node: a non-empty string, or None for an automatic one."""
+    if value is not None and (not isinstance(value, str) or not value):
+        raise GraphError(f"{what}: a name must be a non-empty string (or None), got {value!r}")
+    return value
+
+
+def exponent(value, what: str) -> float | int:
+    """A real exponent: a number or a 0-d real array (±inf and NaN compute as in NumPy; not a
+    bool, a complex number or a node); ints stay ints, so ``x ** 2`` keeps integer dtypes."""
+    kind = getattr(getattr(value, "dtype", None), "kind", None)
+    if kind is not None and np.ndim(value) == 0 and kind in "iuf":
+        value = value.item()  # np.float64(2.0), np.array(2.0)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise GraphError(
+            f"{what} must be a real number (int or float), got {value!r} of type "
+            f"{type(value).__name__}; for a tensor exponent use exp(p * log(x))"
+        )
+    return value
 
 
 def positive_size(value, what: str) -> int:
@@ -83,10 +113,17 @@ def numeric_array(array, what: str):
     return array
 
 
-def shape(value, what: str) -> tuple:
-    """A static shape: non-negative ints, ``None`` for a size not known before running."""
-    dims = (value,) if isinstance(value, numbers.Integral) else tuple(value)
-    out = tuple(None if d is None else integer(d, what) for d in dims)
-    if any(d is not None and d < 0 for d in out):
+def shape(value, what: str, infer: bool = False) -> tuple:
+    """A static shape: non-negative ints, ``None`` for a size not known before running; with
+    ``infer`` (a reshape's target) also one -1 for "the rest"."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
+        value = (value,)
+    if not isinstance(value, (tuple, list)):
+        raise GraphError(f"{what} must be a tuple of integers, got {value!r}")
+    out = tuple(None if d is None else integer(d, what) for d in value)
+    if infer:
+        if any(d is not None and d < -1 for d in out) or out.count(-1) > 1:
+            raise ParameterError(f"{what} must have sizes >= 0 and at most one -1, got {out}")
+    elif any(d is not None and d < 0 for d in out):
         raise ParameterError(f"{what} must have sizes >= 0 (or None), got {out}")
     return out

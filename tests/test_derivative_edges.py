@@ -72,3 +72,20 @@ def test_jvp_refuses_a_tangent_for_a_constant():
     x, two = cl.variable("x", (), np.float64), cl.constant(2.0)
     with pytest.raises(cl.GraphError, match="jvp: 2 is a constant.*use a variable"):
         cl.jvp(x * two + 2.0, {two: 1.0})
+
+
+def test_dual_number_pow_zero_exponent_at_zero_has_slope_zero():
+    for p in (0, 0.0):
+        assert cl.Dual(0.0, 1.0) ** p == cl.Dual(1.0, 0.0)
+    assert cl.Dual(0.0, 1.0) ** 1 == cl.Dual(0.0, 1.0)
+
+
+@pytest.mark.parametrize("exponent", [0, 1, 2, -1, 0.5])
+def test_eager_pow_gradient_at_zero_agrees_with_pytorch(exponent):
+    torch = oracle_import("torch")
+    t = cl.Tensor([0.0, 2.0, -3.0], requires_grad=True)
+    with np.errstate(all="ignore"):
+        cl.sum(t**exponent).backward()
+    expected = torch.tensor([0.0, 2.0, -3.0], dtype=torch.float64, requires_grad=True)
+    (expected**exponent).sum().backward()
+    np.testing.assert_allclose(t.grad.numpy(), expected.grad.numpy())

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import course_lib as cl
-from course_lib.models import LlamaConfig, flops_table
+from course_lib.models import LlamaConfig, flops_table, param_count, training_memory
 
 x = cl.variable("x", (2, 3), np.float64)
 w = cl.variable("w", (3,), np.float64)
@@ -49,6 +49,43 @@ BAD = [
      "LlamaConfig.norm_eps must be finite and at least 0"),
     (lambda: dataclasses.replace(LlamaConfig.tiny(), rope_theta=float("nan")), cl.ParameterError,
      "LlamaConfig.rope_theta must be finite"),
+    (lambda: x ** True, cl.GraphError, "pow: the exponent must be a real number"),
+    (lambda: x ** np.array([2.0]), cl.GraphError, "pow: the exponent must be a real number"),
+    (lambda: cl.reshape(x, (True, 6)), cl.GraphError, "reshape: shape must be an integer"),
+    (lambda: cl.reshape(x, (2.0, 3)), cl.GraphError, "reshape: shape must be an integer"),
+    (lambda: cl.reshape(x, (-1, -1)), cl.ParameterError, "at most one -1"),
+    (lambda: cl.reshape(x, 6.0), cl.GraphError, "reshape: shape must be a tuple"),
+    (lambda: cl.broadcast_to(w, ("a", 3)), cl.GraphError, "broadcast_to: shape must be an int"),
+    (lambda: cl.broadcast_to(w, (float("nan"), 3)), cl.GraphError, "broadcast_to: shape"),
+    (lambda: cl.broadcast_to(w, (-2, 3)), cl.ParameterError, "broadcast_to: shape must have"),
+    (lambda: cl.transpose(x, 1), cl.GraphError, "permute: axes must be a tuple"),
+    (lambda: cl.permute(x, True, 0), cl.GraphError, "permute: axes must be an integer"),
+    (lambda: cl.concat([x, x], True), cl.GraphError, "concat: axis must be an integer"),
+    (lambda: cl.concat([x, x], None), cl.GraphError, "concat: axis must be an integer"),
+    (lambda: cl.split(x, True), cl.GraphError, "sizes must be a tuple of integers, got True"),
+    (lambda: cl.split(x, 2, -5), cl.ShapeError, "split of x: axis -5 is out of range"),
+    (lambda: cl.split(x, 1.5), cl.GraphError, "split of x: sizes must be a tuple"),
+    (lambda: cl.rope(x, -1.0), cl.ParameterError, "rope: theta must be finite and above 0"),
+    (lambda: cl.rope(x, float("nan")), cl.ParameterError, "rope: theta must be finite"),
+    (lambda: cl.rope(x, "a"), cl.GraphError, "rope: theta must be a real number"),
+    (lambda: cl.rope(x, 1e4, True), cl.GraphError, "rope: seq_axis must be an integer"),
+    (lambda: cl.sum_to(x, (3,)), cl.GraphError, "sum_to: like must be a node"),
+    (lambda: cl.variable("v", float("nan")), cl.GraphError, "variable v: shape must be a tuple"),
+    (lambda: cl.constant(1.0, 5), cl.GraphError, "constant\\(\\): a name must be a non-empty"),
+    (lambda: cl.Tensor([1.0], requires_grad="yes"), cl.GraphError, "requires_grad must be True"),
+    (lambda: cl.Tensor([1.0], name=3), cl.GraphError, "Tensor: a name must be a non-empty"),
+    (lambda: cl.Executor([x], optimize="no"), cl.GraphError, "Executor: optimize must be True"),
+    (lambda: cl.jit(lambda a: a, optimize=None), cl.GraphError, "jit: optimize must be True"),
+    (lambda: cl.jit(lambda a: a, dynamic=0), cl.GraphError, "jit: dynamic must map"),
+    (lambda: cl.jit(lambda a: a, dynamic={0: 0}), cl.GraphError, "jit: dynamic axes must be a"),
+    (lambda: cl.pad_to_bucket(np.ones(3), 1), cl.ShapeError, "pad_to_bucket: axis 1 is out of"),
+    (lambda: cl.pad_to_bucket(np.ones(3), 0, ()), cl.ParameterError, "buckets must be positive"),
+    (lambda: cl.pad_to_bucket(np.ones(3), 0, (0, 8)), cl.ParameterError, "buckets must be pos"),
+    (lambda: training_memory(LlamaConfig.tiny(), 1, 8, dtype_bytes=True), cl.ParameterError,
+     "dtype_bytes must be 1, 2, 4 or 8, got True"),
+    (lambda: training_memory(LlamaConfig.tiny(), 1, 8, optimizer=[]), cl.ParameterError,
+     "unknown optimizer"),
+    (lambda: param_count("7b"), cl.GraphError, "needs a LlamaConfig, got str"),
 ]  # fmt: skip
 
 
@@ -62,3 +99,6 @@ def test_valid_parameters_still_build():
     cl.sum(x, np.int64(0)), cl.sum(x, [0, 1]), cl.max(x, None, np.bool_(True))
     cl.rms_norm(x, w, 0.0), cl.split(x, [1, 1]), cl.variable("v", (None, 3), "float32")
     assert flops_table(LlamaConfig.tiny(), 1, 4096.0).total > 0
+    cl.reshape(x, (-1,)), cl.reshape(x, 6), cl.broadcast_to(w, [2, 3]), cl.transpose(x, [1, 0])
+    cl.rope(cl.variable("r", (2, 4)), np.float32(500.0), np.int64(0)), x ** np.float64(2.0)
+    cl.jit(lambda a: a, dynamic={np.int64(0): [0]}), cl.pad_to_bucket(np.ones(3), -1, [4])

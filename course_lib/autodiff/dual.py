@@ -51,7 +51,8 @@ class Dual:
         return Dual(-self.val, -self.dot)
 
     def __pow__(self, p: float):
-        return Dual(self.val**p, p * self.val ** (p - 1) * self.dot)
+        slope = 0.0 if p == 0 else p * self.val ** (p - 1)  # d/dx x**0 = 0, also at x = 0
+        return Dual(self.val**p, slope * self.dot)
 
     def exp(self) -> Dual:
         e = math.exp(self.val)

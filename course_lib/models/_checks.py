@@ -6,6 +6,7 @@ import bisect
 from collections.abc import Callable
 
 from .. import params
+from ..errors import GraphError
 from .config import LlamaConfig
 
 
@@ -15,9 +16,10 @@ def positive_size(value: int, name: str, caller: str) -> int:
 
 
 def require_config(config, caller: str) -> LlamaConfig:
-    """``config`` itself if it is a :class:`LlamaConfig`, else a TypeError naming ``caller``."""
+    """``config`` itself if it is a :class:`LlamaConfig`, else a GraphError (a TypeError)
+    naming ``caller``."""
     if not isinstance(config, LlamaConfig):
-        raise TypeError(f"{caller} needs a LlamaConfig, got {type(config).__name__}")
+        raise GraphError(f"{caller} needs a LlamaConfig, got {type(config).__name__}")
     return config
 
 

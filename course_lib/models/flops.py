@@ -170,7 +170,7 @@ def flops_table(
     b, s = positive_size(batch, "batch", "flops_table"), positive_size(seq, "seq", "flops_table")
     c, conv = require_config(config, "flops_table"), convention
     if not isinstance(conv, FlopConvention):
-        raise TypeError(f"flops_table: convention must be a FlopConvention, got {conv!r}")
+        raise GraphError(f"flops_table: convention must be a FlopConvention, got {conv!r}")
     h, n, d, i, v, N = c.dim, c.n_heads, c.head_dim, c.ffn_dim, c.vocab_size, c.n_layers
     kv = c.n_kv_heads * d
     rms = FlopRow("RMSNorm", _rms_formula(conv), "normalisation",

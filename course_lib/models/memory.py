@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import ParameterError
 from ..tables import ShownAsTable, Table
 from ._checks import first_seq_where, positive_size, require_config
 from .config import LlamaConfig
@@ -113,13 +114,15 @@ def training_memory(
     require_config(config, "training_memory")
     b = positive_size(batch, "batch", "training_memory")
     s = positive_size(seq, "seq", "training_memory")
-    if optimizer not in OPTIMIZER_STATE_BYTES:
-        raise ValueError(
+    if not isinstance(optimizer, str) or optimizer not in OPTIMIZER_STATE_BYTES:
+        raise ParameterError(
             f"training_memory: unknown optimizer {optimizer!r}; use one of "
             f"{sorted(OPTIMIZER_STATE_BYTES)}"
         )
-    if dtype_bytes not in (1, 2, 4, 8):
-        raise ValueError(f"training_memory: dtype_bytes must be 1, 2, 4 or 8, got {dtype_bytes!r}")
+    if isinstance(dtype_bytes, bool) or dtype_bytes not in (1, 2, 4, 8):
+        raise ParameterError(
+            f"training_memory: dtype_bytes must be 1, 2, 4 or 8, got {dtype_bytes!r}"
+        )
     params = param_count(config)
     master = _MASTER_COPY_BYTES if dtype_bytes < _MASTER_COPY_BYTES else 0
     activations = sum(activation_elements(config, b, s).values())

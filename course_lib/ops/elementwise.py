@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 
 from .. import params
-from ..errors import GraphError
 from ..graph import Node, Op, apply
 from . import _shapes
 
@@ -273,12 +271,7 @@ class Power(Unary):
     name = "pow"
 
     def __init__(self, p):
-        if isinstance(p, Node) or not isinstance(p, numbers.Real):
-            raise GraphError(
-                f"pow: the exponent must be a real number (int or float), got {p!r} of type "
-                f"{type(p).__name__}; for a tensor exponent use exp(p * log(x))"
-            )
-        p = p.item() if isinstance(p, np.generic) else p
+        p = params.exponent(p, "pow: the exponent")
         super().__init__(p=p)
         self.p = p
 

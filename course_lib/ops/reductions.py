@@ -6,6 +6,7 @@ import builtins
 import math
 
 from .. import params
+from ..errors import GraphError
 from ..graph import Node, Op, apply
 from . import _shapes
 from .elementwise import div, equal, exp, mul, sub
@@ -222,6 +223,8 @@ def unreduce(g, like, axis=None, keepdims=False, mean=False) -> Node:
 
 def sum_to(x, like) -> Node:
     """Sum ``x`` down to the shape of the node ``like`` (undo broadcasting)."""
+    if not isinstance(like, Node):
+        raise GraphError(f"sum_to: like must be a node (whose shape to sum to), got {like!r}")
     if like.shape is not None and None not in like.shape:
         if x.shape == like.shape:
             return x

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
+from .. import params
 from ..graph import Node, Op, apply
 from ..kernels.dispatch import run_on_gpu
 from ..kernels.reference import rope_tables
@@ -32,8 +33,11 @@ class Rope(Op):
     name = "rope"
 
     def __init__(self, theta: float = 10000.0, seq_axis: int = -2, inverse: bool = False):
-        super().__init__(theta=float(theta), seq_axis=seq_axis, inverse=bool(inverse))
-        self.theta, self.seq_axis, self.inverse = float(theta), seq_axis, bool(inverse)
+        theta = params.real(theta, "rope: theta", positive=True)
+        seq_axis = params.integer(seq_axis, "rope: seq_axis")
+        inverse = params.flag(inverse, "rope: inverse")
+        super().__init__(theta=theta, seq_axis=seq_axis, inverse=inverse)
+        self.theta, self.seq_axis, self.inverse = theta, seq_axis, inverse
 
     def infer_shape(self, shape):
         if shape is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 
@@ -25,8 +26,9 @@ class Reshape(View):
     name = "reshape"
 
     def __init__(self, shape):
-        super().__init__(shape=tuple(shape))
-        self.shape = tuple(shape)
+        shape = params.shape(shape, "reshape: shape", infer=True)
+        super().__init__(shape=shape)
+        self.shape = shape
 
     def infer_shape(self, shape):
         if shape is None or None in shape:
@@ -74,8 +76,9 @@ class Permute(View):
     name = "permute"
 
     def __init__(self, axes=None):
-        super().__init__(axes=None if axes is None else tuple(axes))
-        self.axes = None if axes is None else tuple(axes)
+        axes = None if axes is None else params.axes(axes, "permute: axes")
+        super().__init__(axes=axes)
+        self.axes = axes
 
     def infer_shape(self, shape):
         if shape is None:
@@ -128,8 +131,9 @@ class BroadcastTo(View):
     name = "broadcast_to"
 
     def __init__(self, shape):
-        super().__init__(shape=tuple(shape))
-        self.shape = tuple(shape)
+        shape = params.shape(shape, "broadcast_to: shape")
+        super().__init__(shape=shape)
+        self.shape = shape
 
     def infer_shape(self, shape):
         if shape is not None and _shapes.broadcast(shape, self.shape) != self.shape:
@@ -175,6 +179,7 @@ class Concat(Op):
     name = "concat"
 
     def __init__(self, axis=0):
+        axis = params.integer(axis, "concat: axis")
         super().__init__(axis=axis)
         self.axis = axis
 
@@ -393,7 +398,6 @@ class TakeAdjoint(Op):
 # -- public functions -----------------------------------------------------------------------
 def reshape(x, shape) -> Node:
     """A node with the same elements in ``shape`` (one -1 allowed)."""
-    shape = (shape,) if isinstance(shape, int) else tuple(shape)
     return apply(Reshape(shape), x)
 
 
@@ -444,8 +448,10 @@ def concat(xs, axis=0) -> Node:
 def split(x, sections, axis=0) -> list[Node]:
     """Split ``x`` along ``axis`` into ``sections`` equal parts or at the given sizes."""
     axis = params.integer(axis, f"split of {x.name}: axis")
+    if x.shape is not None and not -len(x.shape) <= axis < len(x.shape):
+        raise ShapeError(f"split of {x.name}: axis {axis} is out of range for shape {x.shape}")
     size = None if x.shape is None else x.shape[axis]
-    if isinstance(sections, int):
+    if isinstance(sections, numbers.Integral) and not isinstance(sections, (bool, np.bool_)):
         if size is None:
             raise ShapeError(f"split of {x.name}: the size along axis {axis} must be known")
         if sections < 1 or size % sections:

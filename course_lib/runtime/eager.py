@@ -23,6 +23,7 @@ from ..errors import CourseLibError, GraphError, ShapeError, describe_shapes
 from ..graph import Node, Op, _creation_counter, topological_order
 from ..graph import as_node as _as_node
 from ..ops.elementwise import _ADD, _DIV, _MUL, _SUB, ones_like, zeros_like
+from .executor import Executor
 
 _recording = [True]
 
@@ -66,6 +67,9 @@ _LEAF = Leaf()
 class Tensor(Node):
     """An eager array that remembers how it was computed.
 
+    A tensor's value never changes: ``.data`` is read-only (on the CPU), so no later write
+    can change what ``backward()`` computes; ``.numpy()`` gives a writable copy.
+
     Parameters
     ----------
     array : array-like
@@ -81,9 +85,12 @@ class Tensor(Node):
     is_eager = True
 
     def __init__(self, array, requires_grad: bool = False, name: str | None = None):
+        requires_grad = params.flag(requires_grad, "Tensor: requires_grad")
+        name = params.name(name, "Tensor")
         xp = backend.xp()
         data = xp.array(array.data if isinstance(array, Tensor) else array, copy=True)
         params.numeric_array(data, "Tensor")
+        _read_only(data)
         if requires_grad and data.dtype.kind not in "fc":
             raise GraphError(f"only floating-point tensors can require gradients, not {data.dtype}")
         self._init(_LEAF, (), name or "tensor", data, requires_grad)
@@ -111,11 +118,7 @@ class Tensor(Node):
         try:  # eager tensors hold .data, constants hold .op.value; symbolic nodes neither
             values = [n.data if n.is_eager else n.op.value for n in inputs]
         except AttributeError:
-            stranger = next(n for n in inputs if not (n.is_eager or n.is_constant))
-            raise GraphError(
-                f"{op.label()}: cannot mix the eager tensor(s) with the symbolic node "
-                f"{stranger.name}; use Tensors only, or variables and an Executor"
-            ) from None
+            values = [_value(n, op) for n in inputs]
         xp = backend.xp()
         try:
             data = op.compute(xp, *values)
@@ -123,8 +126,9 @@ class Tensor(Node):
             raise _eager_error(op, inputs, exc) from None
         if not hasattr(data, "dtype"):
             data = xp.asarray(data)
+        _read_only(data)  # the backward pass reads it again: nothing may change it meanwhile
         out = cls.__new__(cls)
-        if _recording[-1]:
+        if _recording[-1] and data.dtype.kind == "f":  # no gradient flows through ints or bools
             for n in inputs:
                 if n.is_eager and n.requires_grad:
                     out._init(op, inputs, name or op.name, data, True)
@@ -192,8 +196,8 @@ class Tensor(Node):
 
     # -- conversions -----------------------------------------------------------------------
     def numpy(self) -> np.ndarray:
-        """The value as a NumPy array (copied from the GPU if needed)."""
-        return backend.to_numpy(self.data)
+        """The value as a new, writable NumPy array (changing it leaves the tensor alone)."""
+        return np.array(backend.to_numpy(self.data), copy=True)
 
     def item(self) -> float:
         return self.data.item()
@@ -214,12 +218,31 @@ class Tensor(Node):
                 "np.exp, ...) without detaching it from the graph; use course_lib's ops "
                 f"(cl.exp) to keep gradients, or {self.name}.detach().numpy() for the values"
             )
-        array = self.numpy()
-        return array if dtype is None else array.astype(dtype)
+        # a writable copy, as .numpy(); copy=False gets the read-only value itself
+        return np.array(backend.to_numpy(self.data), dtype=dtype, copy=copy is not False)
 
     def __repr__(self) -> str:
         grad = ", requires_grad=True" if self.requires_grad else ""
         return f"Tensor({np.array2string(self.numpy(), precision=4)}{grad})"
+
+
+def _value(node: Node, op: Op):
+    """An input's value: a tensor's data, or a graph of constants computed now (a gradient
+    rule transposes the NumPy array of ``t @ array``); a graph with variables is refused."""
+    if node.is_eager:
+        return node.data
+    if any(n.is_variable for n in topological_order([node])):
+        raise GraphError(
+            f"{op.label()}: cannot mix the eager tensor(s) with the symbolic node "
+            f"{node.name}; use Tensors only, or variables and an Executor"
+        )
+    return Executor(node).run()
+
+
+def _read_only(data) -> None:
+    """Protect a tensor's value from writes (NumPy arrays; CuPy has no read-only flag)."""
+    if isinstance(data, np.ndarray):
+        data.flags.writeable = False
 
 
 def _eager_error(op: Op, inputs: tuple, exc: Exception) -> CourseLibError:

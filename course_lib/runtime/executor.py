@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from .. import backend
+from .. import backend, params
 from ..errors import CourseLibError, FeedError, GraphError, ShapeError
 from ..graph import Node, topological_order
 from ..ops.control import DEAD, Switch
@@ -23,7 +23,8 @@ class Executor:
     Parameters
     ----------
     outputs : Node or list of Node
-        What to compute. ``run`` returns one array per output (or one array).
+        What to compute. ``run`` returns one array per output (or one array), never a view
+        of a fed array or of another output: changing one later changes nothing else.
     optimize : bool
         Apply the graph optimisation passes first (:func:`course_lib.passes.optimize`);
         ``outputs`` then holds the optimised graph that runs.
@@ -40,6 +41,7 @@ class Executor:
     """
 
     def __init__(self, outputs: Node | Sequence[Node], optimize: bool = False):
+        optimize = params.flag(optimize, "Executor: optimize")
         self.single = isinstance(outputs, Node)
         outs = [outputs] if self.single else list(outputs)
         for o in outs:
@@ -136,8 +138,10 @@ class Executor:
         """
         xp = backend.xp()
         values: list = [None] * len(self.order)
+        fed = []
         for var, value in self._resolve_feed(feed or {}, allow_unused).items():
-            values[self._var_slot[var]] = self._check(var, value, xp)
+            values[self._var_slot[var]] = array = self._check(var, value, xp)
+            fed.append(array)
         for s, value in self._constants:
             values[s] = value if xp is np or np.ndim(value) == 0 else xp.asarray(value)
         self._skipped[0] = 0
@@ -164,13 +168,17 @@ class Executor:
         self.peak_bytes = peak
         skipped = self._skipped[0]
         self.last_run = {"computed": len(self._steps) - skipped, "skipped": skipped}
-        return self._results(values)
+        return self._results(values, fed, xp)
 
-    def _results(self, values: list):
-        outs = [values[s] for s in self._out_slots]
-        for node, value in zip(self.outputs, outs):
+    def _results(self, values: list, fed: list, xp):
+        outs = []
+        for node, s in zip(self.outputs, self._out_slots):
+            value = values[s]
             if value is DEAD:
                 raise GraphError(f"output {node.name} is on a branch that was not taken")
+            if _aliases(xp, value, fed + outs):
+                value = value.copy()  # a fed array (or an earlier output) seen through a view
+            outs.append(value)
         return outs[0] if self.single else outs
 
 
@@ -196,6 +204,14 @@ def _skipping_dead(op, skipped: list):
         return compute(xp, *args)
 
     return run
+
+
+def _aliases(xp, value, others: list) -> bool:
+    """Whether ``value`` may share memory with one of ``others`` (an array that owns its
+    memory is new, unless it is one of them; a view gets NumPy's cheap test of bounds)."""
+    if getattr(value, "base", None) is None:
+        return any(value is other for other in others)
+    return any(hasattr(other, "shape") and xp.may_share_memory(value, other) for other in others)
 
 
 def _nbytes(value) -> int:

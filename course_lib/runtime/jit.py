@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from .. import backend
-from ..errors import GraphError
+from .. import backend, params
+from ..errors import GraphError, ParameterError, ShapeError
 from ..graph import Node, variable
 from .eager import Tensor
 from .executor import Executor
@@ -29,8 +29,13 @@ class JitFunction:
         self, fn: Callable, dynamic: Mapping[int, Sequence[int]] | None = None, optimize=True
     ):
         self.fn = fn
-        self.dynamic = {int(k): tuple(v) for k, v in (dynamic or {}).items()}
-        self.optimize = bool(optimize)
+        if not isinstance(dynamic, (Mapping, type(None))):
+            raise GraphError(f"jit: dynamic must map argument indices to axes, got {dynamic!r}")
+        self.dynamic = {
+            params.integer(k, "jit: dynamic argument index"): params.axes(v, "jit: dynamic axes")
+            for k, v in (dynamic or {}).items()
+        }
+        self.optimize = params.flag(optimize, "jit: optimize")
         self.cache: dict = {}
         self.stats = {"traces": 0, "hits": 0, "trace_seconds": 0.0}
         functools.update_wrapper(self, fn)
@@ -67,7 +72,10 @@ class JitFunction:
                         f"jit({self.__name__}): argument {i} ({type(arg).__name__}) is neither an "
                         "array nor a hashable constant"
                     ) from None
-                key.append(("constant", type(arg).__name__, arg))
+                # floats by repr: -0.0 == 0.0 would reuse the other's trace, and nan != nan
+                # would trace again on every call
+                value = repr(arg) if isinstance(arg, float) else arg
+                key.append(("constant", type(arg).__name__, value))
         return tuple(key), arrays
 
     def _trace(self, args):
@@ -130,10 +138,19 @@ def pad_to_bucket(
     Returns the padded array and the original size. Padding to a few sizes bounds the
     number of traces of a jitted function whose input length varies.
     """
+    axis = params.integer(axis, "pad_to_bucket: axis")
+    if not -array.ndim <= axis < array.ndim:
+        raise ShapeError(f"pad_to_bucket: axis {axis} is out of range for shape {array.shape}")
+    buckets = params.axes(buckets, "pad_to_bucket: buckets")
+    if not buckets or min(buckets) < 1:
+        raise ParameterError(f"pad_to_bucket: buckets must be positive sizes, got {buckets}")
     size = array.shape[axis]
     target = next((b for b in sorted(buckets) if b >= size), None)
     if target is None:
-        raise ValueError(f"size {size} along axis {axis} exceeds the largest bucket {max(buckets)}")
+        raise ShapeError(
+            f"pad_to_bucket: size {size} along axis {axis} exceeds the largest bucket "
+            f"{max(buckets)}"
+        )
     pad = [(0, 0)] * array.ndim
     pad[axis] = (0, target - size)
     xp = backend.xp()
