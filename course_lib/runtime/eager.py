@@ -81,7 +81,7 @@ class Tensor(Node):
         A label used in graphs and error messages.
     """
 
-    __slots__ = ("data", "requires_grad", "grad")
+    __slots__ = ("_data", "requires_grad", "grad")
     is_eager = True
 
     def __init__(self, array, requires_grad: bool = False, name: str | None = None):
@@ -90,7 +90,6 @@ class Tensor(Node):
         xp = backend.xp()
         data = xp.array(array.data if isinstance(array, Tensor) else array, copy=True)
         params.numeric_array(data, "Tensor")
-        _read_only(data)
         if requires_grad and data.dtype.kind not in "fc":
             raise GraphError(f"only floating-point tensors can require gradients, not {data.dtype}")
         self._init(_LEAF, (), name or "tensor", data, requires_grad)
@@ -103,9 +102,19 @@ class Tensor(Node):
         setter(self, "name", name)
         setter(self, "shape", data.shape)
         setter(self, "dtype", data.dtype)
-        setter(self, "data", data)
+        setter(self, "_data", data)
         setter(self, "requires_grad", requires_grad)
         setter(self, "grad", None)
+
+    @property
+    def data(self):
+        """The value, read-only (a view on the CPU): no write can change what ``backward()``
+        computes from it; ``.numpy()`` gives a writable copy."""
+        if not isinstance(self._data, np.ndarray):
+            return self._data  # CuPy arrays have no read-only flag
+        view = self._data.view()
+        view.flags.writeable = False
+        return view
 
     def __setattr__(self, key, value):
         if key not in ("grad", "requires_grad"):
@@ -116,7 +125,7 @@ class Tensor(Node):
     def apply_eager(cls, op: Op, inputs: tuple, name: str | None):
         """Run ``op`` on the inputs' values now; record the inputs if gradients may flow."""
         try:  # eager tensors hold .data, constants hold .op.value; symbolic nodes neither
-            values = [n.data if n.is_eager else n.op.value for n in inputs]
+            values = [n._data if n.is_eager else n.op.value for n in inputs]
         except AttributeError:
             values = [_value(n, op) for n in inputs]
         xp = backend.xp()
@@ -126,7 +135,6 @@ class Tensor(Node):
             raise _eager_error(op, inputs, exc) from None
         if not hasattr(data, "dtype"):
             data = xp.asarray(data)
-        _read_only(data)  # the backward pass reads it again: nothing may change it meanwhile
         out = cls.__new__(cls)
         if _recording[-1] and data.dtype.kind == "f":  # no gradient flows through ints or bools
             for n in inputs:
@@ -192,24 +200,24 @@ class Tensor(Node):
 
     def detach(self) -> Tensor:
         """The same value, cut from the graph."""
-        return Tensor(self.data)
+        return Tensor(self._data)
 
     # -- conversions -----------------------------------------------------------------------
     def numpy(self) -> np.ndarray:
         """The value as a new, writable NumPy array (changing it leaves the tensor alone)."""
-        return np.array(backend.to_numpy(self.data), copy=True)
+        return np.array(backend.to_numpy(self._data), copy=True)
 
     def item(self) -> float:
-        return self.data.item()
+        return self._data.item()
 
     def __float__(self) -> float:
-        return float(self.data)
+        return float(self._data)
 
     def __bool__(self) -> bool:
-        return bool(self.data)
+        return bool(self._data)
 
     def __len__(self) -> int:
-        return len(self.data)
+        return len(self._data)
 
     def __array__(self, dtype=None, copy=None):
         if self.requires_grad:  # PyTorch refuses too: the array would silently leave the graph
@@ -219,7 +227,7 @@ class Tensor(Node):
                 f"(cl.exp) to keep gradients, or {self.name}.detach().numpy() for the values"
             )
         # a writable copy, as .numpy(); copy=False gets the read-only value itself
-        return np.array(backend.to_numpy(self.data), dtype=dtype, copy=copy is not False)
+        return np.array(backend.to_numpy(self._data), dtype=dtype, copy=copy is not False)
 
     def __repr__(self) -> str:
         grad = ", requires_grad=True" if self.requires_grad else ""
@@ -230,19 +238,13 @@ def _value(node: Node, op: Op):
     """An input's value: a tensor's data, or a graph of constants computed now (a gradient
     rule transposes the NumPy array of ``t @ array``); a graph with variables is refused."""
     if node.is_eager:
-        return node.data
+        return node._data
     if any(n.is_variable for n in topological_order([node])):
         raise GraphError(
             f"{op.label()}: cannot mix the eager tensor(s) with the symbolic node "
             f"{node.name}; use Tensors only, or variables and an Executor"
         )
     return Executor(node).run()
-
-
-def _read_only(data) -> None:
-    """Protect a tensor's value from writes (NumPy arrays; CuPy has no read-only flag)."""
-    if isinstance(data, np.ndarray):
-        data.flags.writeable = False
 
 
 def _eager_error(op: Op, inputs: tuple, exc: Exception) -> CourseLibError:
