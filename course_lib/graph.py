@@ -123,6 +123,37 @@ class Op:
     def __repr__(self) -> str:
         return f"<op {self.label()}>"
 
+    # -- facts that other layers read from the op: picture, kernel, FLOP table ----------
+    glyph: str | None = None  # how the symbol is drawn in pictures when it differs ("×")
+    family: str | None = None  # its compute component (course_lib.models.compute.FAMILIES)
+    flop_rows: tuple[str, ...] = ()  # the LLaMA FLOP-table rows it computes (models.flops)
+
+    def written(self, args: Sequence[str]) -> str:
+        """How a node of this op is written in a picture, over its inputs' names ``args``.
+
+        ``v2 × v3`` for an infix symbol, ``−v2`` for a prefix one, else the op's name with
+        the inputs and the attributes that are set: ``sum(v1, axis=1)``.
+        """
+        symbol = self.glyph or self.symbol
+        if symbol is not None and len(args) == 2:
+            return f"{args[0]} {symbol} {args[1]}"
+        if symbol is not None and len(args) == 1:
+            return f"{symbol}{args[0]}"
+        settings = [f"{k}={v}" for k, v in self.attrs.items() if v is not None and v is not False]
+        return f"{self.name}({', '.join([*args, *settings])})"
+
+    def gpu_kernel(self, launch, *arrays):
+        """This op's CUDA kernel run on ``arrays``, or None where the kernel does not apply.
+
+        ``launch`` offers the functions of :mod:`course_lib.kernels.launch` with the mode
+        (GPU or CPU emulator) filled in, e.g. ``launch.softmax(x)``. ``compute`` asks for the
+        kernel through :func:`course_lib.kernels.dispatch.run_on_gpu`, which calls this only
+        on the GPU, for float32 arrays, when the op's kernel is switched on. An op with a
+        kernel returns None for what it cannot handle (an axis, a rank), so ``compute``
+        falls back to its array-module code; ops without a kernel keep this default.
+        """
+        return None
+
 
 def _hashable(value):
     if isinstance(value, list):

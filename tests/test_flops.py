@@ -9,7 +9,6 @@ from course_lib.models.flops import (
     COURSE_LIB,
     GROUPS,
     LECTURE,
-    ROWS_OF_OP,
     FlopConvention,
     attention_overtakes_mlp,
     compare_with_graph,
@@ -232,13 +231,13 @@ def test_model_graph_flops_equal_the_table_under_the_course_lib_convention(n_kv_
     counted = count_flops(graph.logits)
     table = flops_table(config, b, s, COURSE_LIB)
     assert counted.total == table.total
-    for op, terms in ROWS_OF_OP.items():
-        if op in ("head_scores", "causal_softmax"):
-            continue  # they share the softmax(QKᵀ/√d) row, checked below
+    for op, terms in counted.flop_rows.items():
+        if not terms or op in ("head_scores", "causal_softmax"):
+            continue  # free ops, checked below; two ops share the softmax(QKᵀ/√d) row
         assert counted.by_op[op] == sum(table.row(t).total for t in terms), op
     scores = counted.by_op["head_scores"] + counted.by_op["causal_softmax"]
     assert scores == table.row("softmax(QKᵀ/√d)").total
-    free = set(counted.by_op) - set(ROWS_OF_OP)
+    free = {op for op, terms in counted.flop_rows.items() if not terms}
     assert free and all(counted.by_op[op] == 0 for op in free)  # views and the gather
 
 

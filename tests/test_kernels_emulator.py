@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from course_lib.errors import ShapeError
-from course_lib.kernels import dispatch, emulator, launch, reference
+from course_lib.kernels import emulator, launch, reference
 from course_lib.kernels.errors import KernelLaunchError
 
 pytestmark = pytest.mark.skipif(  # CI has g++: fail there rather than skip
@@ -169,48 +169,3 @@ def test_default_mode_without_gpu_is_the_emulator():
     assert launch.default_mode() == "emulator"
 
 
-def test_dispatch_hooks(rng):
-    x = _f32(rng, 4, 33)
-    np.testing.assert_allclose(
-        dispatch.kernel_result("softmax", x, mode="emulator", axis=-1),
-        reference.softmax(x),
-        rtol=1e-5,
-        atol=1e-7,
-    )
-    assert dispatch.kernel_result("softmax", x, mode="emulator", axis=0) is None
-    assert dispatch.kernel_result("softmax", x.astype(np.float64), mode="emulator") is None
-    a, b = _f32(rng, 5, 7), _f32(rng, 7, 3)
-    np.testing.assert_allclose(
-        dispatch.kernel_result("matmul", a, b, mode="emulator"), a @ b, rtol=1e-5, atol=1e-5
-    )
-    assert dispatch.kernel_result("matmul", a[None], b[None], mode="emulator") is None
-    assert dispatch.run_on_gpu("softmax", np, x) is None  # NumPy arrays: the op's own code
-    assert dispatch.kernel_enabled("softmax") and not dispatch.kernel_enabled("matmul")
-    dispatch.use_kernel("matmul", True)
-    try:
-        assert dispatch.kernel_enabled("matmul")
-    finally:
-        dispatch.use_kernel("matmul", False)
-    with pytest.raises(KeyError, match="softmax"):
-        dispatch.use_kernel("conv2d")
-
-
-def test_rms_norm_and_rope_hooks_agree_with_the_ops(rng):
-    """What RMSNorm and RoPE compute on a GPU (their kernels) equals their NumPy code."""
-    from course_lib.ops.norms import RMSNorm
-    from course_lib.ops.rope import Rope, _tables
-
-    x, w = _f32(rng, 6, 40), _f32(rng, 40)
-    np.testing.assert_allclose(
-        dispatch.kernel_result("rms_norm", x, w, mode="emulator", eps=1e-5),
-        RMSNorm(1e-5).compute(np, x, w), rtol=1e-5, atol=1e-6,
-    )  # fmt: skip
-    q = _f32(rng, 2, 3, 7, 8)  # (batch, heads, positions, head_dim)
-    cos, sin = _tables(7, 8, 10000.0, np.dtype(np.float32))
-    for inverse in (False, True):
-        tables = (cos, -sin if inverse else sin)
-        np.testing.assert_allclose(
-            dispatch.kernel_result("rope", q, *tables, mode="emulator", seq_axis=-2),
-            Rope(seq_axis=-2, inverse=inverse).compute(np, q), rtol=1e-5, atol=1e-6,
-        )  # fmt: skip
-    assert dispatch.kernel_result("rope", q, cos, sin, mode="emulator", seq_axis=1) is None

@@ -75,6 +75,8 @@ class HeadScores(Op):
     """``s[b, h] = a[b, :, h] @ k[b, :, h // G]ᵀ``: (B, T, H, d), (B, S, KV, d) -> (B, H, T, S)."""
 
     name = "head_scores"
+    family = "products"
+    flop_rows = ("softmax(QKᵀ/√d)",)  # QKᵀ: 2bs²nd of the row (causal_softmax has the rest)
 
     def infer_shape(self, a, k):
         _check_4d(self.name, queries=a, keys=k)
@@ -110,6 +112,8 @@ class HeadMix(Op):
     """``y[b, :, h] = p[b, h] @ v[b, :, h // G]``: (B, H, T, S), (B, S, KV, d) -> (B, T, H, d)."""
 
     name = "head_mix"
+    family = "products"
+    flop_rows = ("PV",)
 
     def infer_shape(self, p, v):
         _check_4d(self.name, probabilities=p, values=v)
@@ -145,6 +149,7 @@ class HeadMixT(Op):
     -> (B, S, KV, d), shaped like the keys/values ``like`` (it is their adjoint)."""
 
     name = "head_mix_t"
+    family = "products"
 
     def infer_shape(self, p, a, like):
         _check_4d(self.name, probabilities=p, queries=a, like=like)
@@ -195,6 +200,8 @@ class CausalSoftmax(Op):
     query i (queries aligned with the last keys). FLOPs: 3 per score."""
 
     name = "causal_softmax"
+    family = "attention softmax"
+    flop_rows = ("softmax(QKᵀ/√d)",)  # scale, exp, normalise: 3bs²n of the row
 
     def __init__(self, scale: float):
         scale = params.real(scale, f"{self.name}: scale")

@@ -44,6 +44,9 @@ class Switch(Op):
 
     name = "switch"
 
+    def written(self, args):
+        return f"switch({', '.join(args)}) → {'true' if self.branch else 'false'}"
+
     def __init__(self, branch: bool):
         super().__init__(branch=bool(branch))
         self.branch = bool(branch)

@@ -55,6 +55,8 @@ def unbroadcast(adjoint: Node, like: Node) -> Node:
 # -- binary arithmetic ----------------------------------------------------------------------
 class Add(Elementwise):
     name, symbol = "add", "+"
+    family = "residual adds"
+    flop_rows = ("residual (attention)", "residual (MLP)")
     templates = {"numexpr": "({0} + {1})", "cuda": "({0} + {1})"}
 
     def compute(self, xp, x, y):
@@ -72,6 +74,7 @@ class Add(Elementwise):
 
 class Sub(Elementwise):
     name, symbol = "sub", "-"
+    glyph = "−"
     templates = {"numexpr": "({0} - {1})", "cuda": "({0} - {1})"}
 
     def compute(self, xp, x, y):
@@ -92,6 +95,8 @@ class Sub(Elementwise):
 
 class Mul(Elementwise):
     name, symbol = "mul", "*"
+    glyph, family = "×", "nonlinearity and gate"
+    flop_rows = ("element-wise ×",)
     templates = {"numexpr": "({0} * {1})", "cuda": "({0} * {1})"}
 
     def compute(self, xp, x, y):
@@ -161,6 +166,9 @@ class AddN(Elementwise):
     """The sum of any number of inputs: ``sum(node_to_grad[i])`` in one node."""
 
     name = "sum_n"
+
+    def written(self, args):
+        return " + ".join(args)
 
     def compute(self, xp, *xs):
         total = xs[0] + xs[1]
@@ -253,6 +261,7 @@ class Unary(Elementwise):
 
 class Neg(Unary):
     name, symbol = "neg", "-"
+    glyph = "−"
     templates = {"numexpr": "(-{0})", "cuda": "(-{0})"}
 
     def compute(self, xp, x):
@@ -269,6 +278,9 @@ class Power(Unary):
     """``x ** p`` for a constant real exponent p."""
 
     name = "pow"
+
+    def written(self, args):
+        return f"{args[0]}²" if self.p == 2 else f"{args[0]}^{self.p:g}"
 
     def __init__(self, p):
         p = params.exponent(p, "pow: the exponent")
@@ -311,6 +323,9 @@ class Exp(Unary):
 
 class Log(Unary):
     name = "log"
+
+    def written(self, args):
+        return f"ln({args[0]})"
     templates = {"numexpr": "log({0})", "cuda": "logf({0})"}
 
     def compute(self, xp, x):
@@ -372,6 +387,7 @@ class Sigmoid(Unary):
 
 class Relu(Unary):
     name = "relu"
+    family = "nonlinearity and gate"
     templates = {"numexpr": "maximum({0}, 0.0)", "cuda": "maximumf({0}, 0.0f)"}
 
     def compute(self, xp, x):
@@ -385,6 +401,8 @@ class Silu(Unary):
     """``x * sigmoid(x)`` (Swish with beta = 1), LLaMA's activation."""
 
     name, cost = "silu", 4
+    family = "nonlinearity and gate"
+    flop_rows = ("Swish",)
     templates = {
         "numexpr": "({0} * (0.5 * (tanh(0.5 * {0}) + 1.0)))",
         "cuda": "({0} * (0.5f * (tanhf(0.5f * {0}) + 1.0f)))",
@@ -446,6 +464,9 @@ class Cast(Unary):
 
 class Fill(Op):
     """``zeros_like`` / ``ones_like``: a constant array shaped like the input."""
+
+    def written(self, args):
+        return "1" if self.value == 1 else super().written(args)
 
     def __init__(self, value):
         super().__init__(value=value)

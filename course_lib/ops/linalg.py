@@ -16,6 +16,12 @@ class MatMul(Op):
     """``x @ y`` for inputs with at least two dimensions; batch dims broadcast."""
 
     name, symbol = "matmul", "@"
+    family = "products"
+    flop_rows = ("XW_Q, XW_K, XW_V", "AW_O", "XW_gate, XW_up", "XW_down", "LM head")
+
+    def gpu_kernel(self, launch, x, y):
+        """``matmul_tiled.cu``: 2-D matrices only (batched products keep ``xp.matmul``)."""
+        return launch.matmul_tiled(x, y) if x.ndim == y.ndim == 2 else None
 
     def infer_shape(self, x, y):
         if x is None or y is None:
@@ -27,7 +33,7 @@ class MatMul(Op):
         return _shapes.broadcast(x[:-2], y[:-2]) + (x[-2], y[-1])
 
     def compute(self, xp, x, y):
-        out = run_on_gpu("matmul", xp, x, y)  # off by default: cuBLAS via xp.matmul
+        out = run_on_gpu(self, xp, x, y)  # off by default: cuBLAS via xp.matmul
         return xp.matmul(x, y) if out is None else out
 
     def gradient(self, node, g, needs):

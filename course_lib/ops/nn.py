@@ -18,6 +18,10 @@ class Softmax(Op):
 
     name, cost = "softmax", 5
 
+    def gpu_kernel(self, launch, x):
+        """``softmax.cu``: one block per row, so only along the last axis."""
+        return launch.softmax(x) if x.ndim >= 1 and self.axis in (-1, x.ndim - 1) else None
+
     def __init__(self, axis=-1):
         axis = params.integer(axis, f"{self.name}: axis")
         super().__init__(axis=axis)
@@ -29,7 +33,7 @@ class Softmax(Op):
         return shape
 
     def compute(self, xp, x):
-        out = run_on_gpu("softmax", xp, x, axis=self.axis)  # softmax.cu on a GPU
+        out = run_on_gpu(self, xp, x)  # softmax.cu on a GPU
         if out is not None:
             return out
         e = xp.exp(x - xp.max(x, axis=self.axis, keepdims=True))
@@ -82,6 +86,7 @@ class CrossEntropy(Op):
     """Mean over positions of ``-log softmax(logits)[target]``; targets are integers."""
 
     name, cost = "cross_entropy", 6
+    family = "cross-entropy"
 
     def infer_shape(self, logits, targets):
         if logits is not None and targets is not None and tuple(logits[:-1]) != tuple(targets):

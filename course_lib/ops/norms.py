@@ -78,13 +78,19 @@ class RMSNorm(_RMSNormFamily):
     """
 
     name = "rms_norm"
+    family = "norms"
+    flop_rows = ("RMSNorm (attention)", "RMSNorm (MLP)", "RMSNorm (final)")
+
+    def gpu_kernel(self, launch, x, w):
+        """``rmsnorm.cu``: one block per row of the last axis."""
+        return launch.rmsnorm(x, w, eps=self.eps) if x.ndim >= 1 else None
 
     def infer_shape(self, x, w):
         _check_norm_shapes(self.name, x, w)
         return x
 
     def compute(self, xp, x, w):
-        out = run_on_gpu("rms_norm", xp, x, w, eps=self.eps)  # rmsnorm.cu on a GPU
+        out = run_on_gpu(self, xp, x, w)  # rmsnorm.cu on a GPU
         if out is not None:
             return out
         out = x * _inv_rms(xp, x, self.eps)

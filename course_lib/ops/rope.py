@@ -31,6 +31,13 @@ class Rope(Op):
     """
 
     name = "rope"
+    family = "positions"
+    flop_rows = ("RoPE",)
+
+    def gpu_kernel(self, launch, x, cos, sin):
+        """``rope.cu``: x is (..., seq_len, head_dim), positions on the second-to-last axis."""
+        positions_last = x.ndim >= 2 and self.seq_axis % x.ndim == x.ndim - 2
+        return launch.rope(x, cos, sin) if positions_last else None
 
     def __init__(self, theta: float = 10000.0, seq_axis: int = -2, inverse: bool = False):
         theta = params.real(theta, "rope: theta", positive=True)
@@ -57,7 +64,7 @@ class Rope(Op):
         half = x.shape[-1] // 2
         cos, sin = _tables(x.shape[axis], x.shape[-1], self.theta, x.dtype)
         cos, sin = xp.asarray(cos), xp.asarray(-sin if self.inverse else sin)
-        out = run_on_gpu("rope", xp, x, cos, sin, seq_axis=self.seq_axis)  # rope.cu on a GPU
+        out = run_on_gpu(self, xp, x, cos, sin)  # rope.cu on a GPU
         if out is not None:
             return out
         table_shape = (x.shape[axis],) + (1,) * (x.ndim - axis - 2) + (half,)

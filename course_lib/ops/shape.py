@@ -277,6 +277,9 @@ class GetItem(Op):
 
     name = "getitem"
 
+    def written(self, args):
+        return f"{args[0]}{self.label()}"
+
     def __init__(self, index):
         super().__init__()
         self.index = _freeze_index(index)
