@@ -241,6 +241,19 @@ def test_model_graph_flops_equal_the_table_under_the_course_lib_convention(n_kv_
     assert free and all(counted.by_op[op] == 0 for op in free)  # views and the gather
 
 
+def test_count_flops_groups_the_one_walk_by_op_kind():
+    graph = Llama(_config(2), seed=0).forward_graph(2, 8)
+    by_node = cl.perf.flops_by_node(graph.loss)
+    counted = count_flops(graph.loss)
+    assert counted.nodes == len(by_node) and counted.total == sum(by_node.values())
+    for op, flops in counted.by_op.items():
+        assert flops == sum(f for n, f in by_node.items() if n.op.name == op), op
+        assert counted.flop_rows[op] == next(n.op for n in by_node if n.op.name == op).flop_rows
+    empty = count_flops([])
+    assert (empty.total, dict(empty.by_op), empty.nodes) == (0, {}, 0)
+    assert repr(empty).splitlines()[-1].split() == ["total", "0", "0", "ops"]
+
+
 def test_lecture_convention_differs_only_by_rope_on_the_keys():
     config = _config(2)
     b, s = 2, 8
