@@ -95,7 +95,8 @@ class Sub(Elementwise):
 
 class Mul(Elementwise):
     name, symbol = "mul", "*"
-    glyph, family = "×", "nonlinearity and gate"
+    glyph = "×"
+    family = "nonlinearity and gate"
     flop_rows = ("element-wise ×",)
     templates = {"numexpr": "({0} * {1})", "cuda": "({0} * {1})"}
 
@@ -323,10 +324,10 @@ class Exp(Unary):
 
 class Log(Unary):
     name = "log"
+    templates = {"numexpr": "log({0})", "cuda": "logf({0})"}
 
     def written(self, args):
         return f"ln({args[0]})"
-    templates = {"numexpr": "log({0})", "cuda": "logf({0})"}
 
     def compute(self, xp, x):
         return xp.log(x)

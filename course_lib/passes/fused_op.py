@@ -159,7 +159,7 @@ class Fused(Op):
             glyph = node.op.glyph if pretty and node.op.glyph else symbol
             level = _DISPLAY.get(symbol) if len(parts) == 2 else None
             if symbol and len(parts) == 1:  # a prefix symbol binds tighter than any infix one
-                (a, pa) = parts[0]
+                a, pa = parts[0]
                 text[node] = (f"{glyph}{a}" if pa == 9 else f"{glyph}({a})", 9)
             elif level is None:
                 text[node] = (f"{node.op.name}({', '.join(t for t, _ in parts)})", 9)
