@@ -167,7 +167,8 @@ extern "C" __global__ void k(float* x) { x[(long long)threadIdx.x << 40] = 1.0f;
 @pytest.mark.parametrize(
     "body, message",
     [
-        ("float v = __shfl_down_sync(0xffffffff, x[0], 1);", "warp-level"),
+        ("float v = __shfl_down(x[0], 1);", "without a mask"),
+        ("unsigned b = __ballot_sync(0xffffffff, x[0] > 0);", "warp votes"),
         ('asm volatile("membar.gl;");', "inline PTX"),
         ("int c = __syncthreads_count(x[0] > 0);", "barrier reductions"),
         ("__half h;", "16-bit"),
@@ -196,7 +197,7 @@ def test_unsupported_declarations(source, message):
 
 def test_comments_do_not_trip_the_checks():
     k = _kernel(r"""
-// __shfl_down_sync is not used here; /* nor asm */
+// __shfl_down(x, 1) is not used here; /* nor asm */
 extern "C" __global__ void k(float* x) { x[0] = 1.0f; }  // __syncthreads()""")
     assert not k.uses_barriers
 
