@@ -2,6 +2,7 @@
 the roofline bounds built from them behave as bounds."""
 
 import os
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -228,11 +229,22 @@ def test_roofline_bounds_name_their_roof(rng):
 
 def test_ladder_of_matmuls_shrinks_the_on_chip_traffic(rng):
     a, b = _f32(rng, 64, 64), _f32(rng, 64, 64)
+    one_sm = replace(gpus.GPUS["A100"], sms=1)  # every grid fills it: only traffic counts
     times = [
-        _counted(kernel, a, b)[0].roofs("A100")["L1/shared"]
+        _counted(kernel, a, b)[0].roofs(one_sm)["L1/shared"]
         for kernel in (launch.matmul_naive, launch.matmul_tiled, launch.matmul_register_tiled)
     ]
     assert times[0] > times[1] > 2 * times[2]
+
+
+def test_a_grid_smaller_than_the_gpu_uses_only_its_blocks_sms(rng):
+    a = _f32(rng, 64, 64)  # matmul_register_tiled: one 64 x 64 block
+    p, _ = _counted(launch.matmul_register_tiled, a, a)
+    a100 = gpus.GPUS["A100"]
+    roofs, alone = p.roofs(a100), p.roofs(replace(a100, sms=1))
+    assert roofs["compute"] == pytest.approx(a100.sms * alone["compute"])
+    assert roofs["L1/shared"] == pytest.approx(a100.sms * alone["L1/shared"])
+    assert roofs["DRAM"] == alone["DRAM"]  # DRAM is shared by all SMs
 
 
 def test_occupancy_limits():

@@ -27,7 +27,9 @@ its kernel that counts each load and store (see ``emulator_counting.hpp``), and 
 
 :meth:`Profile.predicted_seconds` turns the counts into a **roofline bound** on a named GPU
 (:mod:`.gpus`): for each launch, the largest of flops / peak FP32 rate, compulsory DRAM
-bytes / bandwidth, and L1/shared wavefronts / (SMs x clock). A real kernel takes longer
+bytes / bandwidth, and L1/shared wavefronts / (SMs x clock), one wavefront per clock per SM
+(the two on-chip roofs count only the SMs the grid can fill: a block runs on one SM; and
+the L1 and shared memory are one SRAM, so their wavefronts add up). A real kernel takes longer
 (latency, occupancy, L2, instruction issue, launch overhead): it is a bound, never a
 measurement.
 """
@@ -59,12 +61,15 @@ class Launch:
     flops: int = 0  # declared by the launcher (see the module docstring)
 
     def roofs(self, gpu: GPU) -> dict[str, float]:
-        """Seconds each roof allows at least: compute, DRAM, L1/shared."""
+        """Seconds each roof allows at least: compute, DRAM, L1/shared. A block runs on one
+        SM, so a grid of fewer blocks than SMs has only that many SMs' arithmetic and L1."""
         c = self.counters
+        busy = min(1.0, self.grid[0] * self.grid[1] * self.grid[2] / gpu.sms)
+        wavefronts = c["global_wavefronts"] + c["shared_wavefronts"]
         return {
-            "compute": self.flops / (gpu.fp32_tflops * 1e12),
+            "compute": self.flops / (gpu.fp32_tflops * 1e12 * busy),
             "DRAM": c["unique_sectors"] * SECTOR_BYTES / (gpu.dram_gb_per_s * 1e9),
-            "L1/shared": (c["global_wavefronts"] + c["shared_wavefronts"]) / gpu.wavefronts_per_s,
+            "L1/shared": wavefronts / (gpu.wavefronts_per_s * busy),
         }
 
 
