@@ -255,6 +255,7 @@ def test_occupancy_limits():
     shared = gpus.occupancy("T4", 128, 32, shared_bytes=48 * 1024)
     assert (shared.blocks_per_sm, shared.limit, shared.fraction) == (1, "shared memory", 0.125)
     assert gpus.occupancy("H100", 32, 16).limit == "blocks"
+    assert gpus.occupancy("T4", 32, 16).blocks_per_sm == 16  # no shared memory, none reserved
     with pytest.raises(ParameterError, match="1024"):
         gpus.occupancy("A100", 2048, 32)
 

@@ -144,9 +144,10 @@ def occupancy(
     limits = {
         "threads": gpu.max_threads_per_sm // (warps * 32),
         "registers": gpu.registers_per_sm // registers_per_warp // warps,
-        "shared memory": gpu.shared_kib_per_sm * 1024 // shared,
         "blocks": gpu.max_blocks_per_sm,
     }
+    if shared:  # a block that needs no shared memory is not limited by it
+        limits["shared memory"] = gpu.shared_kib_per_sm * 1024 // shared
     limit = min(limits, key=limits.get)
     blocks = limits[limit]
     return Occupancy(blocks, blocks * warps, blocks * warps * 32 / gpu.max_threads_per_sm, limit)
