@@ -119,47 +119,45 @@ def _matmul_shapes(name: str, a, b) -> tuple[int, int, int]:
     return a.shape[0], b.shape[1], a.shape[1]
 
 
-def matmul_naive(a, b, *, mode: str | None = None, block: tuple[int, int] = (16, 16)):
-    """``a @ b`` with one thread per output element reading from global memory."""
+def _matmul(name: str, a, b, mode, tile: tuple[int, int], block: tuple[int, int]):
+    """Launch ``<name>.cu`` with one block per ``tile`` (columns, rows) of C = a @ b."""
     mode = _mode(mode)
     a, b = _inputs(mode, a, b)
-    m, n, k = _matmul_shapes("matmul_naive", a, b)
+    m, n, k = _matmul_shapes(name, a, b)
     c = _xp(mode).zeros((m, n), dtype=np.float32)
     if c.size:
-        grid = (_blocks(n, block[0]), _blocks(m, block[1]))
+        grid = (_blocks(n, tile[0]), _blocks(m, tile[1]))
         args = (a, b, c, np.int32(m), np.int32(n), np.int32(k))
-        get_kernel("matmul_naive.cu", "matmul_naive", mode)(grid, tuple(block), args)
+        get_kernel(f"{name}.cu", name, mode)(grid, tuple(block), args)
         _declare_flops(mode, 2 * m * n * k)
     return c
+
+
+def matmul_naive(a, b, *, mode: str | None = None, block: tuple[int, int] = (16, 16)):
+    """``a @ b`` with one thread per output element reading from global memory."""
+    return _matmul("matmul_naive", a, b, mode, block, block)
 
 
 def matmul_tiled(a, b, *, mode: str | None = None):
     """``a @ b`` with 16 x 16 tiles staged in shared memory (``matmul_tiled.cu``)."""
-    mode = _mode(mode)
-    a, b = _inputs(mode, a, b)
-    m, n, k = _matmul_shapes("matmul_tiled", a, b)
-    c = _xp(mode).zeros((m, n), dtype=np.float32)
-    if c.size:
-        grid = (_blocks(n, MATMUL_TILE), _blocks(m, MATMUL_TILE))
-        args = (a, b, c, np.int32(m), np.int32(n), np.int32(k))
-        get_kernel("matmul_tiled.cu", "matmul_tiled", mode)(grid, (MATMUL_TILE,) * 2, args)
-        _declare_flops(mode, 2 * m * n * k)
-    return c
+    return _matmul("matmul_tiled", a, b, mode, (MATMUL_TILE,) * 2, (MATMUL_TILE,) * 2)
 
 
 def matmul_register_tiled(a, b, *, mode: str | None = None):
     """``a @ b`` with 64 x 64 block tiles and 4 x 4 outputs per thread held in registers
     (``matmul_register_tiled.cu``)."""
-    mode = _mode(mode)
-    a, b = _inputs(mode, a, b)
-    m, n, k = _matmul_shapes("matmul_register_tiled", a, b)
-    c = _xp(mode).zeros((m, n), dtype=np.float32)
-    if c.size:
-        grid = (_blocks(n, REGISTER_TILE), _blocks(m, REGISTER_TILE))
-        args = (a, b, c, np.int32(m), np.int32(n), np.int32(k))
-        get_kernel("matmul_register_tiled.cu", "matmul_register_tiled", mode)(grid, (16, 16), args)
-        _declare_flops(mode, 2 * m * n * k)
-    return c
+    return _matmul("matmul_register_tiled", a, b, mode, (REGISTER_TILE,) * 2, (16, 16))
+
+
+def _one_array(name: str, mode: str, x, ndim: int, variant=None, variants=()):
+    """``x`` as a float32 array of ``ndim`` axes (a vector or a matrix) in the mode's array
+    module, after checking that ``variant`` is one of ``variants`` (when there are some)."""
+    if variants and variant not in variants:
+        raise ParameterError(f"{name} variant must be one of {variants}, got {variant!r}")
+    (x,) = _inputs(mode, x)
+    if x.ndim != ndim:
+        raise ShapeError(f"{name} needs a {('vector', 'matrix')[ndim - 1]}, got shape {x.shape}")
+    return x
 
 
 def copy_strided(x, stride: int, *, mode: str | None = None, block: int = 256,
@@ -167,9 +165,7 @@ def copy_strided(x, stride: int, *, mode: str | None = None, block: int = 256,
     """``x[::stride]`` with one thread per output element (``copy_strided.cu``); ``grid``
     blocks (default: enough for one element per thread) cover any length by a grid-stride loop."""
     mode = _mode(mode)
-    (x,) = _inputs(mode, x)
-    if x.ndim != 1:
-        raise ShapeError(f"copy_strided needs a vector, got shape {x.shape}")
+    x = _one_array("copy_strided", mode, x, 1)
     if isinstance(stride, bool) or not isinstance(stride, int | np.integer) or stride < 1:
         raise ParameterError(f"copy_strided needs a positive integer stride, got {stride!r}")
     n = math.ceil(x.size / stride)
@@ -186,11 +182,7 @@ def transpose(x, *, variant: str = "padded", mode: str | None = None):
     """``x.T`` of a matrix (``transpose.cu``): ``"naive"`` (strided writes), ``"shared"``
     (through a shared tile, with bank conflicts) or ``"padded"`` (a padded tile, none)."""
     mode = _mode(mode)
-    if variant not in TRANSPOSES:
-        raise ParameterError(f"transpose variant must be one of {TRANSPOSES}, got {variant!r}")
-    (x,) = _inputs(mode, x)
-    if x.ndim != 2:
-        raise ShapeError(f"transpose needs a matrix, got shape {x.shape}")
+    x = _one_array("transpose", mode, x, 2, variant, TRANSPOSES)
     rows, cols = x.shape
     y = _xp(mode).empty((cols, rows), dtype=np.float32)
     if x.size:
@@ -208,11 +200,7 @@ def reduce_sum(x, *, variant: str = "shuffle", mode: str | None = None, block: i
     ``variant`` ``"tree"`` reduces through shared memory, ``"shuffle"`` with warp shuffles.
     Returns a 0-d array."""
     mode = _mode(mode)
-    if variant not in REDUCTIONS:
-        raise ParameterError(f"reduce_sum variant must be one of {REDUCTIONS}, got {variant!r}")
-    (x,) = _inputs(mode, x)
-    if x.ndim != 1:
-        raise ShapeError(f"reduce_sum needs a vector, got shape {x.shape}")
+    x = _one_array("reduce_sum", mode, x, 1, variant, REDUCTIONS)
     if variant == "tree":
         block = _power_of_two_block(x.size, block)
     elif block % 32 or not 32 <= block <= 1024:
