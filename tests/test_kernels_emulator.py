@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course_lib.errors import ShapeError
+from course_lib.errors import ParameterError, ShapeError
 from course_lib.kernels import emulator, launch, reference
 from course_lib.kernels.errors import KernelLaunchError
 
@@ -50,6 +50,80 @@ def test_matmul(kernel, shape, rng):
     np.testing.assert_allclose(
         kernel(a, b, **EMU), reference.matmul(a, b), rtol=1e-4, atol=1e-5 * np.sqrt(k)
     )
+
+
+@pytest.mark.parametrize("shape", [*_cyclic(SIZES, 3), (64, 128, 72), (65, 63, 9)])
+def test_register_tiled_matmul(shape, rng):
+    m, n, k = shape
+    a, b = _f32(rng, m, k), _f32(rng, k, n)
+    np.testing.assert_allclose(
+        launch.matmul_register_tiled(a, b, **EMU), reference.matmul_register_tiled(a, b),
+        rtol=1e-4, atol=1e-5 * np.sqrt(k),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("stride", [1, 2, 3, 32, 1000])
+@pytest.mark.parametrize("n", [1, 33, 4099])
+def test_copy_strided(n, stride, rng):
+    x = _f32(rng, n)
+    assert np.array_equal(launch.copy_strided(x, stride, **EMU), reference.copy_strided(x, stride))
+
+
+def test_copy_strided_grid_stride_loop_covers_any_grid(rng):
+    x = _f32(rng, 5000)
+    for grid in (1, 3, 40):  # fewer threads than elements: each thread loops
+        out = launch.copy_strided(x, 2, grid=grid, block=64, **EMU)
+        assert np.array_equal(out, x[::2])
+
+
+@pytest.mark.parametrize("variant", launch.TRANSPOSES)
+@pytest.mark.parametrize("shape", [(1, 1), (1, 33), (33, 1), (17, 257), (64, 96)])
+def test_transpose(variant, shape, rng):
+    x = _f32(rng, *shape)
+    assert np.array_equal(launch.transpose(x, variant=variant, **EMU), reference.transpose(x))
+
+
+@pytest.mark.parametrize("variant", launch.REDUCTIONS)
+@pytest.mark.parametrize("n", [1, 17, 33, 257, 4099, 300_001])
+def test_reduce_sum(variant, n, rng):
+    x = _f32(rng, n)
+    total = launch.reduce_sum(x, variant=variant, **EMU)
+    assert total.shape == () and total.dtype == np.float32
+    np.testing.assert_allclose(total, reference.reduce_sum(x), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("variant", launch.REDUCTIONS)
+def test_reduce_sum_edges(variant):
+    assert launch.reduce_sum(np.zeros(0, np.float32), variant=variant, **EMU) == 0
+    spikes = np.array([np.inf, 1.0, np.nan, 2.0], np.float32)
+    assert np.isnan(launch.reduce_sum(spikes, variant=variant, **EMU))
+    ones = np.ones(1000, np.float32)
+    for block, blocks in ((32, 1), (64, 3), (1024, 2)):  # any whole-warp block, any grid
+        assert launch.reduce_sum(ones, variant=variant, block=block, blocks=blocks, **EMU) == 1000
+
+
+def test_new_launchers_reject_bad_arguments(rng):
+    x = _f32(rng, 8)
+    with pytest.raises(ParameterError, match="positive integer stride"):
+        launch.copy_strided(x, 0, **EMU)
+    with pytest.raises(ParameterError, match="positive integer stride"):
+        launch.copy_strided(x, True, **EMU)
+    with pytest.raises(ShapeError, match="vector"):
+        launch.copy_strided(x.reshape(2, 4), 1, **EMU)
+    with pytest.raises(ParameterError, match="naive"):
+        launch.transpose(x.reshape(2, 4), variant="fast", **EMU)
+    with pytest.raises(ShapeError, match="matrix"):
+        launch.transpose(x, **EMU)
+    with pytest.raises(ParameterError, match="tree"):
+        launch.reduce_sum(x, variant="atomic", **EMU)
+    with pytest.raises(KernelLaunchError, match="whole warps"):
+        launch.reduce_sum(x, variant="shuffle", block=48, **EMU)
+    with pytest.raises(KernelLaunchError, match="power of two"):
+        launch.reduce_sum(x, variant="tree", block=48, **EMU)
+    with pytest.raises(ShapeError, match="vector"):
+        launch.reduce_sum(x.reshape(2, 4), **EMU)
+    with pytest.raises(ShapeError):
+        launch.matmul_register_tiled(x.reshape(2, 4), x.reshape(2, 4), **EMU)
 
 
 @given(m=st.integers(1, 70), n=st.integers(1, 70), k=st.integers(1, 70))
