@@ -52,13 +52,13 @@ def broadcast_shapes(*shapes):
     return tuple(out)
 
 
-def _summed_axes(from_shape, to_shape) -> tuple[int, ...]:
-    """The axes of ``from_shape`` to sum (keeping them) so that it reshapes to ``to_shape``."""
-    lead = len(from_shape) - len(to_shape)
+def _summed_axes(shape, target) -> tuple[int, ...]:
+    """The axes of ``shape`` to sum (keeping them) so that the result reshapes to ``target``."""
+    lead = len(shape) - len(target)
     if lead < 0:
-        raise ValueError(f"cannot sum shape {from_shape} to the larger shape {to_shape}")
+        raise ValueError(f"cannot sum shape {shape} to the larger shape {target}")
     return tuple(range(lead)) + tuple(
-        lead + i for i, d in enumerate(to_shape) if d == 1 and from_shape[lead + i] != 1
+        lead + i for i, d in enumerate(target) if d == 1 and shape[lead + i] != 1
     )
 
 
@@ -68,11 +68,13 @@ class ToShape(Op):
     graph is built, else (``shape=None``) the run-time shape of a second input ``like``.
 
     Linear in ``x``; ``like`` only lends its shape (it is not read, and gets no gradient).
+    The adjoint goes back to x's shape by the op ``adjoint`` (a class), shaped like x.
     """
 
     attributes = ("shape",)
     linear = True
     minus_one = False  # whether one size of the target may be -1, "the rest" (reshape)
+    adjoint: type[ToShape]
 
     def __init__(self, shape=None):
         if shape is not None:
@@ -92,6 +94,10 @@ class ToShape(Op):
 
     def infer_dtype(self, dtype, *like):
         return dtype
+
+    def gradient(self, node, g, needs):
+        x, *like = node.inputs
+        return [shaped_like(self.adjoint, g, x), *(None for _ in like)]
 
     def accesses(self, out_shape, in_shape, *like):
         loads, stores = super().accesses(out_shape, in_shape)
@@ -115,10 +121,6 @@ class BroadcastTo(ToShape):
     def compute(self, xp, x, like=None):
         return xp.broadcast_to(x, self.target(like))
 
-    def gradient(self, node, g, needs):
-        x, *like = node.inputs
-        return [sum_to(g, x), *(None for _ in like)]
-
 
 class SumTo(ToShape):
     """``x`` summed over the axes broadcasting stretched, down to the target shape."""
@@ -137,15 +139,23 @@ class SumTo(ToShape):
         axes = _summed_axes(x.shape, shape)
         return (x.sum(axis=axes, keepdims=True) if axes else x).reshape(shape)
 
-    def gradient(self, node, g, needs):
-        x, *like = node.inputs
-        return [broadcast_like(g, x), *(None for _ in like)]
-
     def flops(self, out_shape, in_shape, *like):
         return math.prod(in_shape) - math.prod(out_shape)
 
 
+# Closed under differentiation: y = broadcast_to(x) has x̄ = sum_to(ȳ, x), and vice versa.
+BroadcastTo.adjoint, SumTo.adjoint = SumTo, BroadcastTo
+
+
 # -- building them -------------------------------------------------------------------------------
+def to_shape(op_type: type[ToShape], x, shape) -> Node:
+    """``x`` given the static ``shape`` by ``op_type`` (the run-time form takes a node whose
+    shape to match: :func:`shaped_like`)."""
+    if shape is None:
+        raise GraphError(f"{op_type.name}: shape must be a tuple of integers, got None")
+    return apply(op_type(shape), x)
+
+
 def shaped_like(op_type: type[ToShape], x: Node, like: Node) -> Node:
     """``x`` given the shape of the node ``like`` by ``op_type`` (BroadcastTo, SumTo or
     Reshape): ``x`` itself when the static shapes agree, the static form when like's shape
@@ -157,7 +167,7 @@ def shaped_like(op_type: type[ToShape], x: Node, like: Node) -> Node:
 
 def broadcast_to(x, shape) -> Node:
     """View ``x`` broadcast to ``shape``."""
-    return apply(BroadcastTo(shape), x)
+    return to_shape(BroadcastTo, x, shape)
 
 
 def broadcast_like(x, like: Node) -> Node:

@@ -16,7 +16,7 @@ from ..backend import scatter_add
 from ..errors import ShapeError
 from ..graph import Node, Op, apply
 from .axes import check_ids, indexed_shape, normalize_axes
-from .broadcast import ToShape, shaped_like
+from .broadcast import ToShape, to_shape
 from .elementwise import zeros_like
 
 
@@ -41,9 +41,8 @@ class Reshape(ToShape):
     def compute(self, xp, x, like=None):
         return xp.reshape(x, self.target(like))
 
-    def gradient(self, node, g, needs):
-        x, *like = node.inputs
-        return [reshape_like(g, x), *(None for _ in like)]
+
+Reshape.adjoint = Reshape  # x̄ = reshape(ȳ, to x's shape)
 
 
 class Permute(Op):
@@ -306,12 +305,7 @@ class TakeAdjoint(Op):
 # -- public functions -----------------------------------------------------------------------
 def reshape(x, shape) -> Node:
     """A node with the same elements in ``shape`` (one -1 allowed)."""
-    return apply(Reshape(shape), x)
-
-
-def reshape_like(x, like) -> Node:
-    """Reshape ``x`` to the shape of the node ``like``."""
-    return shaped_like(Reshape, x, like)
+    return to_shape(Reshape, x, shape)
 
 
 def permute(x, *axes) -> Node:
