@@ -58,11 +58,11 @@ class Op:
 
     def __init__(self, **values):
         """Set each declared attribute from ``values`` (checked by the subclass first)."""
-        for attribute in self.attributes:
-            setattr(self, attribute, values.pop(attribute))
-        if values:
-            raise TypeError(f"{type(self).__name__} has no attribute(s) {sorted(values)}; "
-                            f"it declares {self.attributes}")  # fmt: skip
+        if values.keys() != set(self.attributes):
+            raise TypeError(f"{type(self).__name__} declares the attributes {self.attributes}, "
+                            f"got {tuple(values)}")  # fmt: skip
+        for attribute, value in values.items():
+            setattr(self, attribute, value)
 
     # -- forward -------------------------------------------------------------------------
     def compute(self, xp, *inputs):
