@@ -20,6 +20,7 @@ from course_lib.ops.linalg import MatMul
 from course_lib.ops.nn import Softmax
 from course_lib.ops.norms import RMSNorm
 from course_lib.ops.rope import Rope, _tables
+from course_lib.ops.shape import ScatterLike
 from course_lib.viz.labels import definition
 
 needs_emulator = pytest.mark.skipif(  # CI has g++: fail there rather than skip
@@ -151,6 +152,7 @@ WRITTEN = [  # node, how it is written over its inputs a, b, c
     (cl.ones_like(X), "1"),
     (cl.zeros_like(X), "zeros_like(a, value=0)"),
     (X[0, 1:], "a[0, 1:]"),
+    (apply(ScatterLike((0, slice(1, None))), X[0, 1:], X), "scatter[0, 1:](a into b)"),
     (cl.sum(X, axis=1), "sum(a, axis=1)"),  # keepdims=False is left out
     (apply(Switch(True), X, cl.variable("p", ())), "switch(a, b) → true"),
     (apply(Switch(False), X, cl.variable("p", ())), "switch(a, b) → false"),

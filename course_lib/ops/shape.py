@@ -240,6 +240,9 @@ class ScatterLike(Op):
     def label(self):
         return f"scatter[{_index_repr(self.index)}]"
 
+    def written(self, args):
+        return f"scatter[{_index_repr(self.index)}]({args[0]} into {args[1]})"
+
     def infer_shape(self, g_shape, like_shape):
         return like_shape
 
