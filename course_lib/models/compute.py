@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from .. import backend
-from ..graph import Node, topological_order
+from ..graph import Node, interpret
 from ..perf import median_seconds
 from .flops import count_flops
 
@@ -20,10 +20,6 @@ OP_FAMILIES: dict[str, tuple[str, ...]] = {
     "positions (rope)": ("rope",),
     "cross-entropy": ("cross_entropy",),
 }  # fmt: skip
-
-
-def _ops(outputs: Node | Sequence[Node]) -> list[Node]:
-    return topological_order([outputs] if isinstance(outputs, Node) else list(outputs))
 
 
 def _family_totals(families: Mapping[str, Sequence[str]]) -> tuple[dict, dict]:
@@ -63,15 +59,10 @@ def seconds_by_family(
     """
     family_of, totals = _family_totals(families)
     xp = backend.xp()
-    values: dict = {}
-    for node in _ops(outputs):
-        if node.is_variable:
-            values[node] = xp.asarray(feed[node])
-        elif node.is_constant:
-            values[node] = node.op.value
-        else:
+    values = interpret(outputs, {v: xp.asarray(a) for v, a in feed.items()}, xp)
+    for node in values:
+        if node.inputs:  # an op (variables and constants take no time)
             args = [values[i] for i in node.inputs]
-            values[node] = node.op.compute(xp, *args)
             seconds = median_seconds(lambda n=node, a=args: n.op.compute(xp, *a), repeats)
             totals[family_of.get(node.op.name, "other")] += seconds
     return _without_empty_other(totals)

@@ -13,10 +13,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..graph import Node, consumers, topological_order, variable
+from ..graph import Node, consumers, same_kind, topological_order, variable
 from .codegen import is_inline_constant
 from .fused_op import Fused
-from .rewrite import Graph, copy_with, output_list, same_kind
+from .rewrite import Graph, copy_with, output_list
 
 MAX_OPS = 64  # larger regions are split: one expression stays readable and compilable
 MAX_INPUTS = 16  # and takes a bounded number of arrays
