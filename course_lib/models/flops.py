@@ -36,8 +36,8 @@ from dataclasses import dataclass, replace
 from ..errors import GraphError, ShapeError, describe_shapes
 from ..graph import Node, numel, topological_order
 from ..tables import ShownAsTable, Table
-from ._checks import first_seq_where, positive_size, require_config
-from .config import LlamaConfig
+from .config import LlamaConfig, positive_size, require_config
+from .crossover import first_seq_where
 
 #: The groups of the breakdown, in the order the lecture lists them ("Linear" is the LM head).
 GROUPS = ("embedding", "normalisation", "residual", "attention", "MLP", "LM head")
