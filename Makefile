@@ -54,6 +54,7 @@ test: setup lint test-unit test-notebooks
 
 lint:
 	$(BIN)/ruff check course_lib tests benchmarks
+	$(BIN)/lint-imports
 
 test-unit:
 	$(BIN)/python -m pytest -q tests

@@ -22,7 +22,7 @@ from numbers import Number
 import numpy as np
 
 from . import params
-from .errors import GraphError, ShapeError, describe_shapes
+from .errors import CourseLibError, GraphError, ShapeError, describe_shapes
 
 Shape = tuple  # a tuple of ints; ``None`` stands for "unknown"
 
@@ -611,8 +611,64 @@ def consumers(order: Sequence[Node]) -> dict[Node, list[Node]]:
     return users
 
 
+# -- shared helpers: output lists, static shapes, weak scalars, the reference interpreter ---
+def node_list(nodes: Node | Iterable[Node], caller: str) -> list[Node]:
+    """``nodes`` as a list (one node becomes ``[node]``, not its rows); anything in it that
+    is not a node is a :class:`GraphError` naming ``caller``."""
+    if isinstance(nodes, Node):
+        return [nodes]
+    found = list(nodes) if isinstance(nodes, Iterable) else [nodes]
+    for node in found:
+        if not isinstance(node, Node):
+            raise GraphError(f"{caller}: expected graph nodes, got a {type(node).__name__}")
+    return found
+
+
+def same_kind(nodes: Node | Iterable[Node], results: list):
+    """``results`` in the form ``nodes`` was given: one result for one node, else the list."""
+    return results[0] if isinstance(nodes, Node) else results
+
+
+def is_static(shape: Shape | None) -> bool:
+    """Whether ``shape`` is fully known: not None, and no axis None."""
+    return shape is not None and None not in shape
+
+
 def numel(shape: Shape | None) -> int | None:
     """Number of elements of a static shape (None if unknown)."""
-    if shape is None or any(d is None for d in shape):
-        return None
-    return math.prod(shape)
+    return math.prod(shape) if is_static(shape) else None
+
+
+def is_weak_scalar(node: Node) -> bool:
+    """A Python-number constant (``2.0`` in ``x * 2.0``): it has no dtype of its own and
+    takes its user's, as in NumPy; generated code writes it inline."""
+    return node.is_constant and node.dtype is None and isinstance(node.op.value, (bool, int, float))
+
+
+def interpret(outputs: Node | Iterable[Node], values: dict, xp) -> dict:
+    """Compute every node the outputs depend on, op by op in topological order.
+
+    ``values`` ({node: array}) holds what is known beforehand (fed variables, the inputs of
+    a fused body) and is filled in with every node's value; constants compute themselves.
+    This is a graph's meaning in a few lines; the :class:`~course_lib.runtime.Executor`
+    runs the same ops from a schedule compiled once that frees intermediates (and runs
+    ``cond``, which this loop does not). ``xp`` is the array module (numpy or cupy).
+    """
+    for node in topological_order(outputs):
+        if node not in values:
+            args = [values[i] for i in node.inputs]
+            try:
+                values[node] = node.op.compute(xp, *args)
+            except (ValueError, TypeError, IndexError) as exc:
+                raise compute_error(node, args, exc) from exc
+    return values
+
+
+def compute_error(node: Node, inputs: Sequence, exc: Exception) -> CourseLibError:
+    """The error for ``node``'s op failing on the arrays ``inputs``: it names the op, the node
+    and the input shapes, and keeps a :class:`CourseLibError`'s class (else ShapeError)."""
+    shapes = ", ".join(
+        f"{i.name}: {tuple(getattr(v, 'shape', ()))}" for i, v in zip(node.inputs, inputs)
+    )
+    message = f"{node.op.label()} at node {node.name} failed on inputs ({shapes}): {exc}"
+    return type(exc)(message) if isinstance(exc, CourseLibError) else ShapeError(message)

@@ -5,7 +5,7 @@ import pytest
 
 import course_lib as cl
 from course_lib.errors import ShapeError
-from course_lib.passes import batchnorm_affine, conv2d, fold_batchnorm
+from course_lib.models.batchnorm import batchnorm_affine, conv2d, fold_batchnorm
 from course_lib.perf import search_fusions
 
 

@@ -10,8 +10,8 @@ import course_lib as cl
 from course_lib.errors import GraphError, ShapeError
 from course_lib.kernels import emulator, nvrtc
 from course_lib.passes import fuse_elementwise
-from course_lib.passes.codegen import cpu_source, numexpr_program
-from course_lib.passes.cpu_loop import LOOP_MIN_SIZE, _compiled, loop_worthy, run_cpu_loop
+from course_lib.passes.fusion.codegen import cpu_source, numexpr_program
+from course_lib.passes.fusion.cpu_loop import LOOP_MIN_SIZE, _compiled, loop_worthy, run_cpu_loop
 
 needs_emulator = pytest.mark.skipif(  # CI has g++: fail there rather than skip
     not emulator.emulator_available() and not os.environ.get("CI"),

@@ -12,7 +12,7 @@ import pytest
 import course_lib as cl
 from course_lib.kernels import emulator, native
 from course_lib.kernels.errors import KernelCompileError, KernelLaunchError, UnsafeCacheError
-from course_lib.passes import cpu_loop
+from course_lib.passes.fusion import cpu_loop
 
 needs_emulator = pytest.mark.skipif(  # CI has g++: fail there rather than skip
     not emulator.emulator_available() and not os.environ.get("CI"),

@@ -16,7 +16,7 @@ from strategies import graph_programs
 
 import course_lib as cl
 from course_lib.models.optim import SGD, AdamW
-from course_lib.passes.cpu_loop import LOOP_MIN_SIZE
+from course_lib.passes.fusion.cpu_loop import LOOP_MIN_SIZE
 
 # (rows, cols) of the matrix input: tiny, one element under the loop threshold, at it
 SHAPES = [(2, 3), (3, (LOOP_MIN_SIZE - 1) // 3), (2, LOOP_MIN_SIZE // 2)]

@@ -9,7 +9,7 @@ import pytest
 import course_lib as cl
 from course_lib.kernels import emulator, nvrtc
 from course_lib.passes import fuse_elementwise
-from course_lib.passes.cpu_loop import LOOP_MIN_SIZE
+from course_lib.passes.fusion.cpu_loop import LOOP_MIN_SIZE
 
 needs_emulator = pytest.mark.skipif(  # CI has g++: fail there rather than skip
     not emulator.emulator_available() and not os.environ.get("CI"),

@@ -64,13 +64,13 @@ def test_silu_does_not_absorb_an_input_it_reads_twice():
 
 
 def test_fusion_splits_regions_at_the_input_limit():
-    xs = [cl.variable(f"x{k}", (3,)) for k in range(2 * passes.fusion.MAX_INPUTS)]
+    xs = [cl.variable(f"x{k}", (3,)) for k in range(2 * passes.fusion.regions.MAX_INPUTS)]
     total = xs[0]
     for x in xs[1:]:
         total = total + x
     new = passes.fuse_elementwise(total)
     fused = [n for n in ops_of(new) if isinstance(n.op, Fused)]
-    assert [len(f.inputs) for f in fused] == [passes.fusion.MAX_INPUTS] * 2
+    assert [len(f.inputs) for f in fused] == [passes.fusion.regions.MAX_INPUTS] * 2
     assert len(ops_of(new)) == 3  # two kernels of 15 adds, and the first add on its own
     feed = {x: np.full(3, float(k)) for k, x in enumerate(xs)}
     np.testing.assert_array_equal(cl.evaluate(new, feed), cl.evaluate(total, feed))

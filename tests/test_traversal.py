@@ -2,8 +2,8 @@
 
 import numpy as np
 
+from course_lib.perf.traversal import sum_row_by_row, traversal_seconds
 from course_lib.strides import StridedView
-from course_lib.traversal import sum_row_by_row, traversal_seconds
 
 
 def test_row_and_column_order_give_the_same_sum():

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..errors import GraphError, ShapeError
-from ..graph import Node, constant, topological_order
+from ..graph import Node, constant, node_list, same_kind, topological_order
 from ..ops import zeros_like
 from ..ops.broadcast import broadcast_like
 
@@ -20,8 +20,7 @@ def jvp(outputs: Node | Sequence[Node], tangents: Mapping[Node, object]):
     Returns one tangent node per output (a list when ``outputs`` is a list). Outputs
     that do not depend on any tangent get ``zeros_like`` of themselves.
     """
-    single = isinstance(outputs, Node)
-    outs = [outputs] if single else list(outputs)
+    outs = node_list(outputs, "jvp: outputs")
     tangent: dict[Node, Node] = {}
     for var, value in tangents.items():
         if not isinstance(var, Node):
@@ -48,5 +47,4 @@ def jvp(outputs: Node | Sequence[Node], tangents: Mapping[Node, object]):
         t = node.op.jvp(node, *ins)
         if t is not None:
             tangent[node] = t
-    result = [tangent.get(o) if o in tangent else zeros_like(o) for o in outs]
-    return result[0] if single else result
+    return same_kind(outputs, [tangent[o] if o in tangent else zeros_like(o) for o in outs])

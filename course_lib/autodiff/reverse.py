@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..errors import GraphError, ShapeError
-from ..graph import Node, as_node, topological_order
+from ..graph import Node, as_node, node_list, same_kind, topological_order
 from ..ops import ones_like, sum_n, zeros_like
 
 
@@ -154,7 +154,7 @@ def grad(out: Node, wrt: Node | Sequence[Node], seed: Node | None = None) -> lis
     targets = _targets(out, wrt)
     seed = ones_like(out) if seed is None else _checked_seed(out, seed)
     adjoints = gradient(out, targets, seed, topological_order([out]))
-    return _result(adjoints, targets, single=isinstance(wrt, Node))
+    return same_kind(wrt, _gradients(adjoints, targets))
 
 
 def gradient_trace(out: Node, wrt: Node | Sequence[Node]):
@@ -162,7 +162,7 @@ def gradient_trace(out: Node, wrt: Node | Sequence[Node]):
     targets, seed, order = _targets(out, wrt), ones_like(out), topological_order([out])
     trace = Trace(out, seed, [n for n in order if not n.is_constant])
     adjoints = gradient(out, targets, seed, order, observer=trace)
-    return _result(adjoints, targets, single=isinstance(wrt, Node)), trace
+    return same_kind(wrt, _gradients(adjoints, targets)), trace
 
 
 def gradient(out: Node, wrt: list[Node], seed: Node, order: list[Node], observer=None) -> dict:
@@ -211,10 +211,8 @@ def _targets(out: Node, wrt) -> list[Node]:
     """``wrt`` as a list, checked: nodes, and no constants."""
     if not isinstance(out, Node):
         raise GraphError(f"grad needs a node as its output, got {type(out).__name__}")
-    targets = [wrt] if isinstance(wrt, Node) else list(wrt)
+    targets = node_list(wrt, "grad: wrt")
     for t in targets:
-        if not isinstance(t, Node):
-            raise GraphError(f"grad: wrt must hold nodes, got {type(t).__name__}")
         if t.is_constant:
             raise GraphError(
                 f"grad: {t.name} is a constant, and constants are not differentiated; "
@@ -223,9 +221,8 @@ def _targets(out: Node, wrt) -> list[Node]:
     return targets
 
 
-def _result(adjoints: dict, targets: list[Node], single: bool):
-    grads = [adjoints[t] if t in adjoints else zeros_like(t) for t in targets]
-    return grads[0] if single else grads
+def _gradients(adjoints: dict, targets: list[Node]) -> list[Node]:
+    return [adjoints[t] if t in adjoints else zeros_like(t) for t in targets]
 
 
 def _depends_on(order: list[Node], targets: list[Node]) -> set[Node]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from .. import backend
-from ..graph import Node, Op, topological_order
+from ..graph import Node, Op, interpret
 from ..perf import flops_by_node, median_seconds
 
 #: Family (``Op.family``) -> its title, in table order; ops of no family count as ``"other"``.
@@ -25,10 +25,6 @@ FAMILIES = {
 }
 
 Families = Mapping[str, Sequence[str]]  # title -> the op names (``Op.name``) in it
-
-
-def _ops(outputs: Node | Sequence[Node]) -> list[Node]:
-    return topological_order([outputs] if isinstance(outputs, Node) else list(outputs))
 
 
 def _family_totals(families: Families | None) -> tuple[Callable[[Op], str], dict]:
@@ -74,15 +70,10 @@ def seconds_by_family(
     """
     family_of, totals = _family_totals(families)
     xp = backend.xp()
-    values: dict = {}
-    for node in _ops(outputs):
-        if node.is_variable:
-            values[node] = xp.asarray(feed[node])
-        elif node.is_constant:
-            values[node] = node.op.value
-        else:
+    values = interpret(outputs, {v: xp.asarray(a) for v, a in feed.items()}, xp)
+    for node in values:
+        if node.inputs:  # an op (variables and constants take no time)
             args = [values[i] for i in node.inputs]
-            values[node] = node.op.compute(xp, *args)
             seconds = median_seconds(lambda n=node, a=args: n.op.compute(xp, *a), repeats)
             totals[family_of(node.op)] += seconds
     return _without_empty_other(totals)

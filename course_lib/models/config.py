@@ -1,11 +1,12 @@
-"""The shape of a LLaMA-style model: one dataclass shared by the model and the calculators."""
+"""The shape of a LLaMA-style model: one dataclass shared by the model and the calculators,
+and the calculators' checks of their arguments."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from .. import params
-from ..errors import ParameterError, ShapeError
+from ..errors import GraphError, ParameterError, ShapeError
 
 
 @dataclass(frozen=True)
@@ -97,3 +98,17 @@ class LlamaConfig:
             vocab_size=256,
             max_seq_len=128,
         )
+
+
+def require_config(config, caller: str) -> LlamaConfig:
+    """``config`` itself if it is a :class:`LlamaConfig`, else a GraphError (a TypeError)
+    naming ``caller``."""
+    if not isinstance(config, LlamaConfig):
+        raise GraphError(f"{caller} needs a LlamaConfig, got {type(config).__name__}")
+    return config
+
+
+def positive_size(value: int, name: str, caller: str) -> int:
+    """``value`` as an int if it is a positive integer (a batch size, a sequence length),
+    else a ShapeError naming ``caller``."""
+    return params.positive_size(value, f"{caller}: {name}")

@@ -37,8 +37,8 @@ from ..errors import GraphError
 from ..graph import Node
 from ..perf import flops_by_node
 from ..tables import ShownAsTable, Table
-from ._checks import first_seq_where, positive_size, require_config
-from .config import LlamaConfig
+from .config import LlamaConfig, positive_size, require_config
+from .crossover import first_seq_where
 
 #: The groups of the breakdown, in the order the lecture lists them ("Linear" is the LM head).
 GROUPS = ("embedding", "normalisation", "residual", "attention", "MLP", "LM head")

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from ..errors import ParameterError
 from ..tables import ShownAsTable, Table
-from ._checks import first_seq_where, positive_size, require_config
-from .config import LlamaConfig
+from .config import LlamaConfig, positive_size, require_config
+from .crossover import first_seq_where
 
 #: Bytes of optimizer state per parameter: (moments in fp32, fp32 master copy when narrower).
 OPTIMIZER_STATE_BYTES = {"adamw": 8, "sgd": 0}

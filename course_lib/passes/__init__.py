@@ -8,11 +8,9 @@ optimize=True)`` and :func:`course_lib.jit` call it.
 
 from __future__ import annotations
 
-from .batchnorm import batchnorm_affine, conv2d, fold_batchnorm
-from .constants import fold_constants
 from .cse import eliminate_common_subexpressions
-from .fused_op import Fused
-from .fusion import find_regions, fuse_elementwise
+from .folding import fold_constants
+from .fusion import Fused, find_regions, fuse_elementwise
 from .matmuls import merge_matmuls
 from .rewrite import Graph
 
@@ -31,11 +29,8 @@ def optimize(outputs: Graph, passes=PIPELINE) -> Graph:
 __all__ = [
     "PIPELINE",
     "Fused",
-    "batchnorm_affine",
-    "conv2d",
     "eliminate_common_subexpressions",
     "find_regions",
-    "fold_batchnorm",
     "fold_constants",
     "fuse_elementwise",
     "merge_matmuls",

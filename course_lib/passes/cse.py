@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ..graph import Node
+from ..graph import Node, same_kind
 from ..ops.elementwise import Add, Mul
-from .rewrite import Graph, copy_with, output_list, same_kind, transform
+from .rewrite import Graph, copy_with, output_list, transform
 
 COMMUTATIVE = (Add, Mul)  # a + b and b + a are the same value, bit for bit
 

@@ -7,10 +7,10 @@ shared right operand: ``Wq @ h, Wk @ h`` becomes ``concat(Wq, Wk) @ h``, split b
 
 from __future__ import annotations
 
-from ..graph import Node, apply, topological_order
+from ..graph import Node, apply, same_kind, topological_order
 from ..ops.linalg import MatMul
 from ..ops.shape import GetItem, concat
-from .rewrite import Graph, copy_with, output_list, same_kind, transform
+from .rewrite import Graph, copy_with, output_list, transform
 
 
 def merge_matmuls(outputs: Graph) -> Graph:

@@ -5,28 +5,21 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ..errors import GraphError
-from ..graph import Node, topological_order
+from ..graph import Node, node_list, topological_order
 
 Graph = Node | Sequence[Node]  # output nodes: one node or a list of them
 
 
 def output_list(outputs: Graph, pass_name: str) -> list[Node]:
-    """The outputs as a list of graph nodes; anything else is a :class:`GraphError`."""
-    outs = [outputs] if isinstance(outputs, Node) else list(outputs)
+    """The outputs as a list of static graph nodes; anything else is a :class:`GraphError`."""
+    outs = node_list(outputs, pass_name)
     for o in outs:
-        if not isinstance(o, Node):
-            raise GraphError(f"{pass_name} rewrites graphs of nodes, got {type(o).__name__}")
         if o.is_eager:
             raise GraphError(
                 f"{pass_name}: {o.name} is an eager Tensor; passes rewrite static graphs "
                 "(build one with variables, or trace the function with course_lib.jit)"
             )
     return outs
-
-
-def same_kind(outputs: Graph, new: list[Node]) -> Graph:
-    """``new`` as a single node when ``outputs`` was one, else as a list."""
-    return new[0] if isinstance(outputs, Node) else new
 
 
 def copy_with(node: Node, inputs: tuple) -> Node:

@@ -36,10 +36,6 @@ class KernelPoint:
     def flops_per_second(self) -> float:
         return self.flops / self.seconds
 
-    @property
-    def bytes_per_second(self) -> float:
-        return self.bytes / self.seconds
-
 
 def measure_kernel(
     name: str, fn: Callable, flops: float, nbytes: float, repeats: int = 7

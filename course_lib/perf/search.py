@@ -11,7 +11,7 @@ import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..graph import Node
+from ..graph import Node, node_list
 from ..passes import find_regions, fuse_elementwise
 from ..runtime import Executor
 from .timing import interleaved_medians
@@ -33,7 +33,7 @@ def search_fusions(outputs: Node | list[Node], feed: Mapping, repeats: int = 5) 
 
     At most :data:`MAX_REGIONS` regions are searched (the first ones in graph order).
     """
-    outs = [outputs] if isinstance(outputs, Node) else list(outputs)
+    outs = node_list(outputs, "search_fusions")
     roots = list(find_regions(outs))[:MAX_REGIONS]
     subsets = [combo for k in range(len(roots) + 1) for combo in itertools.combinations(roots, k)]
     graphs = {

@@ -20,10 +20,8 @@ import numpy as np
 from .. import backend, params
 from ..autodiff import reverse
 from ..errors import CourseLibError, GraphError, ShapeError, describe_shapes
-from ..graph import Node, Op, _creation_counter, topological_order
-from ..graph import as_node as _as_node
-from ..ops.elementwise import _ADD, _DIV, _MUL, _SUB, ones_like, zeros_like
-from .executor import Executor
+from ..graph import Node, Op, as_node, interpret, topological_order
+from ..ops.elementwise import Add, Div, Mul, Sub, ones_like, zeros_like
 
 _recording = [True]
 
@@ -62,6 +60,7 @@ class Leaf(Op):
 
 
 _LEAF = Leaf()
+_ADD, _SUB, _MUL, _DIV = Add(), Sub(), Mul(), Div()  # the operators' ops, for the fast paths
 
 
 class Tensor(Node):
@@ -95,13 +94,8 @@ class Tensor(Node):
         self._init(_LEAF, (), name or "tensor", data, requires_grad)
 
     def _init(self, op, inputs, name, data, requires_grad):
+        Node.__init__(self, op, inputs, name, data.shape, data.dtype)
         setter = object.__setattr__
-        setter(self, "seq", next(_creation_counter))
-        setter(self, "op", op)
-        setter(self, "inputs", inputs)
-        setter(self, "name", name)
-        setter(self, "shape", data.shape)
-        setter(self, "dtype", data.dtype)
         setter(self, "_data", data)
         setter(self, "requires_grad", requires_grad)
         setter(self, "grad", None)
@@ -146,28 +140,28 @@ class Tensor(Node):
 
     # -- arithmetic fast paths (the same ops as Node's operators, minus the dispatch) -----
     def __add__(self, other):
-        return self.apply_eager(_ADD, (self, _as_node(other)), None)
+        return self.apply_eager(_ADD, (self, as_node(other)), None)
 
     def __radd__(self, other):
-        return self.apply_eager(_ADD, (_as_node(other), self), None)
+        return self.apply_eager(_ADD, (as_node(other), self), None)
 
     def __sub__(self, other):
-        return self.apply_eager(_SUB, (self, _as_node(other)), None)
+        return self.apply_eager(_SUB, (self, as_node(other)), None)
 
     def __rsub__(self, other):
-        return self.apply_eager(_SUB, (_as_node(other), self), None)
+        return self.apply_eager(_SUB, (as_node(other), self), None)
 
     def __mul__(self, other):
-        return self.apply_eager(_MUL, (self, _as_node(other)), None)
+        return self.apply_eager(_MUL, (self, as_node(other)), None)
 
     def __rmul__(self, other):
-        return self.apply_eager(_MUL, (_as_node(other), self), None)
+        return self.apply_eager(_MUL, (as_node(other), self), None)
 
     def __truediv__(self, other):
-        return self.apply_eager(_DIV, (self, _as_node(other)), None)
+        return self.apply_eager(_DIV, (self, as_node(other)), None)
 
     def __rtruediv__(self, other):
-        return self.apply_eager(_DIV, (_as_node(other), self), None)
+        return self.apply_eager(_DIV, (as_node(other), self), None)
 
     # -- gradients -------------------------------------------------------------------------
     def backward(self, gradient=None, create_graph: bool = False) -> None:
@@ -244,7 +238,8 @@ def _value(node: Node, op: Op):
             f"{op.label()}: cannot mix the eager tensor(s) with the symbolic node "
             f"{node.name}; use Tensors only, or variables and an Executor"
         )
-    return Executor(node).run()
+    xp = backend.xp()
+    return interpret(node, {}, xp)[node]
 
 
 def _eager_error(op: Op, inputs: tuple, exc: Exception) -> CourseLibError:

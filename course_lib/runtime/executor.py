@@ -12,9 +12,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from .. import backend, params
-from ..errors import CourseLibError, FeedError, GraphError, ShapeError
-from ..graph import Node, topological_order
+from ..errors import FeedError, GraphError, ShapeError
+from ..graph import Node, compute_error, node_list, topological_order
 from ..ops.control import DEAD, Switch
+from ..passes import optimize as run_passes
 
 
 class Executor:
@@ -43,15 +44,11 @@ class Executor:
     def __init__(self, outputs: Node | Sequence[Node], optimize: bool = False):
         optimize = params.flag(optimize, "Executor: optimize")
         self.single = isinstance(outputs, Node)
-        outs = [outputs] if self.single else list(outputs)
+        outs = node_list(outputs, "Executor")
         for o in outs:
-            if not isinstance(o, Node):
-                raise GraphError(f"Executor needs nodes, got {type(o).__name__}")
             if o.is_eager:
                 raise GraphError(f"{o.name} is an eager Tensor; its value is {o.name}.numpy()")
         if optimize:
-            from ..passes import optimize as run_passes  # noqa: PLC0415
-
             outs = run_passes(outs)
         self.outputs = outs
         self.order = topological_order(outs)
@@ -164,7 +161,7 @@ class Executor:
                     live -= _nbytes(values[f])
                     values[f] = None
         except (ValueError, TypeError, IndexError) as exc:
-            raise _run_error(step[4], [values[i] for i in step[1]], exc) from exc
+            raise compute_error(step[4], [values[i] for i in step[1]], exc) from exc
         self.peak_bytes = peak
         skipped = self._skipped[0]
         self.last_run = {"computed": len(self._steps) - skipped, "skipped": skipped}
@@ -180,14 +177,6 @@ class Executor:
                 value = value.copy()  # a fed array (or an earlier output) seen through a view
             outs.append(value)
         return outs[0] if self.single else outs
-
-
-def _run_error(node: Node, inputs: list, exc: Exception) -> CourseLibError:
-    shapes = ", ".join(
-        f"{i.name}: {tuple(getattr(v, 'shape', ()))}" for i, v in zip(node.inputs, inputs)
-    )
-    message = f"{node.op.label()} at node {node.name} failed on inputs ({shapes}): {exc}"
-    return type(exc)(message) if isinstance(exc, CourseLibError) else ShapeError(message)
 
 
 def _skipping_dead(op, skipped: list):

@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import backend, params
 from ..errors import GraphError, ParameterError, ShapeError
-from ..graph import Node, variable
+from ..graph import Node, node_list, same_kind, variable
 from .eager import Tensor
 from .executor import Executor
 
@@ -96,16 +96,11 @@ class JitFunction:
             out = self.fn(*symbolic)
         except GraphError as exc:
             raise GraphError(f"jit({self.__name__}) could not trace the function: {exc}") from None
-        single = isinstance(out, Node)
-        outputs = [out] if single else list(out)
-        if not all(isinstance(o, Node) for o in outputs):
-            raise GraphError(
-                f"jit({self.__name__}): the function must return nodes (or a tuple of nodes)"
-            )
-        executor = Executor(out if single else outputs, optimize=self.optimize)
+        outputs = node_list(out, f"jit({self.__name__}) (what the function returns)")
+        executor = Executor(same_kind(out, outputs), optimize=self.optimize)
         self.stats["traces"] += 1
         self.stats["trace_seconds"] += time.perf_counter() - start
-        return executor, variables, single
+        return executor, variables, isinstance(out, Node)
 
 
 def jit(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..errors import GraphError
-from ..graph import Node, topological_order
+from ..graph import Node, node_list, topological_order
 from ..runtime import Executor
 from .figure import GraphFigure, format_value
 from .labels import definition, is_inline_constant
@@ -42,12 +42,6 @@ GRAPH_ATTRS = {"rankdir": "LR", "fontname": "Helvetica", "nodesep": "0.25", "ran
 NODE_ATTRS = {"fontname": "Helvetica", "fontsize": "11"}
 
 
-def _as_list(nodes) -> list[Node]:
-    if nodes is None:
-        return []
-    return [nodes] if isinstance(nodes, Node) else list(nodes)
-
-
 def draw_graph(
     outputs: Node | Sequence[Node],
     feed: Mapping | None = None,
@@ -67,9 +61,8 @@ def draw_graph(
     chosen nodes (e.g. ``{dw: "∂L/∂w"}``). The DOT text is identical on every run.
     """
     stages = [
-        ("forward", _as_list(outputs)),
-        ("backward", _as_list(backward)),
-        ("update", _as_list(update)),
+        (stage, node_list(() if nodes is None else nodes, f"draw_graph: {stage}"))
+        for stage, nodes in (("forward", outputs), ("backward", backward), ("update", update))
     ]
     stage_of = _stages(stages)
     order = [

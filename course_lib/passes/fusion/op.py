@@ -18,12 +18,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..autodiff import grad, jvp
-from ..errors import ShapeError
-from ..graph import Node, Op, rebuild, topological_order, variable
-from ..kernels.fused import FusedElementwise
-from ..kernels.launch import fused as launch_fused
-from .codegen import NumexprProgram, cuda_kernel, is_inline_constant, numexpr_program
+from ... import kernels
+from ...autodiff import grad, jvp
+from ...errors import ShapeError
+from ...graph import Node, Op, interpret, is_weak_scalar, rebuild, topological_order, variable
+from .codegen import NumexprProgram, cuda_kernel, numexpr_program
 from .cpu_loop import loop_worthy, run_cpu_loop, try_cpu_loop
 
 _DISPLAY = {"+": 1, "-": 1, "*": 2, "/": 2}  # precedence of infix symbols in formulas
@@ -72,7 +71,7 @@ class Fused(Op):
         full = [xp.ascontiguousarray(xp.broadcast_to(a, shape)) for a in arrays]
         if mode == "cpu":
             return run_cpu_loop(self.kernel, full, out=out)
-        (result,) = launch_fused(self.kernel, *full, mode=mode)
+        (result,) = kernels.fused(self.kernel, *full, mode=mode)
         if out is None:
             return result
         if out.shape != result.shape or out.dtype != result.dtype:
@@ -85,11 +84,7 @@ class Fused(Op):
 
     def interpret(self, xp, *arrays):
         """Compute the body op by op (the unfused reference, and the fallback)."""
-        values = dict(zip(self.params, arrays))
-        for node in topological_order([self.body]):
-            if node not in values:
-                values[node] = node.op.compute(xp, *(values[i] for i in node.inputs))
-        return values[self.body]
+        return interpret(self.body, dict(zip(self.params, arrays)), xp)[self.body]
 
     @functools.cached_property
     def numexpr(self) -> NumexprProgram:
@@ -97,7 +92,7 @@ class Fused(Op):
         return numexpr_program(self.params, self.body)
 
     @functools.cached_property
-    def kernel(self) -> FusedElementwise:
+    def kernel(self) -> kernels.FusedElementwise:
         """The GPU code: a generated CUDA C kernel (see ``.kernel.source``)."""
         return cuda_kernel(self.params, self.body)
 
@@ -152,7 +147,7 @@ class Fused(Op):
         for node in topological_order([self.body]):
             if node in text:
                 continue
-            if is_inline_constant(node) or not node.inputs:
+            if is_weak_scalar(node) or not node.inputs:
                 text[node] = (node.name, 9)
                 continue
             symbol, parts = node.op.symbol, [text[i] for i in node.inputs]

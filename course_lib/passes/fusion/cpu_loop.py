@@ -10,11 +10,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import ShapeError
-from ..kernels.emulator import emulator_available
-from ..kernels.errors import KernelCompileError
-from ..kernels.fused import FusedElementwise
-from ..kernels.native import load_library
+from ... import kernels
+from ...errors import ShapeError
+from ...kernels import FusedElementwise, KernelCompileError
 from .codegen import cpu_source
 
 LOOP_MIN_SIZE = 2**16  # below this, numexpr's start-up cost is small and nothing compiles
@@ -35,14 +33,14 @@ def loop_worthy(arrays: Sequence) -> bool:
             for a in arrays
         )
         and len({a.shape for a in arrays}) == 1
-        and emulator_available()
+        and kernels.emulator_available()  # the g++ the emulator uses
         and not _build_failure
     )
 
 
 @functools.lru_cache(maxsize=64)
 def _compiled(source: str, name: str):
-    library = load_library(source, f"{name}.cpp", native=True)
+    library = kernels.native.load_library(source, f"{name}.cpp", native=True)
     function = getattr(library, name)
     function.restype = None
     return function

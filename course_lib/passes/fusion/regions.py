@@ -13,10 +13,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..graph import Node, consumers, topological_order, variable
-from .codegen import is_inline_constant
-from .fused_op import Fused
-from .rewrite import Graph, copy_with, output_list, same_kind
+from ...graph import Node, consumers, is_weak_scalar, same_kind, topological_order, variable
+from ..rewrite import Graph, copy_with, output_list
+from .op import Fused
 
 MAX_OPS = 64  # larger regions are split: one expression stays readable and compilable
 MAX_INPUTS = 16  # and takes a bounded number of arrays
@@ -60,7 +59,7 @@ def find_regions(outputs: list[Node]) -> dict[Node, list[Node]]:
     for node in reversed(order):
         if not fusable(node):
             continue
-        own = {i for i in node.inputs if not is_inline_constant(i)}
+        own = {i for i in node.inputs if not is_weak_scalar(i)}
         target = _joinable_root(node, users[node], root, is_output)
         if target is not None:
             grown = (inputs[target] - {node}) | own
@@ -109,7 +108,7 @@ def _external_inputs(members: list[Node]) -> list[Node]:
     seen: dict[Node, None] = {}
     for m in members:
         for i in m.inputs:
-            if i not in inside and not is_inline_constant(i):
+            if i not in inside and not is_weak_scalar(i):
                 seen.setdefault(i)
     return list(seen)
 

@@ -8,10 +8,11 @@ every element comes from a different cache line.
 
 from __future__ import annotations
 
-import statistics
-import time
+import functools
 
 import numpy as np
+
+from .timing import interleaved_medians
 
 
 def sum_row_by_row(array: np.ndarray) -> float:
@@ -25,12 +26,5 @@ def traversal_seconds(arrays: dict[str, np.ndarray], repeats: int = 5) -> dict[s
     The runs are interleaved (A, B, A, B, ...) after one warm-up each, so machine
     noise hits every array alike.
     """
-    for array in arrays.values():
-        sum_row_by_row(array)
-    times: dict[str, list[float]] = {name: [] for name in arrays}
-    for _ in range(repeats):
-        for name, array in arrays.items():
-            start = time.perf_counter()
-            sum_row_by_row(array)
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(ts) for name, ts in times.items()}
+    runs = {name: functools.partial(sum_row_by_row, array) for name, array in arrays.items()}
+    return interleaved_medians(runs, repeats=repeats)

@@ -6,9 +6,9 @@ import warnings
 
 import numpy as np
 
-from ..graph import Node, constant
+from ..graph import Node, constant, same_kind
 from ..ops.control import Switch
-from .rewrite import Graph, copy_with, output_list, same_kind, transform
+from .rewrite import Graph, copy_with, output_list, transform
 
 
 def fold_constants(outputs: Graph) -> Graph:

@@ -1,0 +1,76 @@
+"""The helpers graph.py shares with every layer: one node or a list, static shapes, weak
+scalars, and the reference interpreter (which must agree with the Executor)."""
+
+import numpy as np
+import pytest
+
+import course_lib as cl
+from course_lib.graph import (
+    interpret,
+    is_static,
+    is_weak_scalar,
+    node_list,
+    numel,
+    same_kind,
+)
+
+
+def test_node_list_takes_one_node_or_an_iterable_of_nodes():
+    x = cl.variable("x", (3, 2))
+    assert node_list(x, "t") == [x]  # the node, not its rows
+    assert node_list((n for n in [x, x * 2.0]), "t")[0] is x  # a generator is read once
+    assert node_list([], "t") == []
+    for bad, kind in [([x, 3.0], "float"), (3, "int"), ("ab", "str"), (None, "NoneType")]:
+        with pytest.raises(cl.GraphError, match=rf"^who: expected graph nodes, got a {kind}$"):
+            node_list(bad, "who")
+
+
+def test_same_kind_gives_back_the_form_that_came_in():
+    x = cl.variable("x")
+    assert same_kind(x, ["one"]) == "one"
+    assert same_kind([x], ["one"]) == ["one"]
+    assert same_kind((x,), ["one"]) == ["one"]
+
+
+@pytest.mark.parametrize(
+    "shape, static, size",
+    [((), True, 1), ((0, 3), True, 0), ((2, 3), True, 6), (None, False, None),
+     ((None,), False, None), ((2, None), False, None)],
+)  # fmt: skip
+def test_is_static_and_numel(shape, static, size):
+    assert is_static(shape) is static
+    assert numel(shape) == size
+
+
+def test_weak_scalars_are_python_number_constants_only():
+    assert is_weak_scalar(cl.constant(2.0)) and is_weak_scalar(cl.constant(True))
+    assert is_weak_scalar(cl.constant(float("nan")))
+    assert not is_weak_scalar(cl.constant(np.float32(2.0)))  # a 0-d array has its own dtype
+    assert not is_weak_scalar(cl.constant(np.ones(3)))
+    assert not is_weak_scalar(cl.variable("x", ()))
+
+
+def test_interpret_agrees_with_the_executor_and_keeps_every_value():
+    x, y = cl.variable("x", (2, 3)), cl.variable("y", (3,))
+    out = cl.exp(x * y) / (cl.sum(x) + 1.0) - cl.log(y)
+    feed = {x: np.array([[0.0, -np.inf, 1.0], [2.0, np.nan, -1.0]]), y: np.array([1.0, 0.0, 2.0])}
+    with np.errstate(all="ignore"):
+        values = interpret(out, dict(feed), np)
+        expected = cl.Executor(out).run(feed)
+    np.testing.assert_array_equal(values[out], expected)  # NaN where NaN, inf where inf
+    assert set(values) == set(cl.topological_order(out))  # every node's value is kept
+
+
+def test_interpret_names_the_node_that_fails():
+    x = cl.variable("x", (None,))
+    out = cl.reshape(x, (2, 2)) * 3.0
+    with pytest.raises(cl.ShapeError, match=r"reshape.*at node reshape\(x\) failed on .*x: \(3,\)"):
+        interpret(out, {x: np.ones(3)}, np)
+    with pytest.raises(cl.GraphError, match=r"variable at node x failed .*feed it a value"):
+        interpret(out, {}, np)  # an unfed variable keeps its GraphError class
+
+
+def test_jit_refuses_a_function_that_returns_no_nodes():
+    f = cl.jit(lambda a: 3.0)
+    with pytest.raises(cl.GraphError, match=r"\(what the function returns\): .*got a float"):
+        f(np.ones(2))
