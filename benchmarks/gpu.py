@@ -44,7 +44,7 @@ def bandwidth_rows(cupy, rng) -> list[tuple[str, float, float]]:
             5 * a.nbytes,
         ),
         "softmax (8192 x 4096)": (lambda: launch.softmax(x, mode="gpu"), 2 * x.nbytes),
-        "rmsnorm (8192 x 4096)": (lambda: launch.rmsnorm(x, w, mode="gpu"), 2 * x.nbytes),
+        "rms_norm (8192 x 4096)": (lambda: launch.rms_norm(x, w, mode="gpu"), 2 * x.nbytes),
         "rope (8, 32, 1024, 128)": (lambda: launch.rope(r, cos, sin, mode="gpu"), 2 * r.nbytes),
     }
     rows = []

@@ -49,6 +49,6 @@ def test_every_kernel_name_resolves_on_first_use():
     for name in kernels.__all__:
         assert getattr(kernels, name) is not None, name
     assert kernels.fused is kernels.launch.fused and callable(kernels.fused)
-    assert kernels.FusedElementwise.__module__ == "course_lib.kernels.fused"
+    assert kernels.FusedElementwise.__module__ == "course_lib.kernels.fused_template"
     with pytest.raises(AttributeError, match="has no attribute 'fusedd'"):
         kernels.fusedd  # noqa: B018

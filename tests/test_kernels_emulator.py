@@ -136,14 +136,14 @@ def test_tiled_matmul_any_size(m, n, k):
 
 
 @pytest.mark.parametrize("rows, cols", list(itertools.product(SIZES, SIZES)))
-def test_softmax_and_rmsnorm(rows, cols, rng):
+def test_softmax_and_rms_norm(rows, cols, rng):
     x = _f32(rng, rows, cols, scale=30.0)  # logits up to ~100: exp would overflow unshifted
     y = launch.softmax(x, **EMU)
     assert np.isfinite(y).all()
     np.testing.assert_allclose(y, reference.softmax(x), rtol=1e-5, atol=1e-7)
     w = _f32(rng, cols)
     np.testing.assert_allclose(
-        launch.rmsnorm(x, w, 1e-5, **EMU), reference.rmsnorm(x, w, 1e-5), rtol=1e-5, atol=1e-6
+        launch.rms_norm(x, w, 1e-5, **EMU), reference.rms_norm(x, w, 1e-5), rtol=1e-5, atol=1e-6
     )
 
 
@@ -216,7 +216,7 @@ def test_causal_first_row_is_the_first_value(rng):
     [
         lambda: launch.vector_add(np.ones(3), np.ones(4), **EMU),
         lambda: launch.matmul_tiled(np.ones((2, 3)), np.ones((2, 3)), **EMU),
-        lambda: launch.rmsnorm(np.ones((2, 3)), np.ones(4), **EMU),
+        lambda: launch.rms_norm(np.ones((2, 3)), np.ones(4), **EMU),
         lambda: launch.rope(np.ones((4, 3)), np.ones((4, 1)), np.ones((4, 1)), **EMU),
         lambda: launch.attention(np.ones((1, 3, 4, 8)), *[np.ones((1, 2, 4, 8))] * 2, **EMU),
         lambda: launch.attention(np.ones((1, 2, 4, 8)), *[np.ones((1, 2, 5, 8))] * 2, **EMU),

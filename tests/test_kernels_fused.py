@@ -8,7 +8,7 @@ import pytest
 from course_lib.errors import ShapeError
 from course_lib.kernels import FusedElementwise, emulator, fused
 from course_lib.kernels.errors import KernelCompileError
-from course_lib.kernels.fused import fill_template
+from course_lib.kernels.fused_template import fill_template
 
 LECTURE = FusedElementwise("fused_lecture", ("a", "b", "c", "d"), (("e", "d + (a + b) * c"),))
 needs_emulator = pytest.mark.skipif(  # CI has g++: fail there rather than skip

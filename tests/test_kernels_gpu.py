@@ -46,7 +46,7 @@ def test_row_kernels_on_gpu(rows, cols, rng):
         _host(launch.softmax(x, **GPU)), reference.softmax(x), rtol=1e-5, atol=1e-7
     )
     np.testing.assert_allclose(
-        _host(launch.rmsnorm(x, w, **GPU)), reference.rmsnorm(x, w), rtol=1e-5, atol=1e-5
+        _host(launch.rms_norm(x, w, **GPU)), reference.rms_norm(x, w), rtol=1e-5, atol=1e-5
     )
 
 

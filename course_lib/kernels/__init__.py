@@ -7,8 +7,11 @@ The ``.cu`` files in this package are plain CUDA C. The same text is
 - compiled with g++ behind a small prelude and run on the CPU (:mod:`.emulator`).
 
 :mod:`.launch` calls each kernel like a NumPy function (grid and block chosen for you) and
-:mod:`.reference` holds NumPy versions with the same signatures. :mod:`.fused` generates
-fused elementwise kernels from a template; :mod:`.dispatch` lets ops use the kernels on a GPU.
+:mod:`.reference` holds NumPy versions with the same signatures. :mod:`.fused_template`
+generates fused elementwise kernels from a template (``fused`` launches one);
+:mod:`.dispatch` lets ops use the kernels on a GPU; :mod:`.profiling` counts the memory
+traffic of emulated launches (``profile()``) and bounds their time on named GPUs
+(:mod:`.gpus`).
 
 Importing this package loads no compiler, emulator or CuPy code: the names below that need
 them (the launchers, the emulator, NVRTC, the GPU side) are loaded the first time they are
@@ -20,12 +23,8 @@ from __future__ import annotations
 import importlib
 
 from .errors import KernelCompileError, KernelError, KernelLaunchError, UnsupportedConstructError
-from .fused import FusedElementwise
+from .fused_template import FusedElementwise
 from .sources import kernel_files, kernel_names, kernel_source, read_source
-
-# Importing the template module bound the name ``fused``; in this package ``fused`` is the
-# launcher ``launch.fused`` (loaded on first use), so that binding goes.
-del globals()["fused"]
 
 #: Loaded on first use: submodules (None) and the names they export (their module).
 _LAZY: dict[str, str | None] = {
@@ -40,7 +39,7 @@ _LAZY: dict[str, str | None] = {
     ),
     **dict.fromkeys(
         ("attention", "copy_strided", "default_mode", "fused", "get_kernel", "matmul_naive",
-         "matmul_register_tiled", "matmul_tiled", "reduce_sum", "rmsnorm", "rope", "softmax",
+         "matmul_register_tiled", "matmul_tiled", "reduce_sum", "rms_norm", "rope", "softmax",
          "transpose", "vector_add", "vector_add_float4"),
         "launch",
     ),  # fmt: skip
@@ -77,7 +76,7 @@ __all__ = [
     "KernelLaunchError", "UnsupportedConstructError", "analysis", "attention", "compile_module",
     "default_mode", "describe_mode", "dispatch", "emulator", "emulator_available", "fused",
     "get_kernel", "gpu", "kernel_files", "kernel_names", "kernel_source", "launch",
-    "matmul_naive", "matmul_tiled", "native", "nvrtc", "read_source", "reference", "rmsnorm",
+    "matmul_naive", "matmul_tiled", "native", "nvrtc", "read_source", "reference", "rms_norm",
     "rope", "softmax", "vector_add", "vector_add_float4",
     "GPUS", "copy_strided", "gpus", "matmul_register_tiled", "occupancy", "profile",
     "profiling", "reduce_sum", "transpose",

@@ -1,5 +1,5 @@
-// Template of a fused elementwise kernel, filled in by course_lib.kernels.fused (the fusion
-// pass uses it). As shipped it holds the lecture's example E = D + (A + B) * C, so the file
+// Template of a fused elementwise kernel, filled in by course_lib.kernels.fused_template
+// (the fusion pass uses it). As shipped it holds the lecture's example E = D + (A + B) * C, so the file
 // compiles as it is; the fill-in points are the lines marked "template:".
 //
 // One kernel reads every input once and writes every output once, instead of one kernel (and

@@ -16,7 +16,7 @@ from .. import backend
 from ..errors import ParameterError, ShapeError
 from . import emulator, gpu, profiling
 from .errors import KernelLaunchError
-from .fused import FusedElementwise
+from .fused_template import FusedElementwise
 
 MODES = ("gpu", "emulator")
 MATMUL_TILE = 16  # TILE in matmul_tiled.cu
@@ -243,19 +243,19 @@ def softmax(x, *, mode: str | None = None, block: int | None = None):
     return y
 
 
-def rmsnorm(x, weight, eps: float = 1e-6, *, mode: str | None = None, block: int | None = None):
-    """``weight * x / sqrt(mean(x**2) + eps)`` over the last axis (``rmsnorm.cu``)."""
+def rms_norm(x, weight, eps: float = 1e-6, *, mode: str | None = None, block: int | None = None):
+    """``weight * x / sqrt(mean(x**2) + eps)`` over the last axis (``rms_norm.cu``)."""
     mode = _mode(mode)
     x, weight = _inputs(mode, x, weight)
     rows, cols = _rows(x)
     if weight.shape != (cols,):
-        raise ShapeError(f"rmsnorm weight must have shape ({cols},) like x's last axis, "
+        raise ShapeError(f"rms_norm weight must have shape ({cols},) like x's last axis, "
                          f"got {weight.shape}")  # fmt: skip
     y = _xp(mode).empty_like(x)
     if x.size:
         block = _power_of_two_block(cols, block)
         args = (x, weight, y, np.int32(rows), np.int32(cols), np.float32(eps))
-        get_kernel("rmsnorm.cu", "rmsnorm_rows", mode)(
+        get_kernel("rms_norm.cu", "rms_norm_rows", mode)(
             (rows,), (block,), args, shared_mem=4 * block
         )
         _declare_flops(mode, 4 * x.size + 3 * rows)  # square, add; two products; per row 3

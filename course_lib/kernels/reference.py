@@ -43,7 +43,7 @@ def softmax(x: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def rmsnorm(x: np.ndarray, weight: np.ndarray, eps: float = 1e-6) -> np.ndarray:
+def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float = 1e-6) -> np.ndarray:
     """``weight * x / sqrt(mean(x**2, axis=-1) + eps)`` (LLaMA's RMSNorm)."""
     mean_square = np.mean(x.astype(np.float64) ** 2, axis=-1, keepdims=True)
     return (weight * (x / np.sqrt(mean_square + eps))).astype(x.dtype)

@@ -76,28 +76,14 @@ class LlamaConfig:
     @classmethod
     def llama2_7b(cls) -> LlamaConfig:
         """LLaMA-2-7B: h = 4096, N = 32, n = 32 (MHA), i = 11008, v = 32000, s <= 4096."""
-        return cls(
-            dim=4096,
-            n_layers=32,
-            n_heads=32,
-            n_kv_heads=32,
-            ffn_dim=11008,
-            vocab_size=32000,
-            max_seq_len=4096,
-        )
+        return cls(dim=4096, n_layers=32, n_heads=32, n_kv_heads=32, ffn_dim=11008,
+                   vocab_size=32000, max_seq_len=4096)  # fmt: skip
 
     @classmethod
     def tiny(cls) -> LlamaConfig:
         """The benchmark/demo model: dim 256, 4 layers, 8 heads, 4 kv heads, ffn 688, bytes."""
-        return cls(
-            dim=256,
-            n_layers=4,
-            n_heads=8,
-            n_kv_heads=4,
-            ffn_dim=688,
-            vocab_size=256,
-            max_seq_len=128,
-        )
+        return cls(dim=256, n_layers=4, n_heads=8, n_kv_heads=4, ffn_dim=688, vocab_size=256,
+                   max_seq_len=128)  # fmt: skip
 
 
 def require_config(config, caller: str) -> LlamaConfig:

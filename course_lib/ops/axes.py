@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import GraphError, OutOfRangeError
+from ..graph import is_static
 
 
 def normalize_axes(axis, ndim: int) -> tuple[int, ...]:
@@ -39,7 +40,7 @@ def reduced(shape, axis, keepdims: bool):
 
 def indexed_shape(shape, index):
     """The shape of ``array[index]`` for an array of ``shape``, without allocating it."""
-    if shape is None or any(d is None for d in shape):
+    if not is_static(shape):
         return None
     probe = np.lib.stride_tricks.as_strided(np.zeros(1), shape=shape, strides=(0,) * len(shape))
     return probe[index].shape

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 from .. import params
 from ..errors import GraphError
-from ..graph import Node, Op, apply
+from ..graph import Node, Op, apply, is_static
 
 
 def broadcast_shapes(*shapes):
@@ -160,7 +160,7 @@ def shaped_like(op_type: type[ToShape], x: Node, like: Node) -> Node:
     """``x`` given the shape of the node ``like`` by ``op_type`` (BroadcastTo, SumTo or
     Reshape): ``x`` itself when the static shapes agree, the static form when like's shape
     is known, else the run-time form, which reads it when the graph runs."""
-    if like.shape is not None and None not in like.shape:
+    if is_static(like.shape):
         return x if x.shape == like.shape else apply(op_type(like.shape), x)
     return apply(op_type(), x, like)
 
@@ -188,7 +188,7 @@ def _widened(shape, node: Node, group: Sequence[Node]) -> bool:
     broadcast together. False only when the static shapes prove it is not: they are equal,
     or every other input is 0-d, in the group, or (axis by axis, from the right) no longer
     and of size 1 wherever ``shape`` has size 1 or an unknown size."""
-    if shape == node.shape and shape is not None and None not in shape:
+    if shape == node.shape and is_static(shape):
         return False
     for other in node.inputs:
         if other.shape == () or any(other is n for n in group):

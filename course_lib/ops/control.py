@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import GraphError, ShapeError
-from ..graph import Node, Op, apply, as_node, creation_mark, rebuild, topological_order
+from ..graph import Node, Op, apply, as_node, creation_mark, is_static, rebuild, topological_order
 from .elementwise import zeros_like
 
 
@@ -56,7 +56,7 @@ class Switch(Op):
         return f"switch({'true' if self.branch else 'false'})"
 
     def infer_shape(self, data, pred):
-        if pred is not None and None not in pred and int(np.prod(pred)) != 1:
+        if is_static(pred) and int(np.prod(pred)) != 1:
             raise ValueError(f"the predicate must be a single value, got shape {pred}")
         return data
 
@@ -145,7 +145,7 @@ def cond(pred, true_fn, false_fn, *operands):
     pred = as_node(pred)
     if pred.is_eager:
         return true_fn(*operands) if _truth(pred.data) else false_fn(*operands)
-    if pred.shape is not None and None not in pred.shape and int(np.prod(pred.shape)) != 1:
+    if is_static(pred.shape) and int(np.prod(pred.shape)) != 1:
         raise ShapeError(
             f"cond: the predicate {pred.name} must be a single value, not {pred.shape}"
         )

@@ -85,15 +85,15 @@ class RMSNorm(_RMSNormFamily):
     flop_rows = ("RMSNorm (attention)", "RMSNorm (MLP)", "RMSNorm (final)")
 
     def gpu_kernel(self, launch, x, w):
-        """``rmsnorm.cu``: one block per row of the last axis."""
-        return launch.rmsnorm(x, w, eps=self.eps) if x.ndim >= 1 else None
+        """``rms_norm.cu``: one block per row of the last axis."""
+        return launch.rms_norm(x, w, eps=self.eps) if x.ndim >= 1 else None
 
     def infer_shape(self, x, w):
         _check_norm_shapes(self.name, x, w)
         return x
 
     def compute(self, xp, x, w):
-        out = run_on_gpu(self, xp, x, w)  # rmsnorm.cu on a GPU
+        out = run_on_gpu(self, xp, x, w)  # rms_norm.cu on a GPU
         if out is not None:
             return out
         out = x * _inv_rms(xp, x, self.eps)

@@ -14,7 +14,7 @@ import numpy as np
 from .. import params
 from ..backend import scatter_add
 from ..errors import ShapeError
-from ..graph import Node, Op, apply
+from ..graph import Node, Op, apply, is_static
 from .axes import check_ids, indexed_shape, normalize_axes
 from .broadcast import ToShape, to_shape
 from .elementwise import zeros_like
@@ -28,7 +28,7 @@ class Reshape(ToShape):
     minus_one = True
 
     def static_shape(self, shape):
-        if shape is None or None in shape:
+        if not is_static(shape):
             return None if -1 in self.shape else self.shape
         size, known = math.prod(shape), math.prod(d for d in self.shape if d != -1)
         if self.shape.count(-1) > 1:

@@ -7,7 +7,7 @@ shared right operand: ``Wq @ h, Wk @ h`` becomes ``concat(Wq, Wk) @ h``, split b
 
 from __future__ import annotations
 
-from ..graph import Node, apply, same_kind, topological_order
+from ..graph import Node, apply, is_static, same_kind, topological_order
 from ..ops.linalg import MatMul
 from ..ops.shape import GetItem, concat
 from .rewrite import Graph, copy_with, output_list, transform
@@ -46,7 +46,7 @@ def _groups(order: list[Node]) -> dict[tuple, list[Node]]:
     for side, shared_at, other_at in (("left", 0, 1), ("right", 1, 0)):
         for m in matmuls:
             other = m.inputs[other_at]
-            if other.shape is not None and len(other.shape) == 2 and None not in other.shape:
+            if is_static(other.shape) and len(other.shape) == 2:
                 candidates.setdefault((m.inputs[shared_at], side), []).append(m)
     groups, taken = {}, set()
     for key, ms in candidates.items():

@@ -15,7 +15,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..errors import GraphError, ShapeError, describe_shapes
-from ..graph import Node, Shape, numel, topological_order
+from ..graph import Node, Shape, is_static, node_list, topological_order
 
 
 class Intensities:
@@ -88,10 +88,7 @@ def op_nodes(outputs: Node | Iterable[Node]) -> list[Node]:
 
     Variables and constants are inputs, not ops: they cost nothing.
     """
-    outputs = [outputs] if isinstance(outputs, Node) else list(outputs)
-    for out in outputs:
-        if not isinstance(out, Node):
-            raise GraphError(f"costs are counted on graph nodes, got a {type(out).__name__}")
+    outputs = node_list(outputs, "counting costs")
     return [node for node in topological_order(outputs) if node.inputs]
 
 
@@ -100,7 +97,7 @@ def static_shapes(node: Node) -> list[Shape]:
     ``Op.accesses`` take. Raises :class:`ShapeError` naming the op and the nodes whose
     shapes are not fully known."""
     shapes = [node.shape, *(i.shape for i in node.inputs)]
-    unknown = [n.name for n, s in zip((node, *node.inputs), shapes) if numel(s) is None]
+    unknown = [n.name for n, s in zip((node, *node.inputs), shapes) if not is_static(s)]
     if unknown:
         raise ShapeError(
             f"op {node.op.label()} at node {node.name}: the shapes of {', '.join(unknown)} are "

@@ -10,29 +10,20 @@ from ..runtime import Executor
 from .figure import GraphFigure, format_value
 from .labels import definition, is_inline_constant
 
+
+def _style(shape: str, style: str, fill: str, color: str | None = None) -> dict:
+    """Graphviz node attributes (in this order, so the DOT text never changes)."""
+    return {"shape": shape, "style": style, "fillcolor": fill} | ({"color": color} if color else {})
+
+
 STAGE_STYLES = {
-    "forward": {"shape": "box", "style": "rounded,filled", "fillcolor": "#f8fafc"},
-    "backward": {
-        "shape": "box",
-        "style": "rounded,filled,dashed",
-        "fillcolor": "#ffedd5",
-        "color": "#c2410c",
-    },
-    "update": {
-        "shape": "box",
-        "style": "rounded,filled",
-        "fillcolor": "#dcfce7",
-        "color": "#15803d",
-    },
+    "forward": _style("box", "rounded,filled", "#f8fafc"),
+    "backward": _style("box", "rounded,filled,dashed", "#ffedd5", "#c2410c"),
+    "update": _style("box", "rounded,filled", "#dcfce7", "#15803d"),
 }
-VARIABLE_STYLE = {"shape": "ellipse", "style": "filled", "fillcolor": "#dbeafe", "color": "#1d4ed8"}
-FUSED_STYLE = {
-    "shape": "box",
-    "style": "rounded,filled",
-    "fillcolor": "#fef9c3",
-    "color": "#a16207",
-}
-CONSTANT_STYLE = {"shape": "note", "style": "filled", "fillcolor": "#f1f5f9", "color": "#64748b"}
+VARIABLE_STYLE = _style("ellipse", "filled", "#dbeafe", "#1d4ed8")
+FUSED_STYLE = _style("box", "rounded,filled", "#fef9c3", "#a16207")
+CONSTANT_STYLE = _style("note", "filled", "#f1f5f9", "#64748b")
 EDGE_STYLES = {
     "forward": {},
     "backward": {"color": "#c2410c", "style": "dashed"},

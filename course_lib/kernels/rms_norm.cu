@@ -3,7 +3,7 @@
 // with a power-of-two block size and blockDim.x floats of dynamic shared memory.
 #include "block_reduce.cuh"
 
-extern "C" __global__ void rmsnorm_rows(const float* __restrict__ x, const float* __restrict__ w,
+extern "C" __global__ void rms_norm_rows(const float* __restrict__ x, const float* __restrict__ w,
                                         float* __restrict__ y, int rows, int cols, float eps) {
     extern __shared__ float scratch[];
     int row = blockIdx.x;
