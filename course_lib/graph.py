@@ -460,6 +460,14 @@ class Constant(Op):
     def label(self) -> str:
         return "constant"
 
+    def written(self, args: Sequence[str]) -> str:
+        """A scalar as its value (``1``), an array as its shape (``const[3, 4]``); the
+        default name of an unnamed constant."""
+        value = self.value
+        if np.ndim(value) == 0:
+            return _scalar_name(value.item() if hasattr(value, "item") else value)
+        return f"const{list(np.shape(value))}"
+
 
 def variable(name: str, shape=None, dtype=None) -> Node:
     """A graph input called ``name``; ``shape`` may contain ``None`` for any size."""
@@ -487,7 +495,8 @@ def constant(value, name: str | None = None) -> Node:
         key = (type(value), value if nonzero else repr(value))
         node = _scalar_constants.get(key)
         if node is None:
-            node = Node(Constant(value), (), _scalar_name(value), (), None)
+            op = Constant(value)
+            node = Node(op, (), op.written(()), (), None)
             if len(_scalar_constants) < 4096:
                 _scalar_constants[key] = node
         return node
@@ -499,9 +508,8 @@ def constant(value, name: str | None = None) -> Node:
         array = np.array(value)  # a copy: changing ``value`` later cannot change the graph
         array.flags.writeable = False  # nor can changing what a run returns
     params.numeric_array(array, "constant()")
-    if name is None:
-        name = _scalar_name(array.item()) if array.ndim == 0 else f"const{list(array.shape)}"
-    return Node(Constant(array), (), name, tuple(array.shape), array.dtype)
+    op = Constant(array)
+    return Node(op, (), op.written(()) if name is None else name, tuple(array.shape), array.dtype)
 
 
 def _scalar_name(value) -> str:

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
+import course_lib as cl
+
 settings.register_profile(  # CI is reproducible (a fixed example sequence); dev runs explore
     "ci", max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow],
     derandomize=True,
@@ -20,6 +22,30 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+@pytest.fixture
+def lecture_graph():
+    """y = ln(x1) + x1·x2 − sin(x2), numbered v1..v7 as in the lecture (scalars)."""
+    v1, v2 = cl.variable("x1", shape=()), cl.variable("x2", shape=())
+    v3 = cl.log(v1)
+    v4 = v1 * v2
+    v5 = cl.sin(v2)
+    v6 = v3 + v4
+    v7 = v6 - v5
+    return [v1, v2, v3, v4, v5, v6, v7]
+
+
+@pytest.fixture
+def worked_example():
+    """The lecture's f = (exp(v1) + 1)·exp(v1): v2 = exp(v1), v3 = v2 + 1, v4 = v2 × v3;
+    returns v1, v4, the gradient node v̄1 and the trace of ``gradient(v4)``."""
+    v1 = cl.variable("v1", shape=())
+    v2 = cl.exp(v1)
+    v3 = v2 + 1
+    v4 = v2 * v3
+    dv1, trace = cl.gradient_trace(v4, v1)
+    return v1, v4, dv1, trace
 
 
 def oracle_import(module: str) -> ModuleType:

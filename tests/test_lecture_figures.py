@@ -3,22 +3,8 @@
 import math
 
 import numpy as np
-import pytest
 
 import course_lib as cl
-
-
-@pytest.fixture
-def lecture_graph():
-    """y = ln(x1) + x1·x2 − sin(x2), numbered v1..v7 as in the lecture."""
-    v1, v2 = cl.variable("x1"), cl.variable("x2")
-    v3 = cl.log(v1)
-    v4 = v1 * v2
-    v5 = cl.sin(v2)
-    v6 = v3 + v4
-    v7 = v6 - v5
-    return [v1, v2, v3, v4, v5, v6, v7]
-
 
 FEED = {"x1": 2.0, "x2": 5.0}
 
@@ -55,12 +41,8 @@ def test_dual_numbers_reproduce_tangent_trace():
     assert round(v7.val, 3) == 11.652
 
 
-def test_node_to_grad_states_of_the_worked_example():
-    v1 = cl.variable("v1")
-    v2 = cl.exp(v1)
-    v3 = v2 + 1
-    v4 = v2 * v3
-    _, trace = cl.gradient_trace(v4, v1)
+def test_node_to_grad_states_of_the_worked_example(worked_example):
+    *_, trace = worked_example
     described = [trace.describe(i) for i in range(len(trace.steps))]
     states = [trace.state_text(i) for i in range(len(trace.steps))]
     assert described == [

@@ -1,12 +1,14 @@
 """Graph pictures: deterministic DOT, the step-through, and life without ``dot``."""
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
 
 import numpy as np
 import pytest
+from IPython.core.formatters import DisplayFormatter
 
 import course_lib as cl
 from course_lib.viz import StepThrough, draw_graph, draw_step
@@ -20,19 +22,11 @@ SCRIPT = textwrap.dedent(
     v3 = v2 + 1
     v4 = v2 * v3
     grads, trace = cl.gradient_trace(v4, v1)
-    print(draw_graph(v4, {"v1": 0.5}, backward=grads).source)
+    print(draw_graph(v4, {"v1": 0.5}, backward=grads, trace=trace).source)
+    print(draw_graph(v4, {"v1": 0.5}, tangents={v1: 1.0}).source)
     print(draw_step(trace, 4, feed={"v1": 0.5}).source)
     """
 )
-
-
-def _worked_example():
-    v1 = cl.variable("v1", shape=())
-    v2 = cl.exp(v1)
-    v3 = v2 + 1
-    v4 = v2 * v3
-    grads, trace = cl.gradient_trace(v4, v1)
-    return v1, v4, grads, trace
 
 
 def _run(script, env=None):
@@ -41,33 +35,33 @@ def _run(script, env=None):
     )
 
 
-def test_dot_is_byte_identical_across_processes():
+def test_dot_is_byte_identical_across_processes(worked_example):
     first, second = _run(SCRIPT), _run("x = [object() for _ in range(999)]\n" + SCRIPT)
     assert first.returncode == 0, first.stderr
     assert first.stdout == second.stdout
     assert "0x" not in first.stdout  # no memory addresses
-    _, v4, grads, trace = _worked_example()
-    expected = (
-        draw_graph(v4, {"v1": 0.5}, backward=grads).source
-        + "\n"
-        + draw_step(trace, 4, feed={"v1": 0.5}).source
-    )
-    assert first.stdout.strip() == expected.strip()
+    v1, v4, grads, trace = worked_example
+    expected = [
+        draw_graph(v4, {"v1": 0.5}, backward=grads, trace=trace).source,
+        draw_graph(v4, {"v1": 0.5}, tangents={v1: 1.0}).source,
+        draw_step(trace, 4, feed={"v1": 0.5}).source,
+    ]
+    assert first.stdout.strip() == "\n".join(expected).strip()
 
 
-def test_draw_graph_labels_stages_and_values():
-    v1, v4, grads, _ = _worked_example()
+def test_draw_graph_labels_stages_and_values(worked_example):
+    v1, v4, grads, _ = worked_example
     fig = draw_graph(v4, {v1: 0.5}, backward=grads)
     text = repr(fig)
     assert text.startswith("graph with 9 nodes (4 forward, 5 backward)")
-    assert "v8 = v6 + v7" in text  # the adjoint sum v̄2 = v̄(2→4) + v̄(2→3)
+    assert "t4 = t2 + t3" in text  # without the trace, the adjoint sum v̄2 is an intermediate
     assert "v4 = v2 × v3" in text and "= 4.367" in fig.source
     assert "dashed" in fig.source  # backward style
     assert fig.svg().lstrip().startswith("<?xml")
 
 
-def test_draw_step_highlights_current_node_edge_and_new_partial():
-    _, _, _, trace = _worked_example()
+def test_draw_step_highlights_current_node_edge_and_new_partial(worked_example):
+    *_, trace = worked_example
     fig = draw_step(trace, 4, feed={"v1": 0.5})  # i = 3, k = 2
     assert repr(fig).splitlines() == [
         "gradient(out) step 5/8: i = 3, k = 2: append v̄(2→3) = v̄3·∂v3/∂v2 to node_to_grad[2]",
@@ -80,25 +74,31 @@ def test_draw_step_highlights_current_node_edge_and_new_partial():
     assert "v4 = v2 × v3" in src and 'fillcolor="#e5e7eb"' in src  # v4 is done: grey
 
 
-def test_draw_step_rejects_bad_step():
-    _, _, _, trace = _worked_example()
+def test_draw_step_rejects_bad_step(worked_example):
+    *_, trace = worked_example
     with pytest.raises(IndexError, match="8 steps"):
         draw_step(trace, 8)
 
 
-def test_step_through_swaps_pictures_without_recomputing():
-    _, _, _, trace = _worked_example()
-    player = StepThrough(trace, feed={"v1": 0.5})
+def test_step_through_is_one_self_contained_html_output(worked_example):
+    *_, trace = worked_example
+    player = StepThrough(trace, feed={"v1": 0.5}, interval_ms=700)
     assert len(player) == 8
-    first = player.picture.value
-    player.slider.value = 3
-    assert player.picture.value == player.pages[3] != first
-    player.next.click()
-    assert player.slider.value == 4 and "i = 3, k = 2" in player.caption.value
-    bundle = player._repr_mimebundle_()
-    assert "application/vnd.jupyter.widget-view+json" in bundle
+    bundle, _ = DisplayFormatter().format(player)
+    assert set(bundle) == {"text/plain", "text/html"}  # no widget view to outrank the page
     assert bundle["text/plain"].splitlines()[0] == "StepThrough: 8 steps of gradient(out)"
-    assert bundle["text/html"].count("<svg") == 8  # static sequence for viewers without widgets
+    page = bundle["text/html"]
+    assert page == player.html() and 'data-interval="700"' in page
+    frames = re.findall(
+        r'<figure class="cl-step"[^>]*><figcaption>(.*?)</figcaption>(.*?)</figure>', page, re.S
+    )
+    assert [picture for _, picture in frames] == player.pages  # each step drawn once
+    assert [picture.count("<svg") for picture in player.pages] == [1] * 8
+    assert frames[4][0].startswith("<b>step 5 / 8</b> &#160; <code>i = 3, k = 2: append v̄(2→3)")
+    scripts = re.findall(r"<script(.*?)>(.*?)</script>", page, re.S)
+    assert len(scripts) == 1 and scripts[0][0] == ""  # inline: nothing to fetch
+    assert page.endswith("</script></div>")  # the script finds the player as its parent
+    assert "http" not in scripts[0][1] and "require(" not in scripts[0][1]
 
 
 def test_without_dot_a_clear_message_and_the_source():

@@ -1,7 +1,7 @@
 """Automatic differentiation: reverse mode (``grad``), forward mode (``jvp``), dual numbers."""
 
 from .dual import Dual
-from .forward import jvp
+from .forward import jvp, tangent_map
 from .reverse import Step, Trace, grad, gradient_trace
 
-__all__ = ["Dual", "Step", "Trace", "grad", "gradient_trace", "jvp"]
+__all__ = ["Dual", "Step", "Trace", "grad", "gradient_trace", "jvp", "tangent_map"]

@@ -21,6 +21,16 @@ def jvp(outputs: Node | Sequence[Node], tangents: Mapping[Node, object]):
     that do not depend on any tangent get ``zeros_like`` of themselves.
     """
     outs = node_list(outputs, "jvp: outputs")
+    tangent = tangent_map(outs, tangents)
+    return same_kind(outputs, [tangent[o] if o in tangent else zeros_like(o) for o in outs])
+
+
+def tangent_map(outputs: Sequence[Node], tangents: Mapping[Node, object]) -> dict[Node, Node]:
+    """The tangent v̇i of every node vi of the graph of ``outputs`` that the seeded
+    ``tangents`` reach, seeds included: ``{vi: v̇i}``. A node missing from it has the tangent
+    zero (no node is built for it). :func:`jvp` returns the outputs' entries; pictures name
+    every entry (``viz.draw_graph(..., tangents=...)``).
+    """
     tangent: dict[Node, Node] = {}
     for var, value in tangents.items():
         if not isinstance(var, Node):
@@ -38,7 +48,7 @@ def jvp(outputs: Node | Sequence[Node], tangents: Mapping[Node, object]):
             )
         t = broadcast_like(t, var)  # every tangent has its node's shape (none built if so)
         tangent[var] = t
-    for node in topological_order(outs):
+    for node in topological_order(outputs):
         if node in tangent or not node.inputs:
             continue
         ins = [tangent.get(i) for i in node.inputs]
@@ -47,4 +57,4 @@ def jvp(outputs: Node | Sequence[Node], tangents: Mapping[Node, object]):
         t = node.op.jvp(node, *ins)
         if t is not None:
             tangent[node] = t
-    return same_kind(outputs, [tangent[o] if o in tangent else zeros_like(o) for o in outs])
+    return tangent

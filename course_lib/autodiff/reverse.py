@@ -79,25 +79,20 @@ class Trace:
         return None
 
     def roles(self, node: Node, upto: int | None = None) -> list[str]:
-        """Every name ``node`` has in the algorithm up to step ``upto``: v̄4, v̄(2→4), ..."""
+        """Every name ``node`` has in the algorithm up to step ``upto``: the adjoints first,
+        then the partial adjoints in the order they were built. The partial v̄(1→2) that is
+        all of ``node_to_grad[1]`` *is* v̄1, so its roles are ``["v̄1", "v̄(1→2)"]``."""
+        built = [s for s in self.steps[: None if upto is None else upto + 1] if s.created is node]
         names = []
-        for s in self.steps[: None if upto is None else upto + 1]:
-            if s.created is node:
-                name = self._role(s)
-                if name not in names:
-                    names.append(name)
+        for s in sorted(built, key=lambda s: s.kind != "adjoint"):  # stable: adjoints first
+            name = self._role(s)
+            if name not in names:
+                names.append(name)
         return names
 
     def _role(self, s: Step) -> str:
         i = self._numbers[s.node]
         return f"v̄{i}" if s.kind == "adjoint" else f"v̄({self._numbers[s.input]}→{i})"
-
-    def label(self, node: Node, upto: int | None = None) -> str:
-        """``v3`` for a forward node, else its first role (``v̄(2→4)``), else its name."""
-        if node in self._numbers:
-            return f"v{self._numbers[node]}"
-        roles = self.roles(node, upto)
-        return roles[0] if roles else node.name
 
     def _entry(self, owner: Node, source: Node | None) -> str:
         k = self._numbers[owner]

@@ -1,14 +1,16 @@
-"""``draw_graph``: a computational graph (forward, backward and update stages) as a picture."""
+"""``draw_graph``: a computational graph (forward, tangent, backward and update stages) as a
+picture, in the lecture's names."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from ..autodiff import Trace, tangent_map
 from ..errors import GraphError
-from ..graph import Node, node_list, topological_order
+from ..graph import Node, constant, node_list, topological_order
 from ..runtime import Executor
-from .figure import GraphFigure, format_value
-from .labels import definition, is_inline_constant
+from .figure import GraphFigure
+from .labels import aliases, definition, is_inline_constant, lecture_names, node_text
 
 
 def _style(shape: str, style: str, fill: str, color: str | None = None) -> dict:
@@ -16,8 +18,10 @@ def _style(shape: str, style: str, fill: str, color: str | None = None) -> dict:
     return {"shape": shape, "style": style, "fillcolor": fill} | ({"color": color} if color else {})
 
 
+STAGES = ("forward", "tangent", "backward", "update")
 STAGE_STYLES = {
     "forward": _style("box", "rounded,filled", "#f8fafc"),
+    "tangent": _style("box", "rounded,filled", "#ede9fe", "#6d28d9"),
     "backward": _style("box", "rounded,filled,dashed", "#ffedd5", "#c2410c"),
     "update": _style("box", "rounded,filled", "#dcfce7", "#15803d"),
 }
@@ -26,6 +30,7 @@ FUSED_STYLE = _style("box", "rounded,filled", "#fef9c3", "#a16207")
 CONSTANT_STYLE = _style("note", "filled", "#f1f5f9", "#64748b")
 EDGE_STYLES = {
     "forward": {},
+    "tangent": {"color": "#6d28d9", "style": "dotted"},
     "backward": {"color": "#c2410c", "style": "dashed"},
     "update": {"color": "#15803d"},
 }
@@ -37,40 +42,72 @@ def draw_graph(
     outputs: Node | Sequence[Node],
     feed: Mapping | None = None,
     *,
+    tangents: Mapping[Node, object] | None = None,
     backward: Node | Sequence[Node] = (),
     update: Node | Sequence[Node] = (),
+    trace: Trace | None = None,
+    numbering: Sequence[Node] | None = None,
     labels: Mapping[Node, str] | None = None,
     title: str | None = None,
     rankdir: str = "LR",
     max_nodes: int = 200,
 ) -> GraphFigure:
-    """Draw the graph of ``outputs`` (forward), plus ``backward`` and ``update`` stages.
+    """Draw the graph of ``outputs`` (forward), and its tangent, backward and update stages.
 
-    Nodes are numbered v1, v2, ... in topological order and labelled with their
-    definition (``v4 = v2 × v3``); variables are ellipses, backward nodes dashed orange,
-    update nodes green. With ``feed``, each node also shows its value. ``labels`` renames
-    chosen nodes (e.g. ``{dw: "∂L/∂w"}``). The DOT text is identical on every run.
+    Names are the lecture's. Forward values are v1, v2, … in topological order, inputs
+    included (``v1 = x1``), constants not counted; each node is written as its definition
+    (``v4 = v2 × v3``, scalar constants inline). Variables are blue ellipses, tangent nodes
+    violet, backward nodes dashed orange, update nodes green; with ``feed`` every node also
+    shows its value. The DOT text is identical on every run.
+
+    Parameters
+    ----------
+    outputs : Node or list of Node
+        The forward graph: these nodes and everything they depend on.
+    feed : mapping, optional
+        Values of the variables ({node or name: array}); adds each node's value.
+    tangents : mapping, optional
+        Forward-mode seeds {variable: direction}, as for :func:`course_lib.jvp`: draws the
+        tangent graph, each tangent named after its node (v̇1 = 1, v̇4 = t1 + t2).
+    backward, update : Node or list of Node
+        Nodes of a backward graph (gradients) and of an update (new parameters).
+    trace : Trace, optional
+        The :class:`~course_lib.Trace` of the ``gradient_trace`` run that built
+        ``backward``: adjoints get their names (v̄4, v̄(2→4)), and a node with several
+        (v̄(3→4) ≡ v̄3) shows them all. Other intermediates of derivative and update rules
+        are t1, t2, ….
+    numbering : list of Node, optional
+        The lecture's forward nodes in order, named v1, v2, … (to draw part of a larger
+        example with its numbers); drawn forward nodes not in it count on. A ``trace``
+        numbers the nodes as it did, so give one or the other.
+    labels : mapping, optional
+        Names that replace the lecture's for chosen nodes (e.g. ``{dw: "∂L/∂w"}``).
+    title, rankdir, max_nodes :
+        A heading, the layout direction, and the size above which drawing is refused.
     """
+    forward = node_list(outputs, "draw_graph: outputs")
+    numbers = _numbers(forward, trace, numbering)
+    tangent_roots, roles = _tangents(forward, numbers, tangents)
     stages = [
-        (stage, node_list(() if nodes is None else nodes, f"draw_graph: {stage}"))
-        for stage, nodes in (("forward", outputs), ("backward", backward), ("update", update))
+        ("forward", forward),
+        ("tangent", tangent_roots),
+        ("backward", node_list(backward, "draw_graph: backward")),
+        ("update", node_list(update, "draw_graph: update")),
     ]
-    stage_of = _stages(stages)
-    order = [
-        n
-        for n in topological_order([r for _, roots in stages for r in roots])
-        if not is_inline_constant(n)
-    ]
+    everything = topological_order([r for _, roots in stages for r in roots])
+    if trace is not None:
+        roles.update((n, r) for n in everything if (r := trace.roles(n)))
+    order = [n for n in everything if n in roles or not is_inline_constant(n)]
     if len(order) > max_nodes:
         raise GraphError(
             f"draw_graph: {len(order)} nodes is too many to read (max_nodes={max_nodes}); "
             "draw a smaller graph or pass a larger max_nodes"
         )
-    names = {n: f"v{i + 1}" for i, n in enumerate(order)}
-    names.update(labels or {})
+    names = lecture_names(order, numbers, roles) | dict(labels or {})
+    stage_of = _stages(stages)
     values = _values(order, feed)
     fig = GraphFigure(
-        _summary(order, names, stage_of),
+        _summary(order, names, roles, stage_of),
         graph_attr={
             **GRAPH_ATTRS,
             "rankdir": rankdir,
@@ -80,10 +117,8 @@ def draw_graph(
     )
     ids = {n: f"n{i}" for i, n in enumerate(order)}
     for node in order:
-        text = definition(node, names)
-        if node in values:
-            text += f"\n= {format_value(values[node])}"
-        fig.node(ids[node], text, **_style(node, stage_of[node]))
+        text = node_text(node, names, values, roles.get(node, ()))
+        fig.node(ids[node], text, **_node_style(node, stage_of[node]))
     for node in order:
         for inp in node.inputs:
             if inp in ids:
@@ -91,8 +126,46 @@ def draw_graph(
     return fig
 
 
+def _numbers(forward: list[Node], trace: Trace | None, numbering) -> dict[Node, int]:
+    """The v-number of each forward node: its place in the trace's or the given numbering,
+    else counting on after it in topological order (constants get none)."""
+    if trace is not None and numbering is not None:
+        raise GraphError(
+            "draw_graph: give a trace or a numbering, not both (the trace numbers the "
+            "forward nodes as gradient_trace did)"
+        )
+    given = trace.forward if trace is not None else node_list(numbering or [], "numbering")
+    numbers = {node: i + 1 for i, node in enumerate(given)}
+    count = len(given)
+    for node in topological_order(forward):
+        if node not in numbers and not node.is_constant:
+            count += 1
+            numbers[node] = count
+    return numbers
+
+
+def _tangents(forward: list[Node], numbers: dict, tangents: Mapping | None):
+    """The tangent nodes v̇i of the numbered forward nodes for the seeds ``tangents``, and
+    their roles ({tangent node: ["v̇3", "v̇6"]} when v̇6 is the node v̇3)."""
+    if tangents is None:
+        return [], {}
+    of = tangent_map(forward, {var: _own_constant(v) for var, v in tangents.items()})
+    roles: dict[Node, list[str]] = {}
+    for node in sorted((n for n in of if n in numbers), key=numbers.__getitem__):
+        roles.setdefault(of[node], []).append(f"v̇{numbers[node]}")
+    return list(roles), roles
+
+
+def _own_constant(value):
+    """A seed as a node of its own: the constant 1.0 is shared by every use of the number,
+    and a seed is drawn with its own name (v̇1 = 1)."""
+    if isinstance(value, Node):
+        return value
+    return constant(value, name=constant(value).name)
+
+
 def _stages(stages: list[tuple[str, list[Node]]]) -> dict[Node, str]:
-    """Each node's stage: the first of forward, backward, update whose outputs reach it."""
+    """Each node's stage: the first of forward, tangent, backward, update that reaches it."""
     stage_of: dict[Node, str] = {}
     for stage, roots in stages:
         for node in topological_order(roots):
@@ -100,10 +173,10 @@ def _stages(stages: list[tuple[str, list[Node]]]) -> dict[Node, str]:
     return stage_of
 
 
-def _style(node: Node, stage: str) -> dict:
+def _node_style(node: Node, stage: str) -> dict:
     if node.is_variable:
         return VARIABLE_STYLE
-    if node.is_constant:
+    if node.is_constant and not is_inline_constant(node):  # a drawn scalar is a named seed
         return CONSTANT_STYLE
     if hasattr(node.op, "formula") and stage == "forward":
         return FUSED_STYLE
@@ -132,13 +205,13 @@ def fed_values(nodes: Sequence[Node], feed: Mapping) -> dict:
     return values
 
 
-def _summary(order: list[Node], names: dict, stage_of: dict) -> str:
-    counts = {
-        s: sum(1 for n in order if stage_of[n] == s) for s in ("forward", "backward", "update")
-    }
+def _summary(order: list[Node], names: dict, roles: dict, stage_of: dict) -> str:
+    counts = {s: sum(1 for n in order if stage_of[n] == s) for s in STAGES}
     head = ", ".join(f"{c} {s}" for s, c in counts.items() if c)
     lines = [f"graph with {len(order)} nodes ({head})"]
-    lines += [f"  {definition(n, names)}" for n in order[:40]]
+    for node in order[:40]:
+        others = aliases(node, names, roles.get(node, ()))
+        lines.append(f"  {definition(node, names)}" + "".join(f" ≡ {a}" for a in others))
     if len(order) > 40:
         lines.append(f"  … and {len(order) - 40} more")
     return "\n".join(lines)

@@ -1,16 +1,42 @@
-"""How nodes are written in pictures: ``v4 = v2 × v3``, ``v̄(2→4) = v̄4 × v3``.
+"""How nodes are written in pictures: ``v4 = v2 × v3``, ``v̄(2→4) = v̄4 × v3``, ``v̇4 = t1 + t2``.
 
-This module resolves names (``v4``, ``v̄(2→4)``); each op says how it is written over them.
+This module gives nodes the lecture's names (:func:`lecture_names`) and resolves them inside
+labels; each op says how it is written over its inputs' names (:meth:`Op.written`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from ..graph import Node
+from .figure import format_value
 
 
 def is_inline_constant(node: Node) -> bool:
     """Scalar constants are written into their users' labels instead of being drawn."""
     return node.is_constant and node.shape == ()
+
+
+def lecture_names(
+    nodes: Sequence[Node], numbers: Mapping[Node, int], roles: Mapping[Node, Sequence[str]]
+) -> dict[Node, str]:
+    """The lecture's name of each of ``nodes`` (given in topological order).
+
+    A numbered node (a forward value, ``numbers[node] = i``) is ``vi``; a node with roles
+    is called by its first one (``v̄4``, ``v̄(2→4)``, ``v̇3``); any other computed node is an
+    intermediate of a derivative or update rule: ``t1``, ``t2``, … in order. Unnumbered
+    variables and constants keep their own names (they are not in the result).
+    """
+    names, temporaries = {}, 0
+    for node in nodes:
+        if node in numbers:
+            names[node] = f"v{numbers[node]}"
+        elif roles.get(node):
+            names[node] = roles[node][0]
+        elif not (node.is_variable or node.is_constant):
+            temporaries += 1
+            names[node] = f"t{temporaries}"
+    return names
 
 
 def reference(node: Node, names: dict) -> str:
@@ -30,3 +56,19 @@ def definition(node: Node, names: dict) -> str:
     """``name = expression`` (or just the name when they coincide)."""
     name, expr = reference(node, names), expression(node, names)
     return name if name == expr else f"{name} = {expr}"
+
+
+def node_text(node: Node, names: dict, values: Mapping, roles: Sequence[str] = ()) -> str:
+    """A node's whole label: its definition, its value when known, and the other names
+    the same node has (``≡ v̄3 ≡ v̄(2→3)``: for ``v3 = v2 + 1`` the partial adjoint
+    v̄(2→3) = v̄3 · 1 *is* the node v̄3)."""
+    text = definition(node, names)
+    if node in values:
+        text += f"\n= {format_value(values[node])}"
+    others = aliases(node, names, roles)
+    return text + ("\n≡ " + " ≡ ".join(others) if others else "")
+
+
+def aliases(node: Node, names: dict, roles: Sequence[str]) -> list[str]:
+    """The roles of ``node`` other than the name it is drawn with."""
+    return [role for role in roles if role != reference(node, names)]

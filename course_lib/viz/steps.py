@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import html
 from collections.abc import Mapping
+from pathlib import Path
 
 from ..autodiff.reverse import Step, Trace
 from ..graph import Node
 from ..runtime import Executor
 from .figure import GraphFigure, format_value, html_text
 from .graphs import EDGE_STYLES, GRAPH_ATTRS, NODE_ATTRS, STAGE_STYLES, VARIABLE_STYLE, fed_values
-from .labels import definition, is_inline_constant
+from .labels import is_inline_constant, lecture_names, node_text
 
+PLAYER_SCRIPT = Path(__file__).with_name("player.js")
 PSEUDO_CODE = [
     "gradient(out):",
     "    node_to_grad = {out: [1]}",
@@ -50,18 +52,6 @@ def _backward_nodes(trace: Trace, upto: int, forward: set) -> list[Node]:
     return sorted(found, key=lambda n: n.seq)
 
 
-def _names(trace: Trace, backward: list[Node], step: int) -> dict:
-    names = {n: trace.label(n) for n in trace.forward}
-    temp = 0
-    for node in backward:
-        label = trace.label(node, upto=step)
-        if label == node.name:  # an intermediate of a derivative rule: t1, t2, ...
-            temp += 1
-            label = f"t{temp}"
-        names[node] = label
-    return names
-
-
 def trace_values(trace: Trace, feed: Mapping) -> dict:
     """Values of every forward and backward node of ``trace`` for ``feed`` (one run)."""
     backward = _backward_nodes(trace, len(trace.steps) - 1, set(trace.forward))
@@ -88,7 +78,9 @@ def draw_step(
     s = trace.steps[step]
     forward = set(trace.forward)
     backward = _backward_nodes(trace, step, forward)
-    names = _names(trace, backward, step)
+    roles = {n: trace.roles(n, upto=step) for n in backward}
+    numbers = {n: trace.number(n) for n in trace.forward}
+    names = lecture_names(trace.forward + backward, numbers, roles)
     done = _finished_before(trace, step)
     fig = GraphFigure(
         f"gradient(out) step {step + 1}/{len(trace.steps)}: {trace.describe(step)}\n"
@@ -104,14 +96,10 @@ def draw_step(
     ids = {n: f"f{i}" for i, n in enumerate(trace.forward)}
     ids.update({n: f"b{i}" for i, n in enumerate(backward)})
     for node in trace.forward:
-        fig.node(ids[node], _node_text(node, names, values), **_forward_style(node, s, done))
+        fig.node(ids[node], node_text(node, names, values), **_forward_style(node, s, done))
     for node in backward:
         style = {**STAGE_STYLES["backward"], **(CREATED if node is s.created else {})}
-        text = _node_text(node, names, values)
-        aliases = trace.roles(node, upto=step)[1:]
-        if aliases:  # e.g. v̄(2→3) = v̄3 · 1 is the node v̄3 itself
-            text += "\n≡ " + " ≡ ".join(aliases)
-        fig.node(ids[node], text, **style)
+        fig.node(ids[node], node_text(node, names, values, roles[node]), **style)
     for node in trace.forward + backward:
         for inp in (i for i in node.inputs if i in ids):
             fig.edge(ids[inp], ids[node], **_edge_style(node, inp, s, node in forward))
@@ -154,13 +142,6 @@ def _finished_before(trace: Trace, step: int) -> set:
     return done
 
 
-def _node_text(node: Node, names: dict, values: dict) -> str:
-    text = definition(node, names)
-    if node in values:
-        text += f"\n= {format_value(values[node])}"
-    return text
-
-
 def _state_table(trace: Trace, step: int, values: dict) -> str:
     s = trace.steps[step]
     rows = ['<tr><td colspan="2" bgcolor="#e2e8f0"><b>node_to_grad</b></td></tr>']
@@ -198,62 +179,44 @@ def _table(rows: list[str], cellborder: int, cellpadding: int) -> str:
 
 
 class StepThrough:
-    """An ipywidgets player for a :class:`~course_lib.Trace`: play, slider, previous/next.
+    """A player for a :class:`~course_lib.Trace`: play, previous, a slider and next.
 
-    Every step is drawn once up front; moving the slider only swaps the SVG. Without a
-    widget front end (static HTML, GitHub) the notebook shows all steps in sequence.
+    Every step is drawn once, up front, into one self-contained HTML output: all the
+    pictures, and a small script (``player.js``, no library, nothing fetched) that adds the
+    controls and shows one picture at a time. It needs no kernel, so it works the same in
+    JupyterLab and in a notebook exported to HTML; where scripts do not run (an untrusted
+    notebook, GitHub) the steps are shown one after another.
     """
 
     def __init__(self, trace: Trace, feed: Mapping | None = None, interval_ms: int = 1500):
-        import ipywidgets as widgets  # noqa: PLC0415  (only needed for the player)
-
         self.trace = trace
+        self.interval_ms = interval_ms
         values = trace_values(trace, feed) if feed is not None else None
         self.figures = [draw_step(trace, i, values=values) for i in range(len(trace.steps))]
         self.pages = [fig.html() for fig in self.figures]
-        last = len(self.pages) - 1
-        self.play = widgets.Play(value=0, min=0, max=last, interval=interval_ms, description="play")
-        self.slider = widgets.IntSlider(value=0, min=0, max=last, description="step", readout=False)
-        self.previous = widgets.Button(
-            description="◀ previous", layout=widgets.Layout(width="110px")
-        )
-        self.next = widgets.Button(description="next ▶", layout=widgets.Layout(width="110px"))
-        self.caption = widgets.HTML()
-        self.picture = widgets.HTML()
-        widgets.jslink((self.play, "value"), (self.slider, "value"))
-        self.slider.observe(lambda change: self._show(change["new"]), names="value")
-        self.previous.on_click(lambda _: self._move(-1))
-        self.next.on_click(lambda _: self._move(+1))
-        controls = widgets.HBox([self.play, self.previous, self.slider, self.next])
-        self.widget = widgets.VBox([controls, self.caption, self.picture])
-        self._show(0)
 
     def __len__(self) -> int:
         return len(self.pages)
-
-    def _move(self, delta: int) -> None:
-        self.slider.value = min(max(self.slider.value + delta, 0), len(self) - 1)
-
-    def _show(self, step: int) -> None:
-        what = html.escape(self.trace.describe(step))
-        self.caption.value = f"<b>step {step + 1} / {len(self)}</b> &#160; <code>{what}</code>"
-        self.picture.value = self.pages[step]
 
     def __repr__(self) -> str:
         lines = [f"StepThrough: {len(self)} steps of gradient(out)"]
         lines += [f"  {i + 1}. {self.trace.describe(i)}" for i in range(len(self))]
         return "\n".join(lines)
 
-    def static_html(self) -> str:
-        """All steps one after another, for viewers without widgets."""
-        parts = [
-            f"<h4>step {i + 1}: {html.escape(self.trace.describe(i))}</h4>{page}"
+    def html(self) -> str:
+        """The player: one ``<figure class="cl-step">`` per step (caption and picture),
+        then the script that turns them into a player."""
+        frames = "".join(
+            f'<figure class="cl-step" style="margin:0"><figcaption><b>step {i + 1} / '
+            f"{len(self)}</b> &#160; <code>{html.escape(self.trace.describe(i))}</code>"
+            f"</figcaption>{page}</figure>"
             for i, page in enumerate(self.pages)
-        ]
-        return "<div>" + "".join(parts) + "</div>"
+        )
+        script = PLAYER_SCRIPT.read_text(encoding="utf-8")
+        return (
+            f'<div class="cl-player" data-interval="{int(self.interval_ms)}">'
+            f"{frames}<script>{script}</script></div>"
+        )
 
-    def _repr_mimebundle_(self, include=None, exclude=None, **kwargs):
-        bundle = self.widget._repr_mimebundle_(include=include, exclude=exclude, **kwargs) or {}
-        bundle["text/plain"] = repr(self)
-        bundle["text/html"] = self.static_html()
-        return bundle
+    def _repr_html_(self) -> str:
+        return self.html()

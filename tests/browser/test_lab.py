@@ -1,9 +1,9 @@
 """A real browser: JupyterLab on 127.0.0.1, Chromium driven by Playwright.
 
-Opens notebook 03, runs every cell through the UI, moves the step slider of the
-``StepThrough`` player and checks that the rendered graph changes and no cell failed.
-Needs Debian's ``chromium`` (``make test`` installs it when run as root) and Playwright's
-Python package (never ``playwright install``: it would download a browser).
+Opens notebook 03, runs every cell through the UI, drives the ``StepThrough`` player (every
+step by the slider, previous/next, play and pause) and checks that no cell failed. Needs
+Debian's ``chromium`` (``make test`` installs it when run as root) and Playwright's Python
+package (never ``playwright install``: it would download a browser).
 """
 
 from __future__ import annotations
@@ -21,28 +21,14 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from browser_tools import check_player, needs_chromium, offline_page
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(__file__).parent / "artifacts"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 NOTEBOOK = "03_reverse_mode.ipynb"
 TOKEN = secrets.token_hex(24)  # per run, and passed in the environment (not visible in ps)
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium)"
-    ),
-]
+pytestmark = needs_chromium
 
 
 def _free_port() -> int:
@@ -123,13 +109,11 @@ def test_test_server_admits_only_this_run_and_has_no_terminals(lab):
 
 
 def test_step_through_in_jupyterlab(lab):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
     ARTIFACTS.mkdir(exist_ok=True)
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    url = f"{lab}/lab/tree/{NOTEBOOK}?token={TOKEN}"
+    viewport = {"width": 1400, "height": 1000}
+    with offline_page(url, allowed=lab, viewport=viewport) as (page, blocked, _):
         try:
-            page.goto(f"{lab}/lab/tree/{NOTEBOOK}?token={TOKEN}")
             page.wait_for_selector(".jp-Notebook", timeout=60_000)
             page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=90_000)
             page.get_by_role("menuitem", name="Run", exact=True).click()
@@ -140,40 +124,19 @@ def test_step_through_in_jupyterlab(lab):
                 arg=first_prompt.element_handle(),
                 timeout=60_000,
             )
-            player = page.locator(".widget-vbox").filter(has=page.locator(".widget-slider")).first
+            player = page.locator(".cl-player").filter(has=page.get_by_role("slider")).first
             player.wait_for(timeout=120_000)
-            picture = player.locator(".widget-html svg").first
-            picture.wait_for(timeout=30_000)
-            before = picture.inner_html()
-            caption = player.locator(".widget-html").first
-            handle = player.locator(".noUi-handle").first
-            handle.focus()
-            page.keyboard.press("ArrowRight")
-            page.keyboard.press("ArrowRight")
-            page.wait_for_function(
-                "el => el.textContent.includes('step 3 / 8')",
-                arg=caption.element_handle(),
-                timeout=15_000,
-            )
-            after = player.locator(".widget-html svg").first.inner_html()
-            assert after != before, "moving the slider did not change the rendered graph"
-            assert "v̄(3→4)" in after
-            player.get_by_role("button", name="next ▶").click()
-            page.wait_for_function(
-                "el => el.textContent.includes('step 4 / 8')",
-                arg=caption.element_handle(),
-                timeout=15_000,
-            )
+            pictures = check_player(page, player, steps=8, interval_ms=1500)
+            assert "v̄(3→4)" in pictures[2] and "v̄1" in pictures[7]
             page.wait_for_selector(
                 ".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000
             )
             errors = page.locator("[data-mime-type='application/vnd.jupyter.stderr']")
             assert errors.count() == 0, errors.first.inner_text()
+            assert blocked == [], f"JupyterLab fetched from the network: {blocked}"
             player.scroll_into_view_if_needed()
             player.screenshot(path=str(ARTIFACTS / "step_through.png"))
             page.screenshot(path=str(ARTIFACTS / "lab.png"))
         except Exception:
             page.screenshot(path=str(ARTIFACTS / "failure.png"), full_page=True)
             raise
-        finally:
-            browser.close()

@@ -1,0 +1,77 @@
+// The StepThrough player (course_lib/viz/steps.py): every step's picture is already in the
+// page, one <figure class="cl-step"> each, so nothing here needs a kernel or the network.
+// Without JavaScript (an untrusted notebook, GitHub) the figures stay one after another.
+// This script, inside the player's <div>, adds play / previous / slider / next and shows one
+// figure at a time.
+(function () {
+  "use strict";
+  var root = document.currentScript.parentNode;
+  var frames = Array.prototype.slice.call(root.querySelectorAll(".cl-step"));
+  var last = frames.length - 1;
+  var current = 0;
+  var timer = null;
+  var controls = document.createElement("div");
+  controls.className = "cl-controls";
+  controls.style.cssText = "display:flex;gap:6px;align-items:center;margin:4px 0 8px";
+  // Keys pressed here move the player only: JupyterLab would take the arrows (they select
+  // cells) and cancel the slider's own handling.
+  controls.addEventListener("keydown", function (event) { event.stopPropagation(); });
+
+  function button(text, label, onClick) {
+    var b = document.createElement("button");
+    b.type = "button";
+    b.textContent = text;
+    b.setAttribute("aria-label", label);
+    b.addEventListener("click", onClick);
+    controls.appendChild(b);
+    return b;
+  }
+
+  function show(step) {
+    current = Math.max(0, Math.min(last, step));
+    frames.forEach(function (frame, i) {
+      frame.style.display = i === current ? "" : "none";
+    });
+    slider.value = String(current + 1);
+  }
+
+  function stop() {
+    if (timer !== null) {
+      clearInterval(timer);
+      timer = null;
+      play.textContent = "▶ play";
+      play.setAttribute("aria-pressed", "false");
+    }
+  }
+
+  function moveTo(step) {
+    stop();
+    show(step);
+  }
+
+  var play = button("▶ play", "play", function () {
+    if (timer !== null) {
+      stop();
+      return;
+    }
+    if (current === last) show(0);
+    play.textContent = "❚❚ pause";
+    play.setAttribute("aria-pressed", "true");
+    timer = setInterval(function () {
+      show(current + 1);
+      if (current === last) stop();
+    }, Number(root.getAttribute("data-interval")));
+  });
+  play.setAttribute("aria-pressed", "false");
+  button("◀ previous", "previous step", function () { moveTo(current - 1); });
+  var slider = document.createElement("input");
+  slider.type = "range";
+  slider.min = "1";
+  slider.max = String(frames.length);
+  slider.setAttribute("aria-label", "step");
+  slider.addEventListener("input", function () { moveTo(Number(slider.value) - 1); });
+  controls.appendChild(slider);
+  button("next ▶", "next step", function () { moveTo(current + 1); });
+  root.insertBefore(controls, root.firstChild);
+  show(0);
+})();
