@@ -1,0 +1,20 @@
+"""Exercises with immediate feedback: ``check("05.can_view", can_view)`` in a notebook.
+
+Every notebook 01–09 has exercises where the student writes code that matters for the lecture.
+:func:`check` prints a verdict (✓, or what is wrong and a hint for the mistake it looks like,
+or "not done yet" while the answer is the stub) and never raises; :func:`verify` returns the
+:class:`Verdict` for tests and autograders. Checkers test behaviour on random and edge cases
+against an oracle (NumPy, ``cl.grad``, ``cl.jvp``, the FLOP table, ...), never source text.
+"""
+
+from __future__ import annotations
+
+from . import forward_mode, fusion, layouts, llama, llm_budget, programming_models, reverse_mode, training  # noqa: F401  (each module registers its exercises)
+from .core import EXERCISES, Verdict, verify
+
+__all__ = ["EXERCISES", "Verdict", "check", "verify"]
+
+
+def check(exercise_id: str, answer) -> None:
+    """Check ``answer`` for ``exercise_id`` and print the verdict; never raises."""
+    print(verify(exercise_id, answer))
