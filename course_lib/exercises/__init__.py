@@ -9,7 +9,18 @@ against an oracle (NumPy, ``cl.grad``, ``cl.jvp``, the FLOP table, ...), never s
 
 from __future__ import annotations
 
-from . import forward_mode, fusion, layouts, llama, llm_budget, programming_models, reverse_mode, training  # noqa: F401  (each module registers its exercises)
+# Each topic module registers the checkers of one notebook's exercises.
+from . import (  # noqa: F401
+    forward_mode,
+    fusion,
+    gpu_kernels,
+    layouts,
+    llama,
+    llm_budget,
+    programming_models,
+    reverse_mode,
+    training,
+)
 from .core import EXERCISES, Verdict, verify
 
 __all__ = ["EXERCISES", "Verdict", "check", "verify"]

@@ -129,8 +129,10 @@ def verify(exercise_id: str, answer, *, time_limit: float | None = None) -> Verd
     except Wrong as error:
         return _wrong(exercise_id, error.message, error.mistake)
     except OutOfTime:
-        message = (f"your answer did not finish within {seconds:g} s: an endless loop, or "
-                   "far more work than needed?")  # fmt: skip
+        message = (
+            f"your answer did not finish within {seconds:g} s: an endless loop, or "
+            "far more work than needed?"
+        )
         return Verdict(exercise_id, FAILED, message)
     except (Exception, SystemExit) as error:  # outside a guarded call: the answer, or a bug here
         return _wrong(exercise_id, _unexpected(error), None)
@@ -140,8 +142,10 @@ def verify(exercise_id: str, answer, *, time_limit: float | None = None) -> Verd
 def _unexpected(error: BaseException) -> str:
     text = f"checking your answer raised {_describe(error)}"
     if not _answer_frames(error):
-        text += (" inside the checker; if your answer looks right, this may be a bug in "
-                 "course_lib.exercises")  # fmt: skip
+        text += (
+            " inside the checker; if your answer looks right, this may be a bug in "
+            "course_lib.exercises"
+        )
     return text
 
 
@@ -224,7 +228,11 @@ def _describe(error: BaseException) -> str:
 def _answer_frames(error: BaseException) -> list:
     """The frames of the traceback in the answer's own code (not course_lib's, not a library's)."""
     skip = ("course_lib", "site-packages", "numpy", "<frozen")
-    return [f for f in traceback.extract_tb(error.__traceback__) if not any(s in f.filename for s in skip)]
+    return [
+        f
+        for f in traceback.extract_tb(error.__traceback__)
+        if not any(s in f.filename for s in skip)
+    ]
 
 
 def require(condition: bool, message: str, mistake: Mistake | None = None) -> None:
@@ -302,6 +310,8 @@ def mismatch(got, want) -> str:
 
 def as_float(label: str, value) -> float:
     """A real number from an answer, or :class:`Wrong` saying what came back instead."""
-    require(isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool),
-            f"{label} returned {type(value).__name__} {show(value)}; it must return a number")  # fmt: skip
+    require(
+        isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool),
+        f"{label} returned {type(value).__name__} {show(value)}; it must return a number",
+    )
     return float(value)

@@ -13,11 +13,21 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from .. import jvp, variable
 from .. import exp as cl_exp
+from .. import jvp, variable
 from .. import log as cl_log
 from .. import sin as cl_sin
-from .core import Mistake, Wrong, as_float, call, exercise, require, require_callable, run_graph, show
+from .core import (
+    Mistake,
+    Wrong,
+    as_float,
+    call,
+    exercise,
+    require,
+    require_callable,
+    run_graph,
+    show,
+)
 
 FORWARD = Mistake(
     "forward-difference",
@@ -31,7 +41,8 @@ NO_HALF = Mistake(
 SIGN = Mistake("sign", "the difference is the wrong way round: f(x+ε) − f(x−ε).")
 FIXED_EPS = Mistake(
     "fixed-eps",
-    "the result does not depend on the ε passed in: use the argument eps, not a constant of your own.",
+    "the result does not depend on the ε passed in: use the argument eps, not a constant of "
+    "your own.",
 )
 
 
@@ -45,8 +56,11 @@ def _cubic(a, b, c):
 
 def _difference_cases(rng) -> list[tuple[str, Callable, Callable, Callable | None, float, float]]:
     cases = []
-    for name, coefficients in [("x³", (1, 0, 0)), ("2x³ − x² + 3x", (2, -1, 3)),
-                               ("−0.5x³ + 4x² + x", (-0.5, 4, 1))]:  # fmt: skip
+    for name, coefficients in [
+        ("x³", (1, 0, 0)),
+        ("2x³ − x² + 3x", (2, -1, 3)),
+        ("−0.5x³ + 4x² + x", (-0.5, 4, 1)),
+    ]:
         f, central, forward = _cubic(*coefficients)
         for x, e in [(1.5, 0.1), (-2.0, 1e-3), (float(rng.uniform(-3, 3)), 1e-2)]:
             cases.append((name, f, central, forward, x, e))
@@ -63,14 +77,21 @@ def check_central_difference(answer) -> str:
         label = f"central_difference({name}, x={x:g}, eps={e:g})"
         got = as_float(label, call(label, answer, f, x, e))
         want = central(x, e)
-        if abs(got - want) > 1e-9 * (1 + abs(want)):
-            same = lambda value: abs(got - value) <= 1e-9 * (1 + abs(value))  # noqa: E731
-            other = as_float(label, call(label, answer, f, x, e / 2))
-            wrong = [(FORWARD, forward and forward(x, e)), (NO_HALF, 2 * want), (SIGN, -want)]
-            mistake = next((m for m, value in wrong if value is not None and same(value)), None)
-            mistake = FIXED_EPS if mistake is None and other == got and want != central(x, e / 2) else mistake
+        if not _same(got, want):
+            halved = as_float(label, call(label, answer, f, x, e / 2))
+            wrong = [(NO_HALF, 2 * want), (SIGN, -want)]
+            wrong += [(FORWARD, forward(x, e))] if forward else []
+            wrong += [(FIXED_EPS, got)] if _same(halved, got) else []
+            mistake = next((m for m, value in wrong if _same(got, value)), None)
             raise Wrong(f"{label} returned {show(got)}, expected {show(want)}", mistake)
-    return f"exact on {len(cases)} cases: cubics (the ε² error term too), sin and exp, ε from 1e-3 to 0.5"
+    return (
+        f"exact on {len(cases)} cases: cubics (the ε² error term too), sin and exp, "
+        "ε from 1e-3 to 0.5"
+    )
+
+
+def _same(got: float, want: float) -> bool:
+    return abs(got - want) <= 1e-9 * (1 + abs(want))
 
 
 # -- dual numbers -----------------------------------------------------------------------------
@@ -114,12 +135,21 @@ def _probes() -> list[tuple[str, Callable, list[tuple[Mistake, Callable]]]]:
     (u, du), (w, dw) = _U, _W
     return [
         ("u + w", lambda m, a, b: a + b, []),
-        ("u * w", lambda m, a, b: a * b, [(PRODUCT_RULE, lambda: (u * w, du * dw)),
-                                          (PRODUCT_RULE, lambda: (u * w, du * w))]),
+        (
+            "u * w",
+            lambda m, a, b: a * b,
+            [(PRODUCT_RULE, lambda: (u * w, du * dw)), (PRODUCT_RULE, lambda: (u * w, du * w))],
+        ),
         ("u - w", lambda m, a, b: a - b, []),
-        ("u / w", lambda m, a, b: a / b, [(QUOTIENT_RULE, lambda: (u / w, (du * w + u * dw) / w**2)),
-                                          (QUOTIENT_RULE, lambda: (u / w, (du * w - u * dw) / w)),
-                                          (QUOTIENT_RULE, lambda: (u / w, du / dw))]),
+        (
+            "u / w",
+            lambda m, a, b: a / b,
+            [
+                (QUOTIENT_RULE, lambda: (u / w, (du * w + u * dw) / w**2)),
+                (QUOTIENT_RULE, lambda: (u / w, (du * w - u * dw) / w)),
+                (QUOTIENT_RULE, lambda: (u / w, du / dw)),
+            ],
+        ),
         ("u + 2.0", lambda m, a, b: a + 2.0, [(FLOAT_TANGENT, lambda: (u + 2, du + 1))]),
         ("3.0 * u", lambda m, a, b: 3.0 * a, [(FLOAT_TANGENT, lambda: (3 * u, 3 * du + u))]),
         ("2.0 + u", lambda m, a, b: 2.0 + a, []),
@@ -129,7 +159,7 @@ def _probes() -> list[tuple[str, Callable, list[tuple[Mistake, Callable]]]]:
         ("sin(u)", lambda m, a, b: m.sin(a), [(CHAIN_RULE, lambda: (math.sin(u), math.cos(u)))]),
         ("exp(u)", lambda m, a, b: m.exp(a), [(CHAIN_RULE, lambda: (math.exp(u), math.exp(u)))]),
         ("log(u)", lambda m, a, b: m.log(a), [(CHAIN_RULE, lambda: (math.log(u), 1 / u))]),
-    ]  # fmt: skip
+    ]
 
 
 class _Library:
@@ -150,25 +180,34 @@ class _Answer:
     """The student's namespace: a module, a SimpleNamespace, any object or a dict."""
 
     def __init__(self, answer):
-        get = answer.get if isinstance(answer, Mapping) else lambda name: getattr(answer, name, None)
+        get = (
+            answer.get if isinstance(answer, Mapping) else lambda name: getattr(answer, name, None)
+        )
         for name in ("Dual", "sin", "exp", "log"):
-            require(callable(get(name)),
-                    f"the answer has no {name}: pass an object with the attributes Dual, sin, exp and "
-                    "log, e.g. SimpleNamespace(Dual=Dual, sin=sin, exp=exp, log=log)")  # fmt: skip
+            require(
+                callable(get(name)),
+                f"the answer has no {name}: pass an object with the attributes Dual, sin, exp and "
+                "log, e.g. SimpleNamespace(Dual=Dual, sin=sin, exp=exp, log=log)",
+            )
         self.Dual, self.sin, self.exp, self.log = (get(n) for n in ("Dual", "sin", "exp", "log"))
 
     def make(self, pair: tuple) -> object:
         return call(f"Dual{pair}", self.Dual, *pair)
 
     def read(self, label: str, dual) -> tuple[float, float]:
-        require(hasattr(dual, "val") and hasattr(dual, "dot"),
-                f"{label} returned {type(dual).__name__} {show(dual)}; it must return a Dual "
-                "(with .val and .dot)")  # fmt: skip
+        require(
+            hasattr(dual, "val") and hasattr(dual, "dot"),
+            f"{label} returned {type(dual).__name__} {show(dual)}; it must return a Dual "
+            "(with .val and .dot)",
+        )
         return as_float(f"{label}.val", dual.val), as_float(f"{label}.dot", dual.dot)
 
 
-_ERRORS = [(TypeError, "unsupported operand", REFLECTED), (AttributeError, "'float' object", NO_LIFT),
-           (AttributeError, "'int' object", NO_LIFT)]  # fmt: skip
+_ERRORS = [
+    (TypeError, "unsupported operand", REFLECTED),
+    (AttributeError, "'float' object", NO_LIFT),
+    (AttributeError, "'int' object", NO_LIFT),
+]
 
 
 def _close(got: tuple, want: tuple) -> bool:
@@ -180,20 +219,27 @@ def _run_probes(ns: _Answer) -> None:
         a, b = ns.make(_U), ns.make(_W)
         label = f"{text} with u = Dual{_U}, w = Dual{_W}"
         got = ns.read(label, call(label, f, ns, a, b, errors=_ERRORS))
-        require(ns.read("u", a) == _U and ns.read("w", b) == _W,
-                f"{label} changed u or w", IN_PLACE)  # fmt: skip
+        require(
+            ns.read("u", a) == _U and ns.read("w", b) == _W, f"{label} changed u or w", IN_PLACE
+        )
         want = _oracle(f, _U, _W)
         if not _close(got, want):
             mistake = next((m for m, value in wrong if _close(got, value())), None)
-            raise Wrong(f"{label} gives (val, dot) = ({show(got[0])}, {show(got[1])}), expected "
-                        f"({show(want[0])}, {show(want[1])})", mistake)  # fmt: skip
+            raise Wrong(
+                f"{label} gives (val, dot) = ({show(got[0])}, {show(got[1])}), expected "
+                f"({show(want[0])}, {show(want[1])})",
+                mistake,
+            )
 
 
 def _random_expression(rng, depth: int) -> tuple[str, Callable]:
     """Text and f(m, u, w) of a random expression that stays in every function's domain."""
     if depth == 0:
         return [("u", lambda m, a, b: a), ("w", lambda m, a, b: b)][int(rng.integers(2))]
-    (s, f), (t, g) = _random_expression(rng, depth - 1), _random_expression(rng, int(rng.integers(depth)))
+    (s, f), (t, g) = (
+        _random_expression(rng, depth - 1),
+        _random_expression(rng, int(rng.integers(depth))),
+    )
     c = round(float(rng.uniform(0.5, 2)), 2)
     forms = [
         (f"({s} + {t})", lambda m, a, b: f(m, a, b) + g(m, a, b)),
@@ -205,11 +251,13 @@ def _random_expression(rng, depth: int) -> tuple[str, Callable]:
         (f"log({s}*{s} + {c})", lambda m, a, b: m.log(f(m, a, b) * f(m, a, b) + c)),
         (f"({c} - {s})", lambda m, a, b: c - f(m, a, b)),
         (f"({c} / ({s}*{s} + 1.0))", lambda m, a, b: c / (f(m, a, b) * f(m, a, b) + 1.0)),
-    ]  # fmt: skip
+    ]
     return forms[int(rng.integers(len(forms)))]
 
 
-@exercise("02.dual", "Dual (+, -, *, / with floats on either side) and sin, exp, log, against cl.jvp")
+@exercise(
+    "02.dual", "Dual (+, -, *, / with floats on either side) and sin, exp, log, against cl.jvp"
+)
 def check_dual(answer) -> str:
     ns = _Answer(answer)
     _run_probes(ns)
@@ -221,8 +269,12 @@ def check_dual(answer) -> str:
         label = f"{text} at u = Dual({u[0]:.3f}, {u[1]:.3f}), w = Dual({w[0]:.3f}, {w[1]:.3f})"
         got = ns.read(label, call(label, f, ns, ns.make(u), ns.make(w), errors=_ERRORS))
         want = _oracle(f, u, w)
-        require(_close(got, want),
-                f"{label} gives (val, dot) = ({show(got[0])}, {show(got[1])}); cl.jvp gives "
-                f"({show(want[0])}, {show(want[1])})")  # fmt: skip
-    return (f"every rule right (floats on either side too), and {count} random compositions "
-            "agree with cl.jvp")
+        require(
+            _close(got, want),
+            f"{label} gives (val, dot) = ({show(got[0])}, {show(got[1])}); cl.jvp gives "
+            f"({show(want[0])}, {show(want[1])})",
+        )
+    return (
+        f"every rule right (floats on either side too), and {count} random compositions "
+        "agree with cl.jvp"
+    )

@@ -41,7 +41,8 @@ PER_BYTE = Mistake(
 FUSED = Mistake(
     "fused",
     "that is the intensity of ONE fused kernel (each variable loaded once, each output stored "
-    "once). Here every op is its own kernel, reading its inputs and writing its output (Program 1).",
+    "once). Here every op is its own kernel, reading its inputs and writing its output "
+    "(Program 1).",
 )
 FLOAT = Mistake(
     "float",
@@ -70,10 +71,13 @@ def _wrong_intensities(outputs, report) -> list[tuple[Mistake, Fraction]]:
     n_variables = sum(1 for node in topological_order(outputs) if not node.inputs)
     return [
         (NO_STORES, Fraction(report.flops, report.elements - n * len(report.ops))),
-        (VARIABLES_AS_OPS, Fraction(report.flops + n_variables * n, report.elements + n_variables * n)),
+        (
+            VARIABLES_AS_OPS,
+            Fraction(report.flops + n_variables * n, report.elements + n_variables * n),
+        ),
         (PER_BYTE, Fraction(report.flops, 4 * report.elements)),
         (FUSED, Fraction(report.flops, n * (n_variables + len(set(outputs))))),
-    ]  # fmt: skip
+    ]
 
 
 @exercise(
@@ -91,13 +95,20 @@ def check_intensity(answer) -> str:
         want = perf.arithmetic_intensity(outputs).intensity
         if isinstance(got, float) and abs(got - float(want)) < 1e-9:
             raise Wrong(f"{label} returned the float {got!r}", FLOAT)
-        require(isinstance(got, Fraction | int),
-                f"{label} returned {type(got).__name__} {got!r}; it must return a Fraction")  # fmt: skip
+        require(
+            isinstance(got, Fraction | int),
+            f"{label} returned {type(got).__name__} {got!r}; it must return a Fraction",
+        )
         if got != want:
             wrong = _wrong_intensities(outputs, perf.arithmetic_intensity(outputs))
-            raise Wrong(f"{label} returned {got}, expected {want}",
-                        next((m for m, value in wrong if got == value), None))  # fmt: skip
-    return f"right on {len(programs)} graphs: C = A + B, the lecture's Program 1, random graphs with shared nodes"
+            raise Wrong(
+                f"{label} returned {got}, expected {want}",
+                next((m for m, value in wrong if got == value), None),
+            )
+    return (
+        f"right on {len(programs)} graphs: C = A + B, the lecture's Program 1, random graphs "
+        "with shared nodes"
+    )
 
 
 # -- fold_batchnorm ---------------------------------------------------------------------------
@@ -131,10 +142,15 @@ def _conv(x, weight, bias):
 
 
 def _batchnorm_case(rng, c_out: int, c_in: int, k: int, eps: float) -> dict:
-    return {"W": rng.standard_normal((c_out, c_in, k, k)), "B": rng.standard_normal(c_out),
-            "gamma": rng.standard_normal(c_out), "beta": rng.standard_normal(c_out),
-            "mean": rng.standard_normal(c_out), "var": rng.random(c_out) * 2.0 ** rng.integers(-12, 3),
-            "eps": eps}  # fmt: skip
+    return {
+        "W": rng.standard_normal((c_out, c_in, k, k)),
+        "B": rng.standard_normal(c_out),
+        "gamma": rng.standard_normal(c_out),
+        "beta": rng.standard_normal(c_out),
+        "mean": rng.standard_normal(c_out),
+        "var": rng.random(c_out) * 2.0 ** rng.integers(-12, 3),
+        "eps": eps,
+    }
 
 
 def _wrong_folds(p) -> list:
@@ -159,18 +175,26 @@ def check_fold_batchnorm(answer) -> str:
     require_callable(answer, "fold_batchnorm(W, B, gamma, beta, mean, var, eps)")
     rng = np.random.default_rng(61)
     sizes = [(4, 3, 3, 1e-5), (1, 1, 1, 1e-5), (3, 2, 3, 1e-3), (5, 4, 2, 0.1)]
-    sizes += [(int(rng.integers(1, 6)), int(rng.integers(1, 4)), int(rng.choice([1, 2, 3])), 1e-5)
-              for _ in range(10)]  # fmt: skip
+    sizes += [
+        (int(rng.integers(1, 6)), int(rng.integers(1, 4)), int(rng.choice([1, 2, 3])), 1e-5)
+        for _ in range(10)
+    ]
     for c_out, c_in, k, eps in sizes:
         p = _batchnorm_case(rng, c_out, c_in, k, eps)
         label = f"fold_batchnorm for C_out = {c_out}, C_in = {c_in}, {k}x{k} kernels, ε = {eps:g}"
         args = [p[key].copy() for key in ("W", "B", "gamma", "beta", "mean", "var")]
         got = call(label, answer, *args, eps, errors=[(ValueError, "broadcast", WRONG_AXIS)])
-        require(isinstance(got, tuple) and len(got) == 2 and all(isinstance(g, np.ndarray) for g in got),
-                f"{label}: returned {type(got).__name__}; it must return (W2, B2), two arrays")  # fmt: skip
-        require(got[0].shape == p["W"].shape and got[1].shape == p["B"].shape,
-                f"{label}: W2 has shape {got[0].shape} and B2 {got[1].shape}; they must have the "
-                f"shapes of W {p['W'].shape} and B {p['B'].shape}")  # fmt: skip
+        require(
+            isinstance(got, tuple)
+            and len(got) == 2
+            and all(isinstance(g, np.ndarray) for g in got),
+            f"{label}: returned {type(got).__name__}; it must return (W2, B2), two arrays",
+        )
+        require(
+            got[0].shape == p["W"].shape and got[1].shape == p["B"].shape,
+            f"{label}: W2 has shape {got[0].shape} and B2 {got[1].shape}; they must have the "
+            f"shapes of W {p['W'].shape} and B {p['B'].shape}",
+        )
         x = rng.standard_normal((2, c_in, 6, 6))
         y = _conv(x, p["W"], p["B"])
         bn = (y - p["mean"][:, None, None]) / np.sqrt(p["var"] + eps)[:, None, None]
@@ -185,4 +209,7 @@ def check_fold_batchnorm(answer) -> str:
                 f"{label}: the folded conv differs from conv + BatchNorm by up to {show(error)}",
                 mistake,
             )
-    return f"the folded conv equals conv + BatchNorm on {len(sizes)} random layers (one channel, 1x1 kernels too)"
+    return (
+        f"the folded conv equals conv + BatchNorm on {len(sizes)} random layers (one "
+        "channel, 1x1 kernels too)"
+    )

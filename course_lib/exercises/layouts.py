@@ -37,13 +37,18 @@ def _element_strides(array: np.ndarray) -> tuple[int, ...]:
 
 
 def _ints(value, length: int) -> bool:
-    return (isinstance(value, tuple) and len(value) == length
-            and all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in value))  # fmt: skip
+    return (
+        isinstance(value, tuple)
+        and len(value) == length
+        and all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in value)
+    )
 
 
 def _random_shapes(rng, count: int, max_dim: int) -> list[tuple[int, ...]]:
-    return [tuple(int(d) for d in rng.integers(1, max_dim + 1, rng.integers(1, 7)))
-            for _ in range(count)]  # fmt: skip
+    return [
+        tuple(int(d) for d in rng.integers(1, max_dim + 1, rng.integers(1, 7)))
+        for _ in range(count)
+    ]
 
 
 @exercise(
@@ -56,8 +61,10 @@ def check_contiguous_strides(answer) -> str:
     for shape in shapes:
         label = f"contiguous_strides({shape})"
         got = call(label, answer, shape)
-        require(_ints(got, len(shape)),
-                f"{label} returned {got!r}; it must return a tuple of {len(shape)} ints")  # fmt: skip
+        require(
+            _ints(got, len(shape)),
+            f"{label} returned {got!r}; it must return a tuple of {len(shape)} ints",
+        )
         want = _element_strides(np.empty(shape, np.int8))
         if tuple(got) != want:
             raise Wrong(
@@ -106,8 +113,13 @@ def _layout(shape, strides) -> np.ndarray:
 
 
 def _permute_cases(rng) -> list[tuple]:
-    cases = [((), (), ()), ((3,), (1,), (0,)), ((2, 3, 4), (12, 4, 1), (2, 0, 1)),
-             ((4, 3), (0, -1), (1, 0)), ((2, 0, 5), (5, 5, 1), (1, 2, 0))]  # fmt: skip
+    cases = [
+        ((), (), ()),
+        ((3,), (1,), (0,)),
+        ((2, 3, 4), (12, 4, 1), (2, 0, 1)),
+        ((4, 3), (0, -1), (1, 0)),
+        ((2, 0, 5), (5, 5, 1), (1, 2, 0)),
+    ]
     for _ in range(120):
         ndim = int(rng.integers(1, 6))
         shape = tuple(int(d) for d in rng.integers(0, 6, ndim))
@@ -123,8 +135,10 @@ def check_permuted(answer) -> str:
     for shape, strides, axes in cases:
         label = f"permuted({shape}, {strides}, {axes})"
         got = call(label, answer, shape, strides, axes)
-        require(isinstance(got, tuple) and len(got) == 2 and all(_ints(g, len(shape)) for g in got),
-                f"{label} returned {got!r}; it must return (shape, strides), two tuples of ints")  # fmt: skip
+        require(
+            isinstance(got, tuple) and len(got) == 2 and all(_ints(g, len(shape)) for g in got),
+            f"{label} returned {got!r}; it must return (shape, strides), two tuples of ints",
+        )
         view = _layout(shape, strides).transpose(axes)
         want = (view.shape, _element_strides(view))
         got = (tuple(map(int, got[0])), tuple(map(int, got[1])))
@@ -182,11 +196,21 @@ NEGATIVE = Mistake(
 def _view_cases(rng) -> list[tuple[np.ndarray, tuple[int, ...]]]:
     """Real NumPy views of random layouts, each with a new shape of the same size."""
     m = np.arange(12.0).reshape(3, 4)
-    cases = [(m, (12,)), (m.T, (12,)), (m[:, ::2], (6,)), (m[:, :2], (6,)), (m[::-1], (12,)),
-             (m[::-1], (3, 2, 2)), (np.broadcast_to(m[:1], (4, 4)), (16,)),
-             (np.broadcast_to(m[:1], (4, 4)), (2, 2, 4)), (np.array(1.0), (1, 1)),
-             (m[1:2, :3], (3,)), (m.T[:, None, :], (2, 2, 1, 3)), (m[:0], (4, 0)),
-             (m.T[:0], (0, 3))]  # fmt: skip
+    cases = [
+        (m, (12,)),
+        (m.T, (12,)),
+        (m[:, ::2], (6,)),
+        (m[:, :2], (6,)),
+        (m[::-1], (12,)),
+        (m[::-1], (3, 2, 2)),
+        (np.broadcast_to(m[:1], (4, 4)), (16,)),
+        (np.broadcast_to(m[:1], (4, 4)), (2, 2, 4)),
+        (np.array(1.0), (1, 1)),
+        (m[1:2, :3], (3,)),
+        (m.T[:, None, :], (2, 2, 1, 3)),
+        (m[:0], (4, 0)),
+        (m.T[:0], (0, 3)),
+    ]
     while len(cases) < 300:
         view = _random_view(rng)
         cases.append((view, _random_new_shape(rng, view.shape)))
@@ -233,8 +257,10 @@ def check_can_view(answer) -> str:
         args = (view.shape, _element_strides(view), new_shape)
         label = f"can_view{args}"
         got = call(label, answer, *args)
-        require(isinstance(got, bool | np.bool_),
-                f"{label} returned {got!r}; it must return True or False")  # fmt: skip
+        require(
+            isinstance(got, bool | np.bool_),
+            f"{label} returned {got!r}; it must return True or False",
+        )
         if bool(got) != _numpy_can_view(view, new_shape):
             wrong.append((view, label, bool(got)))
     if wrong:

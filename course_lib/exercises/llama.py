@@ -8,9 +8,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import GraphError, Node, ShapeError, causal_softmax, constant, evaluate, grad
+from .. import (
+    GraphError,
+    Node,
+    ShapeError,
+    causal_softmax,
+    constant,
+    evaluate,
+    grad,
+    matrix_transpose,
+    rms_norm,
+    topological_order,
+    variable,
+)
 from .. import sum as total
-from .. import matrix_transpose, rms_norm, topological_order, variable
 from .core import (
     Mistake,
     Wrong,
@@ -60,6 +71,16 @@ def _numpy_rms(x, w, eps, axis=-1, outside=False, reduce=np.mean):
     return x / (np.sqrt(square) + eps if outside else np.sqrt(square + eps)) * w
 
 
+def _rms_mistake(got, x, w, eps: float) -> Mistake | None:
+    wrong = [
+        (EPS_OUTSIDE, lambda: _numpy_rms(x, w, eps, outside=True)),
+        (MEAN_OVER_ALL, lambda: _numpy_rms(x, w, eps, axis=None)),
+        (NO_WEIGHT, lambda: _numpy_rms(x, 1.0, eps)),
+        (SUM_NOT_MEAN, lambda: _numpy_rms(x, w, eps, reduce=np.sum)),
+    ]
+    return first_match(got, wrong, lambda a, b: close(a, b, rtol=1e-6))
+
+
 def _values_and_grads(outputs: Node, inputs: list, feed: dict, seed):
     return evaluate([outputs, *grad(total(outputs * constant(seed)), inputs)], feed)
 
@@ -70,8 +91,14 @@ def _values_and_grads(outputs: Node, inputs: list, feed: dict, seed):
 def check_rmsnorm(answer) -> str:
     require_callable(answer, "rmsnorm(x, weight, eps)")
     rng = np.random.default_rng(80)
-    cases = [((4, 8), 1e-5, 1.0), ((2, 3, 16), 1e-6, 1.0), ((6,), 1e-5, 1.0), ((1, 1), 1e-5, 1.0),
-             ((3, 5), 1e-5, 1e-3), ((5, 4), 0.1, 1e3)]  # fmt: skip
+    cases = [
+        ((4, 8), 1e-5, 1.0),
+        ((2, 3, 16), 1e-6, 1.0),
+        ((6,), 1e-5, 1.0),
+        ((1, 1), 1e-5, 1.0),
+        ((3, 5), 1e-5, 1e-3),
+        ((5, 4), 0.1, 1e3),
+    ]
     errors = [
         (GraphError, "cannot compute on node", NUMPY_ON_NODES),
         (ShapeError, "broadcast", NO_KEEPDIMS),
@@ -80,22 +107,24 @@ def check_rmsnorm(answer) -> str:
         x, w = variable("x", shape, np.float64), variable("weight", shape[-1:], np.float64)
         label = f"rmsnorm(x, weight, {eps:g}) for x of shape {shape}"
         out = call(label, answer, x, w, eps, errors=errors)
-        require(isinstance(out, Node),
-                f"{label} returned {type(out).__name__}; it must return a node built from cl ops")  # fmt: skip
-        require(all(n.op.name != "rms_norm" for n in topological_order(out)), f"{label} uses cl.rms_norm",
-                USES_THE_OP)  # fmt: skip
+        require(
+            isinstance(out, Node),
+            f"{label} returned {type(out).__name__}; it must return a node built from cl ops",
+        )
+        require(
+            all(n.op.name != "rms_norm" for n in topological_order(out)),
+            f"{label} uses cl.rms_norm",
+            USES_THE_OP,
+        )
         feed = {x: scale * rng.standard_normal(shape), w: rng.standard_normal(shape[-1:])}
         seed = rng.standard_normal(shape)
         got = call(f"evaluating {label}", _values_and_grads, out, [x, w], feed, seed)
         want = _values_and_grads(rms_norm(x, w, eps), [x, w], feed, seed)
         if not close(got[0], want[0], rtol=1e-6, atol=1e-12):
-            xs, ws = feed[x], feed[w]
-            wrong = [(EPS_OUTSIDE, lambda: _numpy_rms(xs, ws, eps, outside=True)),
-                     (MEAN_OVER_ALL, lambda: _numpy_rms(xs, ws, eps, axis=None)),
-                     (NO_WEIGHT, lambda: _numpy_rms(xs, 1.0, eps)),
-                     (SUM_NOT_MEAN, lambda: _numpy_rms(xs, ws, eps, reduce=np.sum))]  # fmt: skip
-            raise Wrong(f"{label} at |x| ~ {scale:g} {mismatch(got[0], want[0])}",
-                        first_match(got[0], wrong, lambda a, b: close(a, b, rtol=1e-6)))  # fmt: skip
+            raise Wrong(
+                f"{label} at |x| ~ {scale:g} {mismatch(got[0], want[0])}",
+                _rms_mistake(got[0], feed[x], feed[w], eps),
+            )
         for name, g, h in zip(("x", "weight"), got[1:], want[1:]):
             require(
                 close(g, h, rtol=1e-6, atol=1e-10),
@@ -139,11 +168,13 @@ def _numpy_attention(q, k, v, scale, mask="future", axis=-1):
 
 def _attention_mistake(got, q, k, v) -> Mistake | None:
     d = q.shape[1]
-    wrong = [(NO_SCALE, lambda: _numpy_attention(q, k, v, 1.0)),
-             (SCALE_BY_D, lambda: _numpy_attention(q, k, v, 1.0 / d)),
-             (NO_MASK, lambda: _numpy_attention(q, k, v, d**-0.5, mask=None)),
-             (MASK_TRANSPOSED, lambda: _numpy_attention(q, k, v, d**-0.5, mask="past")),
-             (SOFTMAX_AXIS, lambda: _numpy_attention(q, k, v, d**-0.5, axis=0))]  # fmt: skip
+    wrong = [
+        (NO_SCALE, lambda: _numpy_attention(q, k, v, 1.0)),
+        (SCALE_BY_D, lambda: _numpy_attention(q, k, v, 1.0 / d)),
+        (NO_MASK, lambda: _numpy_attention(q, k, v, d**-0.5, mask=None)),
+        (MASK_TRANSPOSED, lambda: _numpy_attention(q, k, v, d**-0.5, mask="past")),
+        (SOFTMAX_AXIS, lambda: _numpy_attention(q, k, v, d**-0.5, axis=0)),
+    ]
     return first_match(got, wrong, lambda a, b: close(a, b, rtol=1e-6))
 
 
@@ -156,19 +187,26 @@ def check_attention(answer) -> str:
         q, k, v = (variable(name, (t, d), np.float64) for name in "qkv")
         label = f"attention(q, k, v) for {t} positions and head size {d}"
         out = call(label, answer, q, k, v)
-        require(isinstance(out, Node),
-                f"{label} returned {type(out).__name__}; it must return a node built from cl ops")  # fmt: skip
+        require(
+            isinstance(out, Node),
+            f"{label} returned {type(out).__name__}; it must return a node built from cl ops",
+        )
         feed = {node: 2 * rng.standard_normal((t, d)) for node in (q, k, v)}
         seed = rng.standard_normal((t, d))
         got = call(f"evaluating {label}", _values_and_grads, out, [q, k, v], feed, seed)
         reference = causal_softmax(q @ matrix_transpose(k), d**-0.5) @ v
         want = _values_and_grads(reference, [q, k, v], feed, seed)
         if not close(got[0], want[0], rtol=1e-6, atol=1e-10):
-            raise Wrong(f"{label} {mismatch(got[0], want[0])}",
-                        _attention_mistake(got[0], *(feed[n] for n in (q, k, v))))  # fmt: skip
+            raise Wrong(
+                f"{label} {mismatch(got[0], want[0])}",
+                _attention_mistake(got[0], *(feed[n] for n in (q, k, v))),
+            )
         for name, g, h in zip("qkv", got[1:], want[1:]):
             require(
                 close(g, h, rtol=1e-6, atol=1e-10),
                 f"{label}: the gradient with respect to {name} {mismatch(g, h)}",
             )
-    return f"right values and gradients (q, k and v) for {len(sizes)} sizes, one position and head size 1 too"
+    return (
+        f"right values and gradients (q, k and v) for {len(sizes)} sizes, one position and "
+        "head size 1 too"
+    )

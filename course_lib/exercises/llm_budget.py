@@ -21,9 +21,17 @@ def _configs(rng) -> list:
         n_heads = int(rng.choice([1, 2, 4, 8]))
         n_kv = int(rng.choice([k for k in (1, 2, 4, 8) if n_heads % k == 0]))
         head_dim = int(rng.choice([2, 4, 16, 64]))
-        configs.append(LlamaConfig(dim=n_heads * head_dim, n_layers=int(rng.integers(1, 5)),
-                                   n_heads=n_heads, n_kv_heads=n_kv, ffn_dim=int(rng.integers(1, 300)),
-                                   vocab_size=int(rng.integers(2, 500)), max_seq_len=64))  # fmt: skip
+        configs.append(
+            LlamaConfig(
+                dim=n_heads * head_dim,
+                n_layers=int(rng.integers(1, 5)),
+                n_heads=n_heads,
+                n_kv_heads=n_kv,
+                ffn_dim=int(rng.integers(1, 300)),
+                vocab_size=int(rng.integers(2, 500)),
+                max_seq_len=64,
+            )
+        )
     return configs
 
 
@@ -47,9 +55,11 @@ def _recognise(
 
 def _number(label: str, value, integer: bool) -> float:
     kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
-    require(isinstance(value, kinds) and not isinstance(value, bool),
-            f"{label} returned {type(value).__name__} {value!r}; it must return "
-            f"{'an int' if integer else 'a number'}")  # fmt: skip
+    require(
+        isinstance(value, kinds) and not isinstance(value, bool),
+        f"{label} returned {type(value).__name__} {value!r}; it must return "
+        f"{'an int' if integer else 'a number'}",
+    )
     return float(value) if not integer else int(value)
 
 

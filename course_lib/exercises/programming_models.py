@@ -38,7 +38,8 @@ ORDER_LOST = Mistake(
 )
 UNHASHABLE = Mistake(
     "unhashable",
-    "the cache is a dict, so the key must be hashable: a tuple (of tuples), not a list or an array.",
+    "the cache is a dict, so the key must be hashable: a tuple (of tuples), not a list or an "
+    "array.",
 )
 
 
@@ -53,7 +54,11 @@ def _guard_pairs(rng) -> list[tuple[str, tuple, tuple]]:
     nan = np.full((3, 2), np.nan)
     pairs = [
         ("nothing", _arrays(rng, ((4, 8), f64), ((8, 3), f64)), None),
-        ("values", _arrays(rng, ((4, 8), f64), ((8, 3), f64)), _arrays(rng, ((4, 8), f64), ((8, 3), f64))),
+        (
+            "values",
+            _arrays(rng, ((4, 8), f64), ((8, 3), f64)),
+            _arrays(rng, ((4, 8), f64), ((8, 3), f64)),
+        ),
         ("values", (nan,), (nan.copy(),)),
         ("values", _arrays(rng, ((), f64)), _arrays(rng, ((), f64))),
         ("dtype", _arrays(rng, ((4, 8), f64)), _arrays(rng, ((4, 8), f32))),
@@ -61,14 +66,23 @@ def _guard_pairs(rng) -> list[tuple[str, tuple, tuple]]:
         ("shape", _arrays(rng, ((2, 6), f64)), _arrays(rng, ((3, 4), f64))),
         ("shape", _arrays(rng, ((12,), f64)), _arrays(rng, ((12, 1), f64))),
         ("shape", _arrays(rng, ((0, 3), f64)), _arrays(rng, ((0, 4), f64))),
-        ("order", _arrays(rng, ((2, 3), f64), ((3, 4), f64)), _arrays(rng, ((3, 4), f64), ((2, 3), f64))),
+        (
+            "order",
+            _arrays(rng, ((2, 3), f64), ((3, 4), f64)),
+            _arrays(rng, ((3, 4), f64), ((2, 3), f64)),
+        ),
         ("count", _arrays(rng, ((2, 3), f64)), _arrays(rng, ((2, 3), f64), ((2, 3), f64))),
-    ]  # fmt: skip
+    ]
     return [(kind, a, a if b is None else b) for kind, a, b in pairs]
 
 
-_MISTAKE_OF_KIND = {"nothing": KEYED_ON_VALUES, "values": KEYED_ON_VALUES, "dtype": IGNORES_DTYPE,
-                    "shape": SIZE_NOT_SHAPE, "order": ORDER_LOST}  # fmt: skip
+_MISTAKE_OF_KIND = {
+    "nothing": KEYED_ON_VALUES,
+    "values": KEYED_ON_VALUES,
+    "dtype": IGNORES_DTYPE,
+    "shape": SIZE_NOT_SHAPE,
+    "order": ORDER_LOST,
+}
 
 
 def _describe(args: tuple) -> str:
@@ -113,8 +127,11 @@ def check_guard_key(answer) -> str:
         if same != _jit_reuses(first, second):
             shared = "the same key" if same else "different keys"
             reuse = "reuses one trace" if not same else "traces twice"
-            raise Wrong(f"guard_key gave {shared} to {_describe(first)} and {_describe(second)}, "
-                        f"but cl.jit {reuse}", _MISTAKE_OF_KIND.get(kind))  # fmt: skip
+            raise Wrong(
+                f"guard_key gave {shared} to {_describe(first)} and {_describe(second)}, "
+                f"but cl.jit {reuse}",
+                _MISTAKE_OF_KIND.get(kind),
+            )
     return (
         f"agrees with cl.jit on {len(pairs)} pairs of calls: new values (NaN too), "
         "dtypes, shapes of the same size, swapped and extra arguments, 0-d and empty arrays"
@@ -155,10 +172,15 @@ def check_relu_cond(answer) -> str:
     x = variable("x", shape=())
     errors = [(GraphError, "truth value", PYTHON_IF), (TypeError, "not callable", NOT_FUNCTIONS)]
     out = call("relu_cond(x)", answer, x, errors=errors)
-    require(isinstance(out, Node),
-            f"relu_cond(x) returned {type(out).__name__}; it must return a node of the graph")  # fmt: skip
-    require("merge" in {n.op.name for n in topological_order(out)},
-            "relu_cond(x) builds a graph without a cl.cond", NO_COND)  # fmt: skip
+    require(
+        isinstance(out, Node),
+        f"relu_cond(x) returned {type(out).__name__}; it must return a node of the graph",
+    )
+    require(
+        "merge" in {n.op.name for n in topological_order(out)},
+        "relu_cond(x) builds a graph without a cl.cond",
+        NO_COND,
+    )
     run = call("building the gradient of relu_cond(x)", lambda: Executor([out, grad(out, x)]))
     values = [3.0, -2.0, 0.0, 1e-300, -1e-300, math.inf, -math.inf]
     values += [float(v) for v in np.random.default_rng(2).standard_normal(20)]
@@ -174,8 +196,10 @@ def check_relu_cond(answer) -> str:
                 f"relu_cond(x) at x = {value} gives {show(got)}, expected {show(want)}", mistake
             )
         want_slope = 1.0 if value > 0 else 0.0
-        require(slope == want_slope,
-                f"the gradient of relu_cond(x) at x = {value} is {show(slope)}, expected {want_slope}")  # fmt: skip
+        require(
+            slope == want_slope,
+            f"the gradient of relu_cond(x) at x = {value} is {show(slope)}, expected {want_slope}",
+        )
     return (
         f"a branch in the graph, right values and gradients at {len(values)} points (±0, ±inf too)"
     )

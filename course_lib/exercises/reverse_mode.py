@@ -10,13 +10,25 @@ differentiated again.
 from __future__ import annotations
 
 import contextlib
+import operator
 
 import numpy as np
 
 from .. import GraphError, Node, constant, exp, grad, matmul, sin, tanh, topological_order, variable
 from .. import sum as total
 from ..autodiff import reverse
-from .core import Mistake, Wrong, call, close, exercise, mismatch, require, require_callable, run_graph, show
+from .core import (
+    Mistake,
+    Wrong,
+    call,
+    close,
+    exercise,
+    mismatch,
+    require,
+    require_callable,
+    run_graph,
+    show,
+)
 
 NOT_SUMMED = Mistake(
     "partials-not-summed",
@@ -70,13 +82,17 @@ def _gradients(answer, label: str, out: Node, wrt: list) -> list:
     errors = [(GraphError, "is not differentiable", LEAF_RULE), (KeyError, "", WALK_ORDER)]
     with _without_library_gradient():
         got = call(label, answer, out, wrt, errors=errors)
-    require(isinstance(got, list | tuple) and len(got) == len(wrt),
-            f"{label} returned {show(got)}; it must return a list of {len(wrt)} nodes")  # fmt: skip
+    require(
+        isinstance(got, list | tuple) and len(got) == len(wrt),
+        f"{label} returned {show(got)}; it must return a list of {len(wrt)} nodes",
+    )
     used = set(topological_order(out))
     for node, x in zip(got, wrt):
-        require(isinstance(node, Node),
-                f"{label} returned {show(node)} for {x.name}; return a node for every input",
-                NOT_NODES if x in used else UNUSED_INPUT)  # fmt: skip
+        require(
+            isinstance(node, Node),
+            f"{label} returned {show(node)} for {x.name}; return a node for every input",
+            NOT_NODES if x in used else UNUSED_INPUT,
+        )
     return list(got)
 
 
@@ -92,18 +108,30 @@ def _probe(answer, text: str, out: Node, wrt: list, feed: dict, wrong: dict | No
             raise Wrong(f"{label}: the gradient for {x.name} {mismatch(g, w)}", mistake)
 
 
+_RANDOM_OPS = (
+    operator.add,
+    operator.mul,
+    operator.sub,
+    lambda a, b: a / exp(tanh(b)),
+    lambda a, b: sin(a) * b,
+    lambda a, b: exp(tanh(a)),
+)
+
+
 def _random_graph(rng):
     """A scalar output of random ops on a scalar, a vector and a matrix, nodes reused."""
     s, v, m = variable("s", ()), variable("v", (3,)), variable("m", (2, 3))
     pool = [s, v, m, v * s, constant(rng.standard_normal(3)) * m]
     for _ in range(int(rng.integers(2, 7))):
         a, b = (pool[int(i)] for i in rng.integers(len(pool), size=2))
-        ops = [lambda: a + b, lambda: a * b, lambda: a - b, lambda: a / exp(tanh(b)),
-               lambda: sin(a) * b, lambda: exp(tanh(a))]  # fmt: skip
-        pool.append(ops[int(rng.integers(len(ops)))]())
+        pool.append(_RANDOM_OPS[int(rng.integers(len(_RANDOM_OPS)))](a, b))
     last = pool[-1] if pool[-1].shape == (2, 3) else pool[-1] * m
     out = total(matmul(last, constant(rng.standard_normal((3, 2))))) + total(pool[-2])
-    feed = {s: float(rng.uniform(0.5, 1.5)), v: rng.uniform(-1, 1, 3), m: rng.uniform(-1, 1, (2, 3))}
+    feed = {
+        s: float(rng.uniform(0.5, 1.5)),
+        v: rng.uniform(-1, 1, 3),
+        m: rng.uniform(-1, 1, (2, 3)),
+    }
     return out, [s, v, m], feed
 
 
@@ -121,8 +149,10 @@ def check_gradient(answer) -> str:
     for _ in range(25):
         out, wrt, feed = _random_graph(rng)
         _probe(answer, "a random graph", out, wrt, feed)
-    return (f"agrees with cl.grad on {5 + 25} graphs: nodes used several times, an input out "
-            "does not use, constants, broadcasting and matrix products")
+    return (
+        f"agrees with cl.grad on {5 + 25} graphs: nodes used several times, an input out "
+        "does not use, constants, broadcasting and matrix products"
+    )
 
 
 # -- div_rule ---------------------------------------------------------------------------------
@@ -155,12 +185,19 @@ def _div_mistake(values: list, x, y, g) -> Mistake | None:
 
 def _rule_nodes(answer, label: str, node: Node, g: Node, needs: list) -> list:
     got = call(label, answer, node, g, needs)
-    require(isinstance(got, list | tuple) and len(got) == 2,
-            f"{label} returned {show(got)}; it must return a list of two partial adjoints")  # fmt: skip
+    require(
+        isinstance(got, list | tuple) and len(got) == 2,
+        f"{label} returned {show(got)}; it must return a list of two partial adjoints",
+    )
     for name, partial, needed in zip("xy", got, needs):
-        require(partial is not None or not needed, f"{label} returned None for {name}, which is needed")
-        require(partial is None or isinstance(partial, Node),
-                f"{label} returned {type(partial).__name__} for {name}", NUMBERS)  # fmt: skip
+        require(
+            partial is not None or not needed, f"{label} returned None for {name}, which is needed"
+        )
+        require(
+            partial is None or isinstance(partial, Node),
+            f"{label} returned {type(partial).__name__} for {name}",
+            NUMBERS,
+        )
     return list(got)
 
 
@@ -176,8 +213,11 @@ def check_div_rule(answer) -> str:
         x, y, g = (variable(name, shape) for name in ("x", "y", "adjoint"))
         node = x / y
         signs = rng.choice([-1.0, 1.0], shape)
-        feed = {x: rng.uniform(-2, 2, shape), y: rng.uniform(0.5, 2, shape) * signs,
-                g: rng.uniform(-2, 2, shape)}  # fmt: skip
+        feed = {
+            x: rng.uniform(-2, 2, shape),
+            y: rng.uniform(0.5, 2, shape) * signs,
+            g: rng.uniform(-2, 2, shape),
+        }
         reference = node.op.gradient(node, g, [True, True])
         want = run_graph(reference, feed)
         for needs in ([True, True], [True, False], [False, True]):
@@ -186,13 +226,20 @@ def check_div_rule(answer) -> str:
             values = [None if p is None else call(label, run_graph, p, feed) for p in nodes]
             for name, value, w in zip("xy", values, want):
                 if value is not None and not close(value, w, rtol=1e-9, atol=1e-12):
-                    raise Wrong(f"{label}: the partial adjoint of {name} {mismatch(value, w)}",
-                                _div_mistake(values, feed[x], feed[y], feed[g]))  # fmt: skip
+                    raise Wrong(
+                        f"{label}: the partial adjoint of {name} {mismatch(value, w)}",
+                        _div_mistake(values, feed[x], feed[y], feed[g]),
+                    )
             if all(needs):
                 both, both_label = nodes, label
         again = call(both_label, _second_derivatives, both, x, y, feed)
-        require(all(close(a, b) for a, b in zip(again, _second_derivatives(reference, x, y, feed))),
-                f"{both_label}: the partial adjoints have the right values, but differentiating them "
-                "again gives wrong numbers", NUMBERS)  # fmt: skip
-    return ("right partial adjoints for scalars, vectors and matrices, None allowed where not "
-            "needed, and nodes that differentiate again")
+        require(
+            all(close(a, b) for a, b in zip(again, _second_derivatives(reference, x, y, feed))),
+            f"{both_label}: the partial adjoints have the right values, but differentiating them "
+            "again gives wrong numbers",
+            NUMBERS,
+        )
+    return (
+        "right partial adjoints for scalars, vectors and matrices, None allowed where not "
+        "needed, and nodes that differentiate again"
+    )

@@ -10,7 +10,18 @@ from __future__ import annotations
 import numpy as np
 
 from .. import grad, mean, relu, variable
-from .core import Mistake, Wrong, call, close, exercise, first_match, mismatch, require, require_callable, run_graph
+from .core import (
+    Mistake,
+    Wrong,
+    call,
+    close,
+    exercise,
+    first_match,
+    mismatch,
+    require,
+    require_callable,
+    run_graph,
+)
 
 NO_MEAN = Mistake(
     "no-mean",
@@ -50,7 +61,9 @@ def _finite_differences(logits, targets, step: float = 1e-5) -> np.ndarray:
         up, down = logits.copy(), logits.copy()
         up[index] += step
         down[index] -= step
-        out[index] = (_mean_cross_entropy(up, targets) - _mean_cross_entropy(down, targets)) / (2 * step)
+        out[index] = (_mean_cross_entropy(up, targets) - _mean_cross_entropy(down, targets)) / (
+            2 * step
+        )
     return out
 
 
@@ -59,9 +72,15 @@ def _softmax_ce_mistake(got, logits, targets, fd) -> Mistake | None:
     if not np.isfinite(got).all():
         return UNSTABLE
     one_hot = np.eye(logits.shape[1])[targets]
-    down_columns = np.exp(logits - logits.max(axis=0)) / np.exp(logits - logits.max(axis=0)).sum(axis=0)
-    wrong = [(NO_MEAN, lambda: n * fd), (SIGN, lambda: -fd), (NO_ONE_HOT, lambda: fd + one_hot / n),
-             (SOFTMAX_AXIS, lambda: (down_columns - one_hot) / n)]  # fmt: skip
+    down_columns = np.exp(logits - logits.max(axis=0)) / np.exp(logits - logits.max(axis=0)).sum(
+        axis=0
+    )
+    wrong = [
+        (NO_MEAN, lambda: n * fd),
+        (SIGN, lambda: -fd),
+        (NO_ONE_HOT, lambda: fd + one_hot / n),
+        (SOFTMAX_AXIS, lambda: (down_columns - one_hot) / n),
+    ]
     return first_match(got, wrong, lambda a, b: close(a, b, rtol=1e-5, atol=1e-7))
 
 
@@ -69,23 +88,39 @@ def _softmax_ce_mistake(got, logits, targets, fd) -> Mistake | None:
 def check_softmax_ce_grad(answer) -> str:
     require_callable(answer, "softmax_ce_grad(logits, targets)")
     rng = np.random.default_rng(40)
-    cases = [(4, 5, 1.0), (1, 3, 1.0), (1, 1, 1.0), (8, 10, 3.0), (3, 2, 1e3), (5, 4, -1e3), (2, 6, 1e3)]
+    cases = [
+        (4, 5, 1.0),
+        (1, 3, 1.0),
+        (1, 1, 1.0),
+        (8, 10, 3.0),
+        (3, 2, 1e3),
+        (5, 4, -1e3),
+        (2, 6, 1e3),
+    ]
     for n, c, scale in cases:
         logits = scale * rng.standard_normal((n, c))
         targets = rng.integers(0, c, n).astype(np.int64 if n % 2 else np.int32)
-        label = f"softmax_ce_grad(logits, targets) for {n} rows, {c} classes, logits of scale {scale:g}"
+        label = (
+            f"softmax_ce_grad(logits, targets) for {n} rows, {c} classes, logits of scale {scale:g}"
+        )
         given = logits.copy()
         got = call(label, answer, given, targets.copy())
-        require(isinstance(got, np.ndarray) and got.shape == logits.shape,
-                f"{label} returned {type(got).__name__} {getattr(got, 'shape', '')}; it must return an "
-                f"array of the logits' shape {logits.shape}")  # fmt: skip
+        require(
+            isinstance(got, np.ndarray) and got.shape == logits.shape,
+            f"{label} returned {type(got).__name__} {getattr(got, 'shape', '')}; it must return an "
+            f"array of the logits' shape {logits.shape}",
+        )
         require(np.array_equal(given, logits), f"{label} changed the logits", CHANGES_INPUT)
         fd = _finite_differences(logits, targets)
         if not close(got, fd, rtol=1e-5, atol=1e-7):
-            raise Wrong(f"{label} {mismatch(got, fd)} (central differences of the loss)",
-                        _softmax_ce_mistake(got, logits, targets, fd))  # fmt: skip
-    return (f"matches central differences of the mean cross-entropy on {len(cases)} batches: "
-            "one row, one class, logits of ±1e3")
+            raise Wrong(
+                f"{label} {mismatch(got, fd)} (central differences of the loss)",
+                _softmax_ce_mistake(got, logits, targets, fd),
+            )
+    return (
+        f"matches central differences of the mean cross-entropy on {len(cases)} batches: "
+        "one row, one class, logits of ±1e3"
+    )
 
 
 # -- mlp_grads --------------------------------------------------------------------------------
@@ -108,8 +143,12 @@ SHAPES = Mistake(
 
 
 def _mlp_case(rng, n: int, d: int, h: int, k: int, active: bool = False) -> dict:
-    case = {"x": rng.standard_normal((n, d)), "y": rng.standard_normal((n, k)),
-            "w1": rng.standard_normal((d, h)), "w2": rng.standard_normal((h, k))}  # fmt: skip
+    case = {
+        "x": rng.standard_normal((n, d)),
+        "y": rng.standard_normal((n, k)),
+        "w1": rng.standard_normal((d, h)),
+        "w2": rng.standard_normal((h, k)),
+    }
     if active:  # every pre-activation positive: ReLU is the identity here
         case["x"], case["w1"] = np.abs(case["x"]) + 0.1, np.abs(case["w1"]) + 0.1
     return case
@@ -118,16 +157,25 @@ def _mlp_case(rng, n: int, d: int, h: int, k: int, active: bool = False) -> dict
 def _mlp_gradients(case: dict) -> list:
     x, y, w1, w2 = (variable(name, case[name].shape) for name in ("x", "y", "w1", "w2"))
     loss = mean((relu(x @ w1) @ w2 - y) ** 2)
-    return run_graph(grad(loss, [w1, w2]), {x: case["x"], y: case["y"], w1: case["w1"], w2: case["w2"]})
+    return run_graph(
+        grad(loss, [w1, w2]), {x: case["x"], y: case["y"], w1: case["w1"], w2: case["w2"]}
+    )
 
 
 def _mlp_answer(answer, case: dict, label: str) -> tuple:
     got = call(label, answer, *(case[name].copy() for name in ("x", "y", "w1", "w2")))
-    require(isinstance(got, tuple | list) and len(got) == 2 and all(isinstance(g, np.ndarray) for g in got),
-            f"{label} returned {type(got).__name__}; it must return (dw1, dw2), two arrays")  # fmt: skip
+    require(
+        isinstance(got, tuple | list)
+        and len(got) == 2
+        and all(isinstance(g, np.ndarray) for g in got),
+        f"{label} returned {type(got).__name__}; it must return (dw1, dw2), two arrays",
+    )
     shapes = (case["w1"].shape, case["w2"].shape)
-    require(tuple(g.shape for g in got) == shapes,
-            f"{label} returned arrays of shapes {tuple(g.shape for g in got)}, expected {shapes}", SHAPES)  # fmt: skip
+    require(
+        tuple(g.shape for g in got) == shapes,
+        f"{label} returned arrays of shapes {tuple(g.shape for g in got)}, expected {shapes}",
+        SHAPES,
+    )
     return got
 
 
@@ -137,7 +185,10 @@ def _mlp_mistake(answer, got, want, case, n_k) -> Mistake | None:
             return mistake
     if close(got[1], want[1]):
         active = _mlp_case(np.random.default_rng(0), 5, 3, 4, 2, active=True)
-        active_got = call("mlp_grads on a batch where every ReLU is active", lambda: _mlp_answer(answer, active, ""))
+        active_got = call(
+            "mlp_grads on a batch where every ReLU is active",
+            lambda: _mlp_answer(answer, active, ""),
+        )
         if all(close(g, w) for g, w in zip(active_got, _mlp_gradients(active))):
             return RELU_MASK
     return None
@@ -155,5 +206,10 @@ def check_mlp_grads(answer) -> str:
         want = _mlp_gradients(case)
         for name, g, w in zip(("dw1", "dw2"), got, want):
             if not close(g, w, rtol=1e-7, atol=1e-10):
-                raise Wrong(f"{label}: {name} {mismatch(g, w)}", _mlp_mistake(answer, got, want, case, n * k))
-    return f"agrees with cl.grad on {len(sizes)} networks: one row, several outputs, one hidden unit"
+                raise Wrong(
+                    f"{label}: {name} {mismatch(g, w)}",
+                    _mlp_mistake(answer, got, want, case, n * k),
+                )
+    return (
+        f"agrees with cl.grad on {len(sizes)} networks: one row, several outputs, one hidden unit"
+    )
