@@ -83,10 +83,12 @@ class OutOfTime(BaseException):  # noqa: N818  (BaseException: an answer's ``exc
 
 @dataclass(frozen=True)
 class Exercise:
-    """One exercise: its id, a one-line task, its checker and how long an answer may take."""
+    """One exercise: its id, a one-line task, the mistakes its checker recognises, the checker
+    and how long an answer may take."""
 
     id: str
     task: str
+    mistakes: tuple[Mistake, ...]
     checker: Callable[[object], str]
     time_limit: float = DEFAULT_TIME_LIMIT
 
@@ -94,13 +96,19 @@ class Exercise:
 EXERCISES: dict[str, Exercise] = {}
 
 
-def exercise(exercise_id: str, task: str, time_limit: float = DEFAULT_TIME_LIMIT):
-    """Register the decorated checker under ``exercise_id`` (``"NN.name"``, NN the notebook)."""
+def exercise(
+    exercise_id: str,
+    task: str,
+    mistakes: tuple[Mistake, ...],
+    time_limit: float = DEFAULT_TIME_LIMIT,
+):
+    """Register the decorated checker under ``exercise_id`` (``"NN.name"``, NN the notebook),
+    with the common ``mistakes`` it recognises."""
 
     def register(checker: Callable[[object], str]) -> Callable[[object], str]:
         if exercise_id in EXERCISES:
             raise ValueError(f"exercise {exercise_id!r} is registered twice")
-        EXERCISES[exercise_id] = Exercise(exercise_id, task, checker, time_limit)
+        EXERCISES[exercise_id] = Exercise(exercise_id, task, mistakes, checker, time_limit)
         return checker
 
     return register

@@ -147,7 +147,12 @@ FORMULA = Mistake("formula", "each thread computes out[i] = a * x[i] + y[i].")
 _SCALE_ADD = ("float32*", "float32*", "float32*", "float32", "int32")
 
 
-@exercise("07.scale_add", "CUDA scale_add(x, y, out, a, n): out = a*x + y", time_limit=120.0)
+@exercise(
+    "07.scale_add",
+    "CUDA scale_add(x, y, out, a, n): out = a*x + y",
+    mistakes=(NO_GUARD, MISSED, FORMULA, SIGNATURE),
+    time_limit=120.0,
+)
 def check_scale_add(answer) -> str:
     device = _Device()
     kernel = device.compile(answer, "scale_add", _SCALE_ADD)
@@ -224,7 +229,10 @@ def _softmax_mistake(got: np.ndarray, x: np.ndarray) -> Mistake | None:
 
 
 @exercise(
-    "07.softmax_rows", "CUDA softmax_rows(x, out, rows, cols): one thread per row", time_limit=120.0
+    "07.softmax_rows",
+    "CUDA softmax_rows(x, out, rows, cols): one thread per row",
+    mistakes=(UNSTABLE, NOT_NORMALISED, SHIFT_MISMATCH, NO_GUARD, MISSED),
+    time_limit=120.0,
 )
 def check_softmax_rows(answer) -> str:
     device = _Device()

@@ -52,7 +52,9 @@ def _random_shapes(rng, count: int, max_dim: int) -> list[tuple[int, ...]]:
 
 
 @exercise(
-    "05.contiguous_strides", "contiguous_strides(shape) -> tuple: row-major strides in elements"
+    "05.contiguous_strides",
+    "contiguous_strides(shape) -> tuple: row-major strides in elements",
+    mistakes=(COLUMN_MAJOR, BYTES, INCLUSIVE, REVERSED),
 )
 def check_contiguous_strides(answer) -> str:
     require_callable(answer, "contiguous_strides(shape)")
@@ -100,6 +102,11 @@ SHAPE_KEPT = Mistake(
     "shape-not-permuted",
     "the strides are permuted but the shape is not: each size travels with its axis.",
 )
+UNCHANGED = Mistake(
+    "unchanged",
+    "the layout comes back as it was: permute both tuples, new_shape[i] = shape[axes[i]] and "
+    "new_strides[i] = strides[axes[i]].",
+)
 FRESH = Mistake(
     "fresh-strides",
     "those are new contiguous strides for the permuted shape, i.e. a copy. A permute is a view: "
@@ -128,7 +135,11 @@ def _permute_cases(rng) -> list[tuple]:
     return cases
 
 
-@exercise("05.permuted", "permuted(shape, strides, axes) -> (shape, strides) of the permuted view")
+@exercise(
+    "05.permuted",
+    "permuted(shape, strides, axes) -> (shape, strides) of the permuted view",
+    mistakes=(INVERSE, STRIDES_KEPT, SHAPE_KEPT, UNCHANGED, FRESH),
+)
 def check_permuted(answer) -> str:
     require_callable(answer, "permuted(shape, strides, axes)")
     cases = _permute_cases(np.random.default_rng(6))
@@ -157,6 +168,7 @@ def _permute_mistake(shape, strides, axes, got, want) -> Mistake | None:
         INVERSE: (tuple(shape[a] for a in inverse), tuple(strides[a] for a in inverse)),
         STRIDES_KEPT: (want[0], tuple(strides)),
         SHAPE_KEPT: (tuple(shape), want[1]),
+        UNCHANGED: (tuple(shape), tuple(strides)),
         FRESH: (want[0], fresh),
     }
     return next((m for m, value in wrong.items() if got == value), None)
@@ -248,7 +260,11 @@ def _numpy_can_view(view: np.ndarray, new_shape) -> bool:
     return view.size == 0 or np.shares_memory(view.reshape(new_shape), view)
 
 
-@exercise("05.can_view", "can_view(shape, strides, new_shape) -> bool: is the reshape a view?")
+@exercise(
+    "05.can_view",
+    "can_view(shape, strides, new_shape) -> bool: is the reshape a view?",
+    mistakes=(ALWAYS_VIEW, ONLY_CONTIGUOUS, LENGTH_ONE, EMPTY, NEGATIVE),
+)
 def check_can_view(answer) -> str:
     require_callable(answer, "can_view(shape, strides, new_shape)")
     cases = _view_cases(np.random.default_rng(7))

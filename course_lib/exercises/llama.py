@@ -86,7 +86,17 @@ def _values_and_grads(outputs: Node, inputs: list, feed: dict, seed):
 
 
 @exercise(
-    "08.rmsnorm", "rmsnorm(x, weight, eps) -> Node: x / sqrt(mean(x², last axis) + eps) * weight"
+    "08.rmsnorm",
+    "rmsnorm(x, weight, eps) -> Node: x / sqrt(mean(x², last axis) + eps) * weight",
+    mistakes=(
+        EPS_OUTSIDE,
+        MEAN_OVER_ALL,
+        NO_WEIGHT,
+        SUM_NOT_MEAN,
+        NUMPY_ON_NODES,
+        NO_KEEPDIMS,
+        USES_THE_OP,
+    ),
 )
 def check_rmsnorm(answer) -> str:
     require_callable(answer, "rmsnorm(x, weight, eps)")
@@ -178,7 +188,11 @@ def _attention_mistake(got, q, k, v) -> Mistake | None:
     return first_match(got, wrong, lambda a, b: close(a, b, rtol=1e-6))
 
 
-@exercise("08.attention", "attention(q, k, v) -> Node: one causal head, softmax(q kᵀ/√d + mask) v")
+@exercise(
+    "08.attention",
+    "attention(q, k, v) -> Node: one causal head, softmax(q kᵀ/√d + mask) v",
+    mistakes=(NO_SCALE, SCALE_BY_D, NO_MASK, MASK_TRANSPOSED, SOFTMAX_AXIS),
+)
 def check_attention(answer) -> str:
     require_callable(answer, "attention(q, k, v)")
     rng = np.random.default_rng(81)

@@ -135,7 +135,11 @@ def _random_graph(rng):
     return out, [s, v, m], feed
 
 
-@exercise("03.gradient", "gradient(out, wrt) -> list[Node]: reverse mode with node_to_grad")
+@exercise(
+    "03.gradient",
+    "gradient(out, wrt) -> list[Node]: reverse mode with node_to_grad",
+    mistakes=(NO_SEED, WALK_ORDER, NOT_SUMMED, LEAF_RULE, UNUSED_INPUT, NOT_NODES, USES_GRAD),
+)
 def check_gradient(answer) -> str:
     require_callable(answer, "gradient(out, wrt)")
     x, y, z = (variable(name, shape=()) for name in "xyz")
@@ -205,7 +209,11 @@ def _second_derivatives(first: list, x: Node, y: Node, feed: dict) -> list:
     return run_graph(grad(total(first[0] * first[1]), [x, y]), feed)
 
 
-@exercise("03.div_rule", "div_rule(node, adjoint, needs) -> [x̄, ȳ] for node = x / y, as nodes")
+@exercise(
+    "03.div_rule",
+    "div_rule(node, adjoint, needs) -> [x̄, ȳ] for node = x / y, as nodes",
+    mistakes=(FORGOT_ADJOINT, QUOTIENT_SIGN, QUOTIENT_FORM, SWAPPED, NUMBERS),
+)
 def check_div_rule(answer) -> str:
     require_callable(answer, "div_rule(node, adjoint, needs)")
     rng = np.random.default_rng(31)

@@ -84,7 +84,11 @@ def _softmax_ce_mistake(got, logits, targets, fd) -> Mistake | None:
     return first_match(got, wrong, lambda a, b: close(a, b, rtol=1e-5, atol=1e-7))
 
 
-@exercise("04.softmax_ce_grad", "softmax_ce_grad(logits, targets) -> ndarray: ∂ mean CE / ∂ logits")
+@exercise(
+    "04.softmax_ce_grad",
+    "softmax_ce_grad(logits, targets) -> ndarray: ∂ mean CE / ∂ logits",
+    mistakes=(NO_MEAN, SIGN, UNSTABLE, NO_ONE_HOT, SOFTMAX_AXIS, CHANGES_INPUT),
+)
 def check_softmax_ce_grad(answer) -> str:
     require_callable(answer, "softmax_ce_grad(logits, targets)")
     rng = np.random.default_rng(40)
@@ -194,7 +198,11 @@ def _mlp_mistake(answer, got, want, case, n_k) -> Mistake | None:
     return None
 
 
-@exercise("04.mlp_grads", "mlp_grads(x, y, w1, w2) -> (dw1, dw2) of mean((relu(x@w1)@w2 - y)**2)")
+@exercise(
+    "04.mlp_grads",
+    "mlp_grads(x, y, w1, w2) -> (dw1, dw2) of mean((relu(x@w1)@w2 - y)**2)",
+    mistakes=(MEAN_COUNT, NO_TWO, RELU_MASK, SHAPES),
+)
 def check_mlp_grads(answer) -> str:
     require_callable(answer, "mlp_grads(x, y, w1, w2)")
     rng = np.random.default_rng(41)
