@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -161,3 +162,13 @@ def test_importing_the_exercises_loads_no_kernels_plotting_or_notebook_tools():
     )
     added = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert added.stdout.strip() == "[]", added.stdout
+
+
+def test_the_readme_shows_what_check_prints():
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    shown = readme.split("it tries your answer on random and edge cases and says:\n\n```\n")[1]
+    shown = shown.split("```")[0]
+    right = reference_answer(notebook_exercises()["05.contiguous_strides"])
+    answers = [_stub, lambda shape: right(shape[::-1])[::-1], right]
+    printed = "".join(f"{verify('05.contiguous_strides', answer)}\n" for answer in answers)
+    assert shown == printed
