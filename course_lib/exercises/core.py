@@ -87,9 +87,10 @@ class Exercise:
     and how long an answer may take."""
 
     id: str
-    task: str
+    task: str  # for a function: its signature, " -> ", what it returns
     mistakes: tuple[Mistake, ...]
     checker: Callable[[object], str]
+    function: bool = True  # the answer is a function (else a namespace, or source text)
     time_limit: float = DEFAULT_TIME_LIMIT
 
 
@@ -100,15 +101,18 @@ def exercise(
     exercise_id: str,
     task: str,
     mistakes: tuple[Mistake, ...],
+    function: bool = True,
     time_limit: float = DEFAULT_TIME_LIMIT,
 ):
     """Register the decorated checker under ``exercise_id`` (``"NN.name"``, NN the notebook),
-    with the common ``mistakes`` it recognises."""
+    with the common ``mistakes`` it recognises. When ``function``, an answer that is not
+    callable is refused before the checker runs."""
 
     def register(checker: Callable[[object], str]) -> Callable[[object], str]:
         if exercise_id in EXERCISES:
             raise ValueError(f"exercise {exercise_id!r} is registered twice")
-        EXERCISES[exercise_id] = Exercise(exercise_id, task, mistakes, checker, time_limit)
+        record = Exercise(exercise_id, task, mistakes, checker, function, time_limit)
+        EXERCISES[exercise_id] = record
         return checker
 
     return register
@@ -129,6 +133,11 @@ def verify(exercise_id: str, answer, *, time_limit: float | None = None) -> Verd
     seconds = found.time_limit if time_limit is None else time_limit
     if answer is None or answer is Ellipsis:
         return Verdict(exercise_id, NOT_DONE, "not done yet: the answer is still empty")
+    if found.function and not callable(answer):
+        signature = found.task.split(" -> ")[0]
+        return Verdict(
+            exercise_id, FAILED, f"the answer must be a function {signature}, got {_kind(answer)}"
+        )
     try:
         with _quiet(), _time_limit(seconds):
             summary = found.checker(answer)
@@ -247,11 +256,6 @@ def require(condition: bool, message: str, mistake: Mistake | None = None) -> No
     """Raise :class:`Wrong` with ``message`` (and ``mistake``) unless ``condition`` holds."""
     if not condition:
         raise Wrong(message, mistake)
-
-
-def require_callable(answer, signature: str) -> None:
-    """The answer must be a function; say which one otherwise."""
-    require(callable(answer), f"the answer must be a function {signature}, got {_kind(answer)}")
 
 
 def _kind(value) -> str:

@@ -17,17 +17,7 @@ from .. import exp as cl_exp
 from .. import jvp, variable
 from .. import log as cl_log
 from .. import sin as cl_sin
-from .core import (
-    Mistake,
-    Wrong,
-    as_float,
-    call,
-    exercise,
-    require,
-    require_callable,
-    run_graph,
-    show,
-)
+from .core import Mistake, Wrong, as_float, call, exercise, require, run_graph, show
 
 FORWARD = Mistake(
     "forward-difference",
@@ -75,7 +65,6 @@ def _difference_cases(rng) -> list[tuple[str, Callable, Callable, Callable | Non
     mistakes=(FORWARD, NO_HALF, SIGN, FIXED_EPS),
 )
 def check_central_difference(answer) -> str:
-    require_callable(answer, "central_difference(f, x, eps)")
     cases = _difference_cases(np.random.default_rng(20))
     for name, f, central, forward, x, e in cases:
         label = f"central_difference({name}, x={x:g}, eps={e:g})"
@@ -263,6 +252,7 @@ def _random_expression(rng, depth: int) -> tuple[str, Callable]:
     "02.dual",
     "Dual (+, -, *, / with floats on either side) and sin, exp, log, against cl.jvp",
     mistakes=(PRODUCT_RULE, QUOTIENT_RULE, CHAIN_RULE, FLOAT_TANGENT, REFLECTED, NO_LIFT, IN_PLACE),
+    function=False,
 )
 def check_dual(answer) -> str:
     ns = _Answer(answer)

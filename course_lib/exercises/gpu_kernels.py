@@ -59,6 +59,7 @@ class _Device:
 
         self.kernels = kernels
         self.gpu = kernels.default_mode() == "gpu"
+        self.where = "on the GPU" if self.gpu else "in the CPU emulator"
         if not self.gpu and not kernels.emulator_available():
             raise Wrong(
                 "cannot run CUDA here: there is no GPU and no C++ compiler for the emulator"
@@ -123,9 +124,22 @@ def _padded(values: np.ndarray) -> np.ndarray:
     return np.concatenate([values.astype(np.float32), np.full(PAD, MARK, np.float32)])
 
 
-def _check_written(out: np.ndarray, n: int, label: str, anything_before: bool) -> None:
+def _launch(
+    device, kernel, label: str, shape: tuple, inputs: list, size: int, scalars, first: bool
+):
+    """Run ``kernel`` on padded copies of ``inputs`` and an output of ``size`` elements (plus
+    padding) filled with the marker; return the output after checking that exactly its first
+    ``size`` elements were written (a stub that writes nothing on the ``first`` launch is not
+    done yet)."""
+    arrays = [*(_padded(a.ravel()) for a in inputs), np.full(size + PAD, MARK, np.float32)]
+    out = device.launch(kernel, label, *shape, arrays, scalars)[-1]
+    _check_written(out, size, label, first)
+    return out[:size]
+
+
+def _check_written(out: np.ndarray, n: int, label: str, first: bool) -> None:
     """The output was written exactly in its first ``n`` elements."""
-    if not anything_before and np.all(out == MARK):
+    if first and np.all(out == MARK):
         raise NotDone("the kernel writes nothing to out yet (is its body still the stub?)")
     require(
         np.all(out[n:] == MARK),
@@ -152,44 +166,31 @@ _SCALE_ADD = ("float32*", "float32*", "float32*", "float32", "int32")
     "CUDA scale_add(x, y, out, a, n): out = a*x + y",
     mistakes=(NO_GUARD, MISSED, FORMULA, SIGNATURE),
     time_limit=120.0,
+    function=False,
 )
 def check_scale_add(answer) -> str:
     device = _Device()
     kernel = device.compile(answer, "scale_add", _SCALE_ADD)
     rng = np.random.default_rng(70)
-    launches = 0
-    for n in (1, 31, 32, 33, 1000, 4097):
-        for block in (32, 128, 256):
-            for extra_blocks in (0, 1):
-                grid = -(-n // block) + extra_blocks
-                x, y = (
-                    rng.standard_normal(n, dtype=np.float32),
-                    rng.standard_normal(n, dtype=np.float32),
-                )
-                a = np.float32(rng.choice([2.5, -1.0, 0.0]))
-                label = f"scale_add with n = {n}, a = {a:g}, on {_launch_text(grid, block)}"
-                _, _, out = device.launch(
-                    kernel,
-                    label,
-                    grid,
-                    block,
-                    [_padded(x), _padded(y), np.full(n + PAD, MARK, np.float32)],
-                    (a, np.int32(n)),
-                )
-                _check_written(out, n, label, launches > 0)
-                want = a * x + y
-                if not close(out[:n], want, rtol=1e-6, atol=1e-6):
-                    wrong = [a * (x + y), x + a * y, a * x, x * y + a]
-                    mistake = (
-                        FORMULA
-                        if any(close(out[:n], w, rtol=1e-6, atol=1e-6) for w in wrong)
-                        else None
-                    )
-                    raise Wrong(f"{label}: out {mismatch(out[:n], want)}", mistake)
-                launches += 1
-    where = "on the GPU" if device.gpu else "in the CPU emulator"
+    cases = [
+        (n, b, spare)
+        for n in (1, 31, 32, 33, 1000, 4097)
+        for b in (32, 128, 256)
+        for spare in (0, 1)
+    ]
+    for count, (n, block, spare) in enumerate(cases):
+        grid = -(-n // block) + spare
+        x, y = rng.standard_normal((2, n), dtype=np.float32)
+        a = np.float32(rng.choice([2.5, -1.0, 0.0]))
+        label = f"scale_add with n = {n}, a = {a:g}, on {_launch_text(grid, block)}"
+        out = _launch(device, kernel, label, (grid, block), [x, y], n, (a, np.int32(n)), count == 0)
+        want = a * x + y
+        if not close(out, want, rtol=1e-6, atol=1e-6):
+            wrong = [a * (x + y), x + a * y, a * x, x * y + a]
+            mistake = FORMULA if any(close(out, w, rtol=1e-6, atol=1e-6) for w in wrong) else None
+            raise Wrong(f"{label}: out {mismatch(out, want)}", mistake)
     return (
-        f"right {where} on {launches} launches: n from 1 to 4097, blocks of 32 to 256 "
+        f"right {device.where} on {len(cases)} launches: n from 1 to 4097, blocks of 32 to 256 "
         "threads, spare blocks"
     )
 
@@ -233,40 +234,28 @@ def _softmax_mistake(got: np.ndarray, x: np.ndarray) -> Mistake | None:
     "CUDA softmax_rows(x, out, rows, cols): one thread per row",
     mistakes=(UNSTABLE, NOT_NORMALISED, SHIFT_MISMATCH, NO_GUARD, MISSED),
     time_limit=120.0,
+    function=False,
 )
 def check_softmax_rows(answer) -> str:
     device = _Device()
     kernel = device.compile(answer, "softmax_rows", _SOFTMAX_ROWS)
     rng = np.random.default_rng(71)
-    launches = 0
-    for rows, cols, scale in (
-        (4, 8, 1.0),
-        (1, 1, 1.0),
-        (33, 7, 3.0),
-        (130, 64, 1.0),
-        (5, 300, 100.0),
-        (7, 3, 1e4),
-    ):
-        for block in (32, 64):
-            grid = -(-rows // block)
-            x = (scale * rng.standard_normal((rows, cols))).astype(np.float32)
-            launch = _launch_text(grid, block)
-            label = f"softmax_rows on {rows} rows of {cols}, |x| ~ {scale:g}, {launch}"
-            _, out = device.launch(
-                kernel,
-                label,
-                grid,
-                block,
-                [_padded(x.ravel()), np.full(rows * cols + PAD, MARK, np.float32)],
-                (np.int32(rows), np.int32(cols)),
+    shapes = [(4, 8, 1.0), (1, 1, 1.0), (33, 7, 3.0), (130, 64, 1.0), (5, 300, 100.0), (7, 3, 1e4)]
+    cases = [(rows, cols, scale, b) for rows, cols, scale in shapes for b in (32, 64)]
+    for count, (rows, cols, scale, block) in enumerate(cases):
+        grid = -(-rows // block)
+        x = (scale * rng.standard_normal((rows, cols))).astype(np.float32)
+        label = (
+            f"softmax_rows on {rows} rows of {cols}, |x| ~ {scale:g}, {_launch_text(grid, block)}"
+        )
+        scalars = (np.int32(rows), np.int32(cols))
+        got = _launch(device, kernel, label, (grid, block), [x], rows * cols, scalars, count == 0)
+        got, want = got.reshape(rows, cols), _softmax(x.astype(np.float64))
+        if not close(got, want, rtol=1e-5, atol=1e-6):
+            raise Wrong(
+                f"{label}: out {mismatch(got, want)}", _softmax_mistake(got, x.astype(np.float64))
             )
-            _check_written(out, rows * cols, label, launches > 0)
-            got, want = out[: rows * cols].reshape(rows, cols), _softmax(x.astype(np.float64))
-            if not close(got, want, rtol=1e-5, atol=1e-6):
-                raise Wrong(
-                    f"{label}: out {mismatch(got, want)}",
-                    _softmax_mistake(got, x.astype(np.float64)),
-                )
-            launches += 1
-    where = "on the GPU" if device.gpu else "in the CPU emulator"
-    return f"right {where} on {launches} launches: one row or column, ragged rows, |x| up to 1e4"
+    return (
+        f"right {device.where} on {len(cases)} launches: one row or column, ragged rows, "
+        "|x| up to 1e4"
+    )

@@ -22,17 +22,7 @@ from .. import (
     variable,
 )
 from .. import sum as total
-from .core import (
-    Mistake,
-    Wrong,
-    call,
-    close,
-    exercise,
-    first_match,
-    mismatch,
-    require,
-    require_callable,
-)
+from .core import Mistake, Wrong, call, close, exercise, first_match, mismatch, require
 
 EPS_OUTSIDE = Mistake(
     "eps-outside",
@@ -85,6 +75,25 @@ def _values_and_grads(outputs: Node, inputs: list, feed: dict, seed):
     return evaluate([outputs, *grad(total(outputs * constant(seed)), inputs)], feed)
 
 
+def _compare(label: str, out, reference: Node, inputs: list, feed: dict, mistake_of) -> None:
+    """The answer's node against ``reference``: its values, then its gradients with respect to
+    ``inputs`` (of the sum of the output times random numbers)."""
+    require(
+        isinstance(out, Node),
+        f"{label} returned {type(out).__name__}; it must return a node built from cl ops",
+    )
+    seed = np.random.default_rng(len(label)).standard_normal(reference.shape)
+    got = call(f"evaluating {label}", _values_and_grads, out, inputs, feed, seed)
+    want = _values_and_grads(reference, inputs, feed, seed)
+    if not close(got[0], want[0], rtol=1e-6, atol=1e-10):
+        raise Wrong(f"{label} {mismatch(got[0], want[0])}", mistake_of(got[0]))
+    for node, g, h in zip(inputs, got[1:], want[1:]):
+        require(
+            close(g, h, rtol=1e-6, atol=1e-10),
+            f"{label}: the gradient with respect to {node.name} {mismatch(g, h)}",
+        )
+
+
 @exercise(
     "08.rmsnorm",
     "rmsnorm(x, weight, eps) -> Node: x / sqrt(mean(x², last axis) + eps) * weight",
@@ -99,7 +108,6 @@ def _values_and_grads(outputs: Node, inputs: list, feed: dict, seed):
     ),
 )
 def check_rmsnorm(answer) -> str:
-    require_callable(answer, "rmsnorm(x, weight, eps)")
     rng = np.random.default_rng(80)
     cases = [
         ((4, 8), 1e-5, 1.0),
@@ -117,29 +125,13 @@ def check_rmsnorm(answer) -> str:
         x, w = variable("x", shape, np.float64), variable("weight", shape[-1:], np.float64)
         label = f"rmsnorm(x, weight, {eps:g}) for x of shape {shape}"
         out = call(label, answer, x, w, eps, errors=errors)
-        require(
-            isinstance(out, Node),
-            f"{label} returned {type(out).__name__}; it must return a node built from cl ops",
-        )
-        require(
-            all(n.op.name != "rms_norm" for n in topological_order(out)),
-            f"{label} uses cl.rms_norm",
-            USES_THE_OP,
-        )
+        uses_op = isinstance(out, Node) and "rms_norm" in {
+            n.op.name for n in topological_order(out)
+        }
+        require(not uses_op, f"{label} uses cl.rms_norm", USES_THE_OP)
         feed = {x: scale * rng.standard_normal(shape), w: rng.standard_normal(shape[-1:])}
-        seed = rng.standard_normal(shape)
-        got = call(f"evaluating {label}", _values_and_grads, out, [x, w], feed, seed)
-        want = _values_and_grads(rms_norm(x, w, eps), [x, w], feed, seed)
-        if not close(got[0], want[0], rtol=1e-6, atol=1e-12):
-            raise Wrong(
-                f"{label} at |x| ~ {scale:g} {mismatch(got[0], want[0])}",
-                _rms_mistake(got[0], feed[x], feed[w], eps),
-            )
-        for name, g, h in zip(("x", "weight"), got[1:], want[1:]):
-            require(
-                close(g, h, rtol=1e-6, atol=1e-10),
-                f"{label}: the gradient with respect to {name} {mismatch(g, h)}",
-            )
+        mistake_of = lambda got: _rms_mistake(got, feed[x], feed[w], eps)  # noqa: E731, B023
+        _compare(f"{label} at |x| ~ {scale:g}", out, rms_norm(x, w, eps), [x, w], feed, mistake_of)
     return (
         f"right values and gradients (x and weight) on {len(cases)} inputs: 1-D to 3-D, one "
         "element, |x| ~ 1e-3 where ε matters, large ε"
@@ -194,32 +186,16 @@ def _attention_mistake(got, q, k, v) -> Mistake | None:
     mistakes=(NO_SCALE, SCALE_BY_D, NO_MASK, MASK_TRANSPOSED, SOFTMAX_AXIS),
 )
 def check_attention(answer) -> str:
-    require_callable(answer, "attention(q, k, v)")
     rng = np.random.default_rng(81)
     sizes = [(5, 8), (1, 4), (7, 2), (16, 16), (3, 1)]
     for t, d in sizes:
         q, k, v = (variable(name, (t, d), np.float64) for name in "qkv")
         label = f"attention(q, k, v) for {t} positions and head size {d}"
         out = call(label, answer, q, k, v)
-        require(
-            isinstance(out, Node),
-            f"{label} returned {type(out).__name__}; it must return a node built from cl ops",
-        )
         feed = {node: 2 * rng.standard_normal((t, d)) for node in (q, k, v)}
-        seed = rng.standard_normal((t, d))
-        got = call(f"evaluating {label}", _values_and_grads, out, [q, k, v], feed, seed)
         reference = causal_softmax(q @ matrix_transpose(k), d**-0.5) @ v
-        want = _values_and_grads(reference, [q, k, v], feed, seed)
-        if not close(got[0], want[0], rtol=1e-6, atol=1e-10):
-            raise Wrong(
-                f"{label} {mismatch(got[0], want[0])}",
-                _attention_mistake(got[0], *(feed[n] for n in (q, k, v))),
-            )
-        for name, g, h in zip("qkv", got[1:], want[1:]):
-            require(
-                close(g, h, rtol=1e-6, atol=1e-10),
-                f"{label}: the gradient with respect to {name} {mismatch(g, h)}",
-            )
+        mistake_of = lambda got: _attention_mistake(got, feed[q], feed[k], feed[v])  # noqa: E731, B023
+        _compare(label, out, reference, [q, k, v], feed, mistake_of)
     return (
         f"right values and gradients (q, k and v) for {len(sizes)} sizes, one position and "
         "head size 1 too"
