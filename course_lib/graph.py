@@ -5,8 +5,10 @@ its input nodes, a deterministic name, and (when known) its static shape and dty
 Nodes are immutable once built. Graph walks are iterative, so a chain of 100,000
 nodes needs no recursion.
 
-The arithmetic operators of :class:`Node` (``+ - * / @ ** -x x[i]``) are installed
-by :mod:`course_lib.ops`, which owns every op.
+The operators of :class:`Node` (``+ - * / @ ** -x x[i] < x.T x.sum()``) are defined on
+it here; each builds the op of the same name from :mod:`course_lib.ops`, which owns every op
+and hands its functions over with :func:`register_ops` (the ops import this module, so it
+cannot import them).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import itertools
 import math
 import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from numbers import Number
 
 import numpy as np
@@ -31,18 +33,36 @@ _creation_counter = itertools.count()
 class Op:
     """One primitive: its forward rule, both derivative rules and its cost.
 
-    Subclasses override :meth:`compute` and, when differentiable, :meth:`gradient`
-    and :meth:`jvp`. Attributes (an axis, a shape, ...) live on the op instance,
-    so two nodes with equal ops compute the same function of their inputs.
+    Subclasses override :meth:`compute` and, when differentiable, :meth:`gradient` and
+    :meth:`jvp`. An op's parameters (an axis, a shape, ...) are named once, in the class's
+    ``attributes``, and set once, by ``Op.__init__``; :attr:`attrs`, :meth:`key` (two ops
+    with equal keys compute the same function of their inputs) and :meth:`label` follow
+    from them. Class flags say what kind of op it is:
+
+    * ``linear``: linear in its first input, the others (a shape to match, indices, a
+      predicate) being fixed, so its tangent rule is the op itself (see :meth:`jvp`);
+    * ``view``: NumPy computes it as a view (new shape and strides, same memory), so it
+      moves no data (see :meth:`accesses`);
+    * ``elementwise``: output element i depends on input elements i only (fusable);
+    * ``accepts_dead``: a control-flow op that looks at dead (untaken-branch) inputs.
     """
 
     name = "op"
     symbol: str | None = None  # infix symbol used in auto names, e.g. "*"
+    attributes: tuple[str, ...] = ()  # the op's parameters, e.g. ("axis", "keepdims")
+    linear = False
+    view = False
     elementwise = False
-    accepts_dead = False  # control-flow ops that look at dead (untaken-branch) inputs
+    accepts_dead = False
+    flops_per_element = 0  # the cost per output element (see :meth:`flops`)
 
-    def __init__(self, **attrs):
-        self.attrs = attrs
+    def __init__(self, **values):
+        """Set each declared attribute from ``values`` (checked by the subclass first)."""
+        if values.keys() != set(self.attributes):
+            raise TypeError(f"{type(self).__name__} declares the attributes {self.attributes}, "
+                            f"got {tuple(values)}")  # fmt: skip
+        for attribute, value in values.items():
+            setattr(self, attribute, value)
 
     # -- forward -------------------------------------------------------------------------
     def compute(self, xp, *inputs):
@@ -68,20 +88,30 @@ class Op:
         raise GraphError(f"op '{self.name}' (node {node.name}) is not differentiable")
 
     def jvp(self, node: Node, *tangents: Node | None) -> Node | None:
-        """The tangent of ``node`` from its inputs' tangents (None means zero)."""
-        raise GraphError(f"op '{self.name}' (node {node.name}) has no forward-mode rule")
+        """The tangent of ``node`` from its inputs' tangents (None means zero).
+
+        A ``linear`` op maps the tangent of its first input as it maps the input itself:
+        ``f(x + ε·ẋ, like) = f(x, like) + ε·f(ẋ, like)``, so its tangent is the op applied
+        to ``ẋ`` (no tangent in, none out).
+        """
+        if not self.linear:
+            raise GraphError(f"op '{self.name}' (node {node.name}) has no forward-mode rule")
+        return None if tangents[0] is None else apply(self, tangents[0], *node.inputs[1:])
 
     # -- cost ----------------------------------------------------------------------------
     def flops(self, out_shape: Shape, *in_shapes: Shape) -> int:
-        """Floating-point operations to compute the output (lecture convention)."""
-        return 0
+        """Floating-point operations to compute the output (lecture convention):
+        ``flops_per_element`` per output element unless the op counts otherwise."""
+        return self.flops_per_element * math.prod(out_shape)
 
     def accesses(self, out_shape: Shape, *in_shapes: Shape) -> tuple[tuple[int, ...], int]:
         """Elements loaded from each input and stored to the output, run as one kernel.
 
         The compulsory traffic: each input element is read once and each output element
-        written once (``C = A + B``: loads ``(n, n)``, stores ``n``). Views override this.
+        written once (``C = A + B``: loads ``(n, n)``, stores ``n``); a view moves nothing.
         """
+        if self.view:
+            return (0,) * len(in_shapes), 0
         return tuple(math.prod(s) for s in in_shapes), math.prod(out_shape)
 
     def memory_elements(self, out_shape: Shape, *in_shapes: Shape) -> int:
@@ -108,14 +138,19 @@ class Op:
         """
         return None
 
-    # -- identity and display ------------------------------------------------------------
+    # -- identity and display: both follow from the declared attributes ----------------
+    @property
+    def attrs(self) -> dict:
+        """The declared attributes and their values, e.g. ``{"axis": 1, "keepdims": False}``."""
+        return {attribute: getattr(self, attribute) for attribute in self.attributes}
+
     def key(self) -> tuple:
         """What makes two ops compute the same function (used by CSE)."""
-        return (type(self), tuple(sorted((k, _hashable(v)) for k, v in self.attrs.items())))
+        return (type(self), *(_hashable(getattr(self, a)) for a in self.attributes))
 
     def label(self) -> str:
-        """A short description such as ``sum(axis=1)``."""
-        if not self.attrs:
+        """A short description such as ``sum(axis=1, keepdims=False)``."""
+        if not self.attributes:
             return self.name
         args = ", ".join(f"{k}={v}" for k, v in self.attrs.items())
         return f"{self.name}({args})"
@@ -123,14 +158,46 @@ class Op:
     def __repr__(self) -> str:
         return f"<op {self.label()}>"
 
+    # -- facts that other layers read from the op: picture, kernel, FLOP table ----------
+    glyph: str | None = None  # how the symbol is drawn in pictures when it differs ("×")
+    family: str | None = None  # its compute component (course_lib.models.compute.FAMILIES)
+    flop_rows: tuple[str, ...] = ()  # the LLaMA FLOP-table rows it computes (models.flops)
+
+    def written(self, args: Sequence[str]) -> str:
+        """How a node of this op is written in a picture, over its inputs' names ``args``.
+
+        ``v2 × v3`` for an infix symbol, ``−v2`` for a prefix one, else the op's name with
+        the inputs and the attributes that are set: ``sum(v1, axis=1)``.
+        """
+        symbol = self.glyph or self.symbol
+        if symbol is not None and len(args) == 2:
+            return f"{args[0]} {symbol} {args[1]}"
+        if symbol is not None and len(args) == 1:
+            return f"{symbol}{args[0]}"
+        settings = [f"{k}={v}" for k, v in self.attrs.items() if v is not None and v is not False]
+        return f"{self.name}({', '.join([*args, *settings])})"
+
+    def gpu_kernel(self, launch, *arrays):
+        """This op's CUDA kernel run on ``arrays``, or None where the kernel does not apply.
+
+        ``launch`` offers the functions of :mod:`course_lib.kernels.launch` with the mode
+        (GPU or CPU emulator) filled in, e.g. ``launch.softmax(x)``. ``compute`` asks for the
+        kernel through :func:`course_lib.kernels.dispatch.run_on_gpu`, which calls this only
+        on the GPU, for float32 arrays, when the op's kernel is switched on. An op with a
+        kernel returns None for what it cannot handle (an axis, a rank), so ``compute``
+        falls back to its array-module code; ops without a kernel keep this default.
+        """
+        return None
+
 
 def _hashable(value):
-    if isinstance(value, list):
+    """``value`` as something hashable that is equal exactly when the values are."""
+    if isinstance(value, (list, tuple)):
         return tuple(_hashable(v) for v in value)
     if isinstance(value, slice):
         return ("slice", value.start, value.stop, value.step)
-    if isinstance(value, tuple):
-        return tuple(_hashable(v) for v in value)
+    if isinstance(value, np.ndarray):
+        return ("array", value.dtype.str, value.shape, value.tobytes())
     return value
 
 
@@ -202,6 +269,161 @@ class Node:
     @property
     def is_constant(self) -> bool:
         return isinstance(self.op, Constant)
+
+    # -- Python's operators: each builds the op of the same name in course_lib.ops ----------
+    def __add__(self, other):
+        """``self + other``: :func:`course_lib.ops.add` (op ``Add``, NumPy broadcasting)."""
+        return _OPS["add"](self, other)
+
+    def __radd__(self, other):
+        """``other + self``: :func:`course_lib.ops.add`."""
+        return _OPS["add"](other, self)
+
+    def __sub__(self, other):
+        """``self - other``: :func:`course_lib.ops.sub` (op ``Sub``)."""
+        return _OPS["sub"](self, other)
+
+    def __rsub__(self, other):
+        """``other - self``: :func:`course_lib.ops.sub`."""
+        return _OPS["sub"](other, self)
+
+    def __mul__(self, other):
+        """``self * other``: :func:`course_lib.ops.mul` (op ``Mul``, NumPy broadcasting)."""
+        return _OPS["mul"](self, other)
+
+    def __rmul__(self, other):
+        """``other * self``: :func:`course_lib.ops.mul`."""
+        return _OPS["mul"](other, self)
+
+    def __truediv__(self, other):
+        """``self / other``: :func:`course_lib.ops.div` (op ``Div``)."""
+        return _OPS["div"](self, other)
+
+    def __rtruediv__(self, other):
+        """``other / self``: :func:`course_lib.ops.div`."""
+        return _OPS["div"](other, self)
+
+    def __matmul__(self, other):
+        """``self @ other``: :func:`course_lib.ops.matmul` (op ``MatMul``)."""
+        return _OPS["matmul"](self, other)
+
+    def __rmatmul__(self, other):
+        """``other @ self``: :func:`course_lib.ops.matmul`."""
+        return _OPS["matmul"](other, self)
+
+    def __pow__(self, p):
+        """``self ** p`` for a real number p: :func:`course_lib.ops.power` (op ``Power``)."""
+        return _OPS["power"](self, p)
+
+    def __rpow__(self, base):
+        """``base ** self``: refused by :func:`course_lib.ops.power` (a node exponent), with
+        the way out (``exp(p * log(base))``)."""
+        return _OPS["power"](base, self)
+
+    def __neg__(self):
+        """``-self``: :func:`course_lib.ops.neg` (op ``Neg``)."""
+        return _OPS["neg"](self)
+
+    def __pos__(self):
+        """``+self`` is ``self``."""
+        return self
+
+    def __lt__(self, other):
+        """``self < other``: :func:`course_lib.ops.less` (a boolean node)."""
+        return _OPS["less"](self, other)
+
+    def __le__(self, other):
+        """``self <= other``: :func:`course_lib.ops.less_equal`."""
+        return _OPS["less_equal"](self, other)
+
+    def __gt__(self, other):
+        """``self > other``: :func:`course_lib.ops.greater`."""
+        return _OPS["greater"](self, other)
+
+    def __ge__(self, other):
+        """``self >= other``: :func:`course_lib.ops.greater_equal`."""
+        return _OPS["greater_equal"](self, other)
+
+    # ``==`` and ``!=`` stay identity (nodes are dict keys): use course_lib.ops.equal
+
+    def __getitem__(self, index):
+        """``self[index]``: :func:`course_lib.ops.getitem` (op ``GetItem``)."""
+        return _OPS["getitem"](self, index)
+
+    def __iter__(self):
+        """``for row in x``: the rows ``x[0], x[1], ...`` along the first axis."""
+        if not self.shape or self.shape[0] is None:
+            raise GraphError(
+                f"cannot iterate over node {self.name} of shape {self.shape}: iteration needs "
+                "a first axis of known size"
+            )
+        return (_OPS["getitem"](self, i) for i in range(self.shape[0]))
+
+    @property
+    def T(self) -> Node:
+        """The axes reversed: :func:`course_lib.ops.transpose` (op ``Permute``)."""
+        return _OPS["transpose"](self)
+
+    def reshape(self, *shape) -> Node:
+        """``x.reshape(2, 3)`` or ``x.reshape((2, 3))``: :func:`course_lib.ops.reshape`."""
+        return _OPS["reshape"](self, shape[0] if len(shape) == 1 else shape)
+
+    def sum(self, axis=None, keepdims=False, dtype=None, out=None) -> Node:
+        """``x.sum(axis, keepdims)``: :func:`course_lib.ops.sum` (``np.sum(x)`` calls it)."""
+        return self._reduce("sum", axis, keepdims, dtype, out)
+
+    def mean(self, axis=None, keepdims=False, dtype=None, out=None) -> Node:
+        """``x.mean(axis, keepdims)``: :func:`course_lib.ops.mean` (``np.mean(x)`` calls it)."""
+        return self._reduce("mean", axis, keepdims, dtype, out)
+
+    def _reduce(self, name, axis, keepdims, dtype, out) -> Node:
+        if dtype is not None or out is not None:
+            raise GraphError(
+                f"{name} of node {self.name}: NumPy's dtype= and out= are not supported; "
+                f"use cl.{name}(x, axis, keepdims) (and cl.cast for a dtype)"
+            )
+        return _OPS[name](self, axis, keepdims)
+
+    def __array_ufunc__(self, ufunc, method: str, *inputs, **kwargs):
+        """NumPy on nodes: the ufuncs behind Python's operators build graph ops; others are
+        refused.
+
+        With an array or a NumPy scalar on the left (``np.float64(2) * x`` is
+        ``np.multiply(2, x)``) NumPy hands the operator to the node, which builds the op, so
+        the graph is kept. ``np.exp(x)`` would take the values out of the graph (a symbolic
+        node has none yet, and a tensor's gradients would silently stop), so it raises a
+        GraphError (a TypeError) pointing to ``cl.exp``.
+        """
+        if method == "__call__" and not kwargs:
+            if ufunc in _UFUNC_OPS:
+                return _OPS[_UFUNC_OPS[ufunc]](*inputs)
+            if ufunc in (np.equal, np.not_equal):  # ``==`` on nodes is identity, as without NumPy
+                return ufunc is np.not_equal
+        call = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
+        ours = f"cl.{ufunc.__name__}" if ufunc.__name__ in _OPS else "course_lib's ops"
+        raise GraphError(
+            f"{call} cannot compute on node {self.name}: NumPy would take its values out of the "
+            f"graph (a symbolic node has none yet, a tensor's gradients would stop); use {ours}, "
+            "or the values (.numpy() of a tensor, Executor.run of a node)"
+        )
+
+
+# -- the op library, as Node's operators see it ----------------------------------------------
+# graph.py cannot import course_lib.ops (the ops import graph.py), so the op library hands
+# its public functions over when it is imported: ``_OPS["mul"]`` is ``course_lib.ops.mul``.
+_OPS: dict[str, Callable[..., Node]] = {}
+
+# The ufuncs NumPy calls for Python's operators, and the op each of them builds.
+_UFUNC_OPS = {
+    np.add: "add", np.subtract: "sub", np.multiply: "mul", np.true_divide: "div",
+    np.matmul: "matmul", np.power: "power", np.less: "less", np.less_equal: "less_equal",
+    np.greater: "greater", np.greater_equal: "greater_equal",
+}  # fmt: skip
+
+
+def register_ops(functions: Mapping[str, Callable[..., Node]]) -> None:
+    """Give Node's operators the op library's functions (called by :mod:`course_lib.ops`)."""
+    _OPS.update(functions)
 
 
 # -- leaves ---------------------------------------------------------------------------------

@@ -87,3 +87,14 @@ def test_device_error_for_unknown_device():
 def test_cross_entropy_needs_integer_targets():
     with pytest.raises(ShapeError, match="integer class targets"):
         cl.cross_entropy(cl.variable("z", (2, 3)), cl.constant(np.zeros(2)))
+
+
+def test_grad_refuses_a_seed_of_another_shape_and_uses_one_of_the_same():
+    x = cl.variable("x", (2, 3))
+    y = cl.exp(x)
+    with pytest.raises(ShapeError, match=r"seed .* shape \(3,\).* output .* shape \(2, 3\)"):
+        cl.grad(y, x, seed=np.ones(3))
+    seed = np.arange(6.0).reshape(2, 3)
+    (gx,) = cl.grad(y, [x], seed=seed)
+    value = np.linspace(-1, 1, 6).reshape(2, 3)
+    np.testing.assert_allclose(cl.evaluate(gx, {x: value}), seed * np.exp(value))

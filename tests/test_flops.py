@@ -9,7 +9,6 @@ from course_lib.models.flops import (
     COURSE_LIB,
     GROUPS,
     LECTURE,
-    ROWS_OF_OP,
     FlopConvention,
     attention_overtakes_mlp,
     compare_with_graph,
@@ -232,14 +231,27 @@ def test_model_graph_flops_equal_the_table_under_the_course_lib_convention(n_kv_
     counted = count_flops(graph.logits)
     table = flops_table(config, b, s, COURSE_LIB)
     assert counted.total == table.total
-    for op, terms in ROWS_OF_OP.items():
-        if op in ("head_scores", "causal_softmax"):
-            continue  # they share the softmax(QKᵀ/√d) row, checked below
+    for op, terms in counted.flop_rows.items():
+        if not terms or op in ("head_scores", "causal_softmax"):
+            continue  # free ops, checked below; two ops share the softmax(QKᵀ/√d) row
         assert counted.by_op[op] == sum(table.row(t).total for t in terms), op
     scores = counted.by_op["head_scores"] + counted.by_op["causal_softmax"]
     assert scores == table.row("softmax(QKᵀ/√d)").total
-    free = set(counted.by_op) - set(ROWS_OF_OP)
+    free = {op for op, terms in counted.flop_rows.items() if not terms}
     assert free and all(counted.by_op[op] == 0 for op in free)  # views and the gather
+
+
+def test_count_flops_groups_the_one_walk_by_op_kind():
+    graph = Llama(_config(2), seed=0).forward_graph(2, 8)
+    by_node = cl.perf.flops_by_node(graph.loss)
+    counted = count_flops(graph.loss)
+    assert counted.nodes == len(by_node) and counted.total == sum(by_node.values())
+    for op, flops in counted.by_op.items():
+        assert flops == sum(f for n, f in by_node.items() if n.op.name == op), op
+        assert counted.flop_rows[op] == next(n.op for n in by_node if n.op.name == op).flop_rows
+    empty = count_flops([])
+    assert (empty.total, dict(empty.by_op), empty.nodes) == (0, {}, 0)
+    assert repr(empty).splitlines()[-1].split() == ["total", "0", "0", "ops"]
 
 
 def test_lecture_convention_differs_only_by_rope_on_the_keys():

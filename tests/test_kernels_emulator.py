@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course_lib.errors import ShapeError
-from course_lib.kernels import dispatch, emulator, launch, reference
+from course_lib.errors import ParameterError, ShapeError
+from course_lib.kernels import emulator, launch, reference
 from course_lib.kernels.errors import KernelLaunchError
 
 pytestmark = pytest.mark.skipif(  # CI has g++: fail there rather than skip
@@ -50,6 +50,80 @@ def test_matmul(kernel, shape, rng):
     np.testing.assert_allclose(
         kernel(a, b, **EMU), reference.matmul(a, b), rtol=1e-4, atol=1e-5 * np.sqrt(k)
     )
+
+
+@pytest.mark.parametrize("shape", [*_cyclic(SIZES, 3), (64, 128, 72), (65, 63, 9)])
+def test_register_tiled_matmul(shape, rng):
+    m, n, k = shape
+    a, b = _f32(rng, m, k), _f32(rng, k, n)
+    np.testing.assert_allclose(
+        launch.matmul_register_tiled(a, b, **EMU), reference.matmul_register_tiled(a, b),
+        rtol=1e-4, atol=1e-5 * np.sqrt(k),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("stride", [1, 2, 3, 32, 1000])
+@pytest.mark.parametrize("n", [1, 33, 4099])
+def test_copy_strided(n, stride, rng):
+    x = _f32(rng, n)
+    assert np.array_equal(launch.copy_strided(x, stride, **EMU), reference.copy_strided(x, stride))
+
+
+def test_copy_strided_grid_stride_loop_covers_any_grid(rng):
+    x = _f32(rng, 5000)
+    for grid in (1, 3, 40):  # fewer threads than elements: each thread loops
+        out = launch.copy_strided(x, 2, grid=grid, block=64, **EMU)
+        assert np.array_equal(out, x[::2])
+
+
+@pytest.mark.parametrize("variant", launch.TRANSPOSES)
+@pytest.mark.parametrize("shape", [(1, 1), (1, 33), (33, 1), (17, 257), (64, 96)])
+def test_transpose(variant, shape, rng):
+    x = _f32(rng, *shape)
+    assert np.array_equal(launch.transpose(x, variant=variant, **EMU), reference.transpose(x))
+
+
+@pytest.mark.parametrize("variant", launch.REDUCTIONS)
+@pytest.mark.parametrize("n", [1, 17, 33, 257, 4099, 300_001])
+def test_reduce_sum(variant, n, rng):
+    x = _f32(rng, n)
+    total = launch.reduce_sum(x, variant=variant, **EMU)
+    assert total.shape == () and total.dtype == np.float32
+    np.testing.assert_allclose(total, reference.reduce_sum(x), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("variant", launch.REDUCTIONS)
+def test_reduce_sum_edges(variant):
+    assert launch.reduce_sum(np.zeros(0, np.float32), variant=variant, **EMU) == 0
+    spikes = np.array([np.inf, 1.0, np.nan, 2.0], np.float32)
+    assert np.isnan(launch.reduce_sum(spikes, variant=variant, **EMU))
+    ones = np.ones(1000, np.float32)
+    for block, blocks in ((32, 1), (64, 3), (1024, 2)):  # any whole-warp block, any grid
+        assert launch.reduce_sum(ones, variant=variant, block=block, blocks=blocks, **EMU) == 1000
+
+
+def test_new_launchers_reject_bad_arguments(rng):
+    x = _f32(rng, 8)
+    with pytest.raises(ParameterError, match="positive integer stride"):
+        launch.copy_strided(x, 0, **EMU)
+    with pytest.raises(ParameterError, match="positive integer stride"):
+        launch.copy_strided(x, True, **EMU)
+    with pytest.raises(ShapeError, match="vector"):
+        launch.copy_strided(x.reshape(2, 4), 1, **EMU)
+    with pytest.raises(ParameterError, match="naive"):
+        launch.transpose(x.reshape(2, 4), variant="fast", **EMU)
+    with pytest.raises(ShapeError, match="matrix"):
+        launch.transpose(x, **EMU)
+    with pytest.raises(ParameterError, match="tree"):
+        launch.reduce_sum(x, variant="atomic", **EMU)
+    with pytest.raises(KernelLaunchError, match="whole warps"):
+        launch.reduce_sum(x, variant="shuffle", block=48, **EMU)
+    with pytest.raises(KernelLaunchError, match="power of two"):
+        launch.reduce_sum(x, variant="tree", block=48, **EMU)
+    with pytest.raises(ShapeError, match="vector"):
+        launch.reduce_sum(x.reshape(2, 4), **EMU)
+    with pytest.raises(ShapeError):
+        launch.matmul_register_tiled(x.reshape(2, 4), x.reshape(2, 4), **EMU)
 
 
 @given(m=st.integers(1, 70), n=st.integers(1, 70), k=st.integers(1, 70))
@@ -169,48 +243,3 @@ def test_default_mode_without_gpu_is_the_emulator():
     assert launch.default_mode() == "emulator"
 
 
-def test_dispatch_hooks(rng):
-    x = _f32(rng, 4, 33)
-    np.testing.assert_allclose(
-        dispatch.kernel_result("softmax", x, mode="emulator", axis=-1),
-        reference.softmax(x),
-        rtol=1e-5,
-        atol=1e-7,
-    )
-    assert dispatch.kernel_result("softmax", x, mode="emulator", axis=0) is None
-    assert dispatch.kernel_result("softmax", x.astype(np.float64), mode="emulator") is None
-    a, b = _f32(rng, 5, 7), _f32(rng, 7, 3)
-    np.testing.assert_allclose(
-        dispatch.kernel_result("matmul", a, b, mode="emulator"), a @ b, rtol=1e-5, atol=1e-5
-    )
-    assert dispatch.kernel_result("matmul", a[None], b[None], mode="emulator") is None
-    assert dispatch.run_on_gpu("softmax", np, x) is None  # NumPy arrays: the op's own code
-    assert dispatch.kernel_enabled("softmax") and not dispatch.kernel_enabled("matmul")
-    dispatch.use_kernel("matmul", True)
-    try:
-        assert dispatch.kernel_enabled("matmul")
-    finally:
-        dispatch.use_kernel("matmul", False)
-    with pytest.raises(KeyError, match="softmax"):
-        dispatch.use_kernel("conv2d")
-
-
-def test_rms_norm_and_rope_hooks_agree_with_the_ops(rng):
-    """What RMSNorm and RoPE compute on a GPU (their kernels) equals their NumPy code."""
-    from course_lib.ops.norms import RMSNorm
-    from course_lib.ops.rope import Rope, _tables
-
-    x, w = _f32(rng, 6, 40), _f32(rng, 40)
-    np.testing.assert_allclose(
-        dispatch.kernel_result("rms_norm", x, w, mode="emulator", eps=1e-5),
-        RMSNorm(1e-5).compute(np, x, w), rtol=1e-5, atol=1e-6,
-    )  # fmt: skip
-    q = _f32(rng, 2, 3, 7, 8)  # (batch, heads, positions, head_dim)
-    cos, sin = _tables(7, 8, 10000.0, np.dtype(np.float32))
-    for inverse in (False, True):
-        tables = (cos, -sin if inverse else sin)
-        np.testing.assert_allclose(
-            dispatch.kernel_result("rope", q, *tables, mode="emulator", seq_axis=-2),
-            Rope(seq_axis=-2, inverse=inverse).compute(np, q), rtol=1e-5, atol=1e-6,
-        )  # fmt: skip
-    assert dispatch.kernel_result("rope", q, cos, sin, mode="emulator", seq_axis=1) is None

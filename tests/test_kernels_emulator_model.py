@@ -167,7 +167,8 @@ extern "C" __global__ void k(float* x) { x[(long long)threadIdx.x << 40] = 1.0f;
 @pytest.mark.parametrize(
     "body, message",
     [
-        ("float v = __shfl_down_sync(0xffffffff, x[0], 1);", "warp-level"),
+        ("float v = __shfl_down(x[0], 1);", "without a mask"),
+        ("unsigned b = __ballot_sync(0xffffffff, x[0] > 0);", "warp votes"),
         ('asm volatile("membar.gl;");', "inline PTX"),
         ("int c = __syncthreads_count(x[0] > 0);", "barrier reductions"),
         ("__half h;", "16-bit"),
@@ -196,7 +197,7 @@ def test_unsupported_declarations(source, message):
 
 def test_comments_do_not_trip_the_checks():
     k = _kernel(r"""
-// __shfl_down_sync is not used here; /* nor asm */
+// __shfl_down(x, 1) is not used here; /* nor asm */
 extern "C" __global__ void k(float* x) { x[0] = 1.0f; }  // __syncthreads()""")
     assert not k.uses_barriers
 
@@ -233,3 +234,97 @@ def test_missing_compiler_is_a_clear_error(monkeypatch):
     assert not emulator.emulator_available()
     with pytest.raises(KernelCompileError, match="g\\+\\+"):
         native.build_library("int x;", "x.cu")
+
+
+SHUFFLES = r"""
+extern "C" __global__ void k(const int* x, int* out, int delta) {
+    int t = threadIdx.x, v = x[t];
+    out[0 * blockDim.x + t] = __shfl_down_sync(0xffffffff, v, delta);
+    out[1 * blockDim.x + t] = __shfl_up_sync(0xffffffff, v, delta);
+    out[2 * blockDim.x + t] = __shfl_xor_sync(0xffffffff, v, delta);
+    out[3 * blockDim.x + t] = __shfl_sync(0xffffffff, v, delta);
+    out[4 * blockDim.x + t] = __shfl_down_sync(0xffffffff, v, delta, 8);
+    __syncwarp();
+    out[5 * blockDim.x + t] = __shfl_xor_sync(0xffffffff, v, delta, 8);
+}"""
+
+
+def _expected_shuffles(x: np.ndarray, delta: int) -> np.ndarray:
+    """CUDA's shuffle rules, written out lane by lane for whole warps."""
+    lane = np.arange(x.size) % 32
+    warp = np.arange(x.size) - lane
+    seg8 = lane & ~7
+
+    def take(source):
+        return x[warp + source]
+
+    return np.concatenate([
+        take(np.where(lane + delta < 32, lane + delta, lane)),
+        take(np.where(lane >= delta, lane - delta, lane)),
+        take(np.where((lane ^ delta) & ~31 > lane & ~31, lane, lane ^ delta)),
+        take(np.full_like(lane, delta % 32)),
+        take(np.where(lane % 8 + delta < 8, lane + delta, lane)),
+        take(np.where((lane ^ delta) & ~7 > seg8, lane, lane ^ delta)),
+    ])  # fmt: skip
+
+
+@pytest.mark.parametrize("delta", [0, 1, 3, 8, 16, 31])
+def test_warp_shuffles_follow_cuda_rules(delta, rng):
+    k = _kernel(SHUFFLES)
+    assert k.uses_barriers  # warp-level calls: the threads run as fibers
+    x = rng.integers(-1000, 1000, 64).astype(np.int32)  # two warps
+    out = np.zeros(6 * x.size, np.int32)
+    k((1,), (64,), (x, out, np.int32(delta)))
+    assert np.array_equal(out, _expected_shuffles(x, delta))
+
+
+def test_shuffles_move_floats_and_doubles_bit_for_bit():
+    k = _kernel(r"""
+extern "C" __global__ void k(const float* x, const double* y, float* a, double* b) {
+    a[threadIdx.x] = __shfl_xor_sync(0xffffffff, x[threadIdx.x], 1);
+    b[threadIdx.x] = __shfl_xor_sync(0xffffffff, y[threadIdx.x], 1);
+}""")
+    x = np.array([np.nan, -0.0, np.inf, 1e-45] * 8, np.float32)
+    y = np.array([np.nan, -0.0, -np.inf, 5e-324] * 8)
+    a, b = np.zeros_like(x), np.zeros_like(y)
+    k((1,), (32,), (x, y, a, b))
+    swap = np.arange(32) ^ 1
+    assert a.tobytes() == x[swap].tobytes() and b.tobytes() == y[swap].tobytes()
+
+
+def test_half_warp_masks_and_barriers_mix():
+    # Lanes 0-15 and 16-31 shuffle within their own half, then the block synchronises.
+    k = _kernel(r"""
+extern "C" __global__ void k(int* out) {
+    __shared__ int total[2];
+    int lane = threadIdx.x % 32;
+    unsigned mask = lane < 16 ? 0x0000ffffu : 0xffff0000u;
+    int v = lane;
+    for (int offset = 8; offset > 0; offset /= 2) v += __shfl_down_sync(mask, v, offset, 16);
+    if (lane % 16 == 0) total[lane / 16] = v;
+    __syncthreads();
+    out[threadIdx.x] = total[0] * 1000 + total[1];
+}""")
+    out = np.zeros(32, np.int32)
+    k((1,), (32,), (out,))
+    assert (out == sum(range(16)) * 1000 + sum(range(16, 32))).all()
+
+
+@pytest.mark.parametrize(
+    "body, block, message",
+    [
+        ("if (threadIdx.x == 5) return; x[0] = __shfl_down_sync(0xffffffff, 1.0f, 1);", 32,
+         "never get there"),
+        ("x[0] = __shfl_down_sync(0xffffffff, 1.0f, 1);", 16, "a lane the block does not have"),
+        ("x[0] = __shfl_sync(threadIdx.x == 0 ? 0xffffffffu : 0xfffffffeu, 1.0f, 1);", 32,
+         "different masks"),
+        ("x[0] = __shfl_down_sync(0x0000ffff, 1.0f, 1);", 32, "outside the mask"),
+        ("x[0] = __shfl_sync(0xfffffffe, 1.0f, 0);", 32, "not in the mask"),
+        ("x[0] = __shfl_sync(0x0000ffff, 1.0f, 20);", 32, "outside the mask"),
+        ("if (threadIdx.x < 32) __syncwarp(); else __syncthreads();", 64, "returned while"),
+    ],
+)  # fmt: skip
+def test_warp_call_misuse_is_reported(body, block, message):
+    k = _kernel(f'extern "C" __global__ void k(float* x) {{\n    {body}\n}}')
+    with pytest.raises(KernelLaunchError, match=message):
+        k((1,), (block,), (np.zeros(1, np.float32),))

@@ -66,6 +66,28 @@ def test_rope_and_attention_on_gpu(rng):
         )
 
 
+@pytest.mark.parametrize("shape", [(1, 1, 1), (17, 33, 257), (1000, 300, 700)])
+def test_register_tiled_matmul_on_gpu(shape, rng):
+    m, n, k = shape
+    a, b = _f32(rng, m, k), _f32(rng, k, n)
+    np.testing.assert_allclose(
+        _host(launch.matmul_register_tiled(a, b, **GPU)), reference.matmul(a, b),
+        rtol=1e-4, atol=1e-4 * np.sqrt(k),
+    )  # fmt: skip
+
+
+def test_copy_transpose_and_reductions_on_gpu(rng):
+    x = _f32(rng, 100_003)
+    for stride in (1, 32):
+        assert np.array_equal(_host(launch.copy_strided(x, stride, **GPU)), x[::stride])
+    m = _f32(rng, 257, 1000)
+    for variant in launch.TRANSPOSES:
+        assert np.array_equal(_host(launch.transpose(m, variant=variant, **GPU)), m.T)
+    for variant in launch.REDUCTIONS:  # the shuffles run on real warps here
+        total = _host(launch.reduce_sum(x, variant=variant, **GPU))
+        np.testing.assert_allclose(total, reference.reduce_sum(x), rtol=1e-5, atol=1e-3)
+
+
 def test_fused_on_gpu(rng):
     spec = FusedElementwise("fused_gpu", ("a", "b"), (("c", "a * b + 1.0f"),))
     a, b = _f32(rng, 1000), _f32(rng, 1000)
@@ -87,7 +109,7 @@ def test_softmax_op_uses_the_kernel_on_gpu(rng, monkeypatch):
     original = dispatch.kernel_result
 
     def spy(*args, **kwargs):
-        calls.append(args[0])
+        calls.append(args[0].name)
         return original(*args, **kwargs)
 
     monkeypatch.setattr(dispatch, "kernel_result", spy)

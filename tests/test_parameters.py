@@ -55,6 +55,8 @@ BAD = [
     (lambda: cl.reshape(x, (2.0, 3)), cl.GraphError, "reshape: shape must be an integer"),
     (lambda: cl.reshape(x, (-1, -1)), cl.ParameterError, "at most one -1"),
     (lambda: cl.reshape(x, 6.0), cl.GraphError, "reshape: shape must be a tuple"),
+    (lambda: cl.reshape(x, None), cl.GraphError, "reshape: shape must be a tuple"),
+    (lambda: cl.broadcast_to(w, None), cl.GraphError, "broadcast_to: shape must be a tuple"),
     (lambda: cl.broadcast_to(w, ("a", 3)), cl.GraphError, "broadcast_to: shape must be an int"),
     (lambda: cl.broadcast_to(w, (float("nan"), 3)), cl.GraphError, "broadcast_to: shape"),
     (lambda: cl.broadcast_to(w, (-2, 3)), cl.ParameterError, "broadcast_to: shape must have"),

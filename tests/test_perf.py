@@ -13,6 +13,7 @@ from course_lib.perf import (
     Roofline,
     arithmetic_intensity,
     best_seconds,
+    flops_by_node,
     interleaved_medians,
     measure_bandwidth,
     measure_graph,
@@ -78,6 +79,20 @@ def test_zero_traffic_has_zero_intensity_both_ways():
     report = arithmetic_intensity(cl.reshape(cl.variable("x", (4, 6), np.float32), (6, 4)))
     assert report.bytes == report.elements == report.flops == 0
     assert report.intensity == 0 and report.byte_intensity == 0.0
+
+
+def test_one_walk_gives_every_op_its_flops_once():
+    x, w = cl.variable("x", (4, 6), np.float32), cl.variable("w", (6, 3), np.float32)
+    y = cl.exp(x) @ w
+    outputs = [y + y, cl.sum(y), y]  # y is shared and an output: counted once
+    by_node = flops_by_node(outputs)
+    assert list(by_node) == [n for n in cl.topological_order(outputs) if n.inputs]
+    assert by_node == {c.node: c.flops for c in arithmetic_intensity(outputs).ops}
+    assert by_node[y] == 2 * 4 * 6 * 3 and sum(by_node.values()) == 24 + 144 + 12 + 12
+    assert flops_by_node([]) == {} and flops_by_node(x) == {}  # leaves are not ops
+    assert list(flops_by_node(cl.variable("e", (0, 3)) * 2.0).values()) == [0]  # empty arrays
+    with pytest.raises(GraphError, match="graph nodes, got a ndarray"):
+        flops_by_node([y, np.zeros(3)])
 
 
 def test_timing_helpers_count_their_runs_and_take_any_keys():

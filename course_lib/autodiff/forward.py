@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from ..errors import GraphError, ShapeError
 from ..graph import Node, constant, topological_order
 from ..ops import zeros_like
-from ..ops.shape import broadcast_like
+from ..ops.broadcast import broadcast_like
 
 
 def jvp(outputs: Node | Sequence[Node], tangents: Mapping[Node, object]):
@@ -32,13 +32,12 @@ def jvp(outputs: Node | Sequence[Node], tangents: Mapping[Node, object]):
                 f"a variable (course_lib.variable) for an input you want a derivative for"
             )
         t = value if isinstance(value, Node) else constant(value)
-        if t.shape is not None and var.shape is not None and t.shape != var.shape:
-            if len(t.shape) > len(var.shape):
-                raise ShapeError(
-                    f"jvp: the tangent of {var.name} has shape {t.shape}, "
-                    f"but {var.name} has shape {var.shape}"
-                )
-            t = broadcast_like(t, var)
+        if t.shape is not None and var.shape is not None and len(t.shape) > len(var.shape):
+            raise ShapeError(
+                f"jvp: the tangent of {var.name} has shape {t.shape}, "
+                f"but {var.name} has shape {var.shape}"
+            )
+        t = broadcast_like(t, var)  # every tangent has its node's shape (none built if so)
         tangent[var] = t
     for node in topological_order(outs):
         if node in tangent or not node.inputs:

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..errors import GraphError
-from ..graph import Node, topological_order
+from ..errors import GraphError, ShapeError
+from ..graph import Node, as_node, topological_order
 from ..ops import ones_like, sum_n, zeros_like
 
 
@@ -152,7 +152,7 @@ def grad(out: Node, wrt: Node | Sequence[Node], seed: Node | None = None) -> lis
     ``seed`` is v̄_out, the adjoint of ``out`` (ones by default: d out / d out).
     """
     targets = _targets(out, wrt)
-    seed = ones_like(out) if seed is None else seed
+    seed = ones_like(out) if seed is None else _checked_seed(out, seed)
     adjoints = gradient(out, targets, seed, topological_order([out]))
     return _result(adjoints, targets, single=isinstance(wrt, Node))
 
@@ -192,6 +192,19 @@ def gradient(out: Node, wrt: list[Node], seed: Node, order: list[Node], observer
             if observer is not None:
                 observer.on_partial(i, k, vki_bar)
     return adjoints
+
+
+def _checked_seed(out: Node, seed) -> Node:
+    """A given v̄_out as a node of ``out``'s shape: the rules take each adjoint to have its
+    node's shape, so a seed of another shape would give wrong-shaped gradients."""
+    seed = as_node(seed)
+    known = [s for s in (out.shape, seed.shape) if s is not None and None not in s]
+    if len(known) == 2 and known[0] != known[1]:
+        raise ShapeError(
+            f"grad: the seed {seed.name} has shape {seed.shape}, but the output {out.name} "
+            f"has shape {out.shape}; the seed is the output's adjoint, so the shapes must agree"
+        )
+    return seed
 
 
 def _targets(out: Node, wrt) -> list[Node]:

@@ -13,23 +13,29 @@ fused elementwise kernels from a template; :mod:`.dispatch` lets ops use the ker
 
 from __future__ import annotations
 
-from . import analysis, dispatch, emulator, launch, nvrtc, reference
+from . import analysis, dispatch, emulator, gpus, launch, nvrtc, profiling, reference
 from .emulator import EmulatedKernel, EmulatedModule, compile_module, emulator_available
 from .errors import KernelCompileError, KernelError, KernelLaunchError, UnsupportedConstructError
 from .fused import FusedElementwise
+from .gpus import GPUS, occupancy
 from .launch import (
     attention,
+    copy_strided,
     default_mode,
     fused,
     get_kernel,
     matmul_naive,
+    matmul_register_tiled,
     matmul_tiled,
+    reduce_sum,
     rmsnorm,
     rope,
     softmax,
+    transpose,
     vector_add,
     vector_add_float4,
 )
+from .profiling import profile
 from .sources import kernel_files, kernel_names, kernel_source, read_source
 
 
@@ -49,4 +55,6 @@ __all__ = [
     "get_kernel", "kernel_files", "kernel_names", "kernel_source", "launch", "matmul_naive",
     "matmul_tiled", "nvrtc", "read_source", "reference", "rmsnorm", "rope", "softmax",
     "vector_add", "vector_add_float4",
+    "GPUS", "copy_strided", "gpus", "matmul_register_tiled", "occupancy", "profile",
+    "profiling", "reduce_sum", "transpose",
 ]  # fmt: skip

@@ -6,9 +6,11 @@
 //
 // Launch: grid (ceil(seq_len / B), n_heads, batch), block B threads, dynamic shared memory
 // 2 * B * head_dim floats; head_dim <= MAX_HEAD_DIM. Thread t of block x owns query row
-// i = x * B + t and keeps its output row in registers. The block walks over the keys in tiles
-// of B rows, staged in shared memory by all its threads together (coalesced loads, each key
-// read from global memory once per block instead of once per query). For each key j, the
+// i = x * B + t and keeps it and its output row in per-thread arrays (q_row, acc). They are
+// indexed by a loop whose length is known only at run time, so they cannot be registers: they
+// live in local memory (off-chip, cached; ptxas reports them as the stack frame). The block
+// walks over the keys in tiles of B rows, staged in shared memory by all its threads together
+// (coalesced loads, each key read from global memory once per block instead of once per query). For each key j, the
 // thread updates a running maximum m, a running denominator l and the weighted sum acc:
 //   m' = max(m, s_j),  l = l * exp(m - m') + exp(s_j - m'),  acc = acc * exp(m - m') + exp(s_j - m') v_j
 // so the (seq_len x seq_len) score matrix is never stored. With causal != 0, query i sees keys

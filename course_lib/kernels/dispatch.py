@@ -1,24 +1,28 @@
-"""Hooks through which ops use the CUDA kernels when course_lib runs on the GPU.
+"""How ops use their CUDA kernels when course_lib runs on the GPU.
 
-An op's ``compute(xp, ...)`` calls :func:`run_on_gpu`; it returns the kernel's result, or
-``None`` when the op should fall back to its array-module code: on the CPU, when the kernel
-is switched off, or when the arrays are not what the kernel handles (dtype, axis, rank).
-Softmax uses its kernel by default; matmul keeps cuBLAS (``cupy.matmul``) unless
-``use_kernel("matmul", True)`` asks for the teaching tiled kernel.
+Each op with a kernel says how to call it in its ``gpu_kernel(launch, *arrays)`` method (see
+:class:`course_lib.graph.Op`), and its ``compute(xp, ...)`` starts with
+``run_on_gpu(self, xp, ...)``: the kernel's result, or ``None`` when the op should fall back
+to its array-module code: on the CPU, when its kernel is switched off, or when the arrays are
+not what the kernel handles (dtype, axis, rank). This module only keeps the switches: softmax,
+RMSNorm and RoPE use their kernels by default; matmul keeps cuBLAS (``cupy.matmul``) unless
+``use_kernel("matmul", True)`` asks for the teaching tiled kernel. Nothing here loads the
+kernel machinery (CuPy, the emulator) before a kernel runs.
 """
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
-from . import launch
-
+#: Op name -> whether ops of that name use their kernel on the GPU (one entry per hook).
 _ENABLED = {"softmax": True, "matmul": False, "rms_norm": True, "rope": True}
 
 
 def use_kernel(op: str, enabled: bool = True) -> None:
-    """Switch the GPU kernel of ``op`` (``"softmax"``, ``"matmul"``, ``"rms_norm"`` or
-    ``"rope"``) on or off."""
+    """Switch the GPU kernel of the ops named ``op`` (``"softmax"``, ``"matmul"``,
+    ``"rms_norm"`` or ``"rope"``) on or off."""
     if op not in _ENABLED:
         raise KeyError(f"no kernel hook for op {op!r}; hooks exist for {sorted(_ENABLED)}")
     _ENABLED[op] = bool(enabled)
@@ -29,33 +33,33 @@ def kernel_enabled(op: str) -> bool:
     return _ENABLED.get(op, False)
 
 
-def _float32(*arrays) -> bool:
-    return all(a.dtype == np.float32 for a in arrays)
+class Launcher:
+    """The functions of :mod:`.launch` with ``mode`` filled in: ``Launcher("gpu").softmax(x)``.
+
+    This is what an op's ``gpu_kernel`` receives; :mod:`.launch` (with CuPy or the emulator
+    behind it) is imported when the first kernel is looked up, not before.
+    """
+
+    def __init__(self, mode: str):
+        self.mode = mode
+
+    def __getattr__(self, name: str):
+        from . import launch  # noqa: PLC0415 (the kernel machinery loads on first use)
+
+        return functools.partial(getattr(launch, name), mode=self.mode)
 
 
-def kernel_result(op: str, *arrays, mode: str, **attrs):
-    """The kernel's result for ``op`` on ``arrays`` in ``mode``, or None if it does not apply."""
-    if op == "softmax":
-        (x,) = arrays
-        if _float32(x) and x.ndim >= 1 and attrs.get("axis", -1) in (-1, x.ndim - 1):
-            return launch.softmax(x, mode=mode)
-    elif op == "matmul":
-        x, y = arrays
-        if _float32(x, y) and x.ndim == y.ndim == 2:
-            return launch.matmul_tiled(x, y, mode=mode)
-    elif op == "rms_norm":
-        x, w = arrays
-        if _float32(x, w) and x.ndim >= 1:
-            return launch.rmsnorm(x, w, eps=attrs["eps"], mode=mode)
-    elif op == "rope":  # the kernel rotates x (..., seq_len, head_dim) by cos/sin tables
-        x, cos, sin = arrays
-        if _float32(x, cos, sin) and x.ndim >= 2 and attrs["seq_axis"] % x.ndim == x.ndim - 2:
-            return launch.rope(x, cos, sin, mode=mode)
-    return None
-
-
-def run_on_gpu(op: str, xp, *arrays, **attrs):
-    """Called from an op's ``compute``: the GPU kernel's result, or None to use ``xp`` code."""
-    if xp is np or not kernel_enabled(op):
+def kernel_result(op, *arrays, mode: str):
+    """The result of ``op``'s kernel on ``arrays`` in ``mode`` (``"gpu"`` or ``"emulator"``),
+    or None if it does not apply. The kernels compute in float32: other dtypes are left to
+    the op's own code, so a float64 graph stays float64."""
+    if not all(a.dtype == np.float32 for a in arrays):
         return None
-    return kernel_result(op, *arrays, mode="gpu", **attrs)
+    return op.gpu_kernel(Launcher(mode), *arrays)
+
+
+def run_on_gpu(op, xp, *arrays):
+    """Called from ``op.compute``: the GPU kernel's result, or None to use ``xp`` code."""
+    if xp is np or not kernel_enabled(op.name):
+        return None
+    return kernel_result(op, *arrays, mode="gpu")

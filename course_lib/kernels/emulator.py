@@ -6,21 +6,26 @@ text), and returns an :class:`EmulatedModule`. Its kernels are called like CuPy'
 ``RawKernel``: ``kernel(grid, block, args, shared_mem=0)``, with NumPy arrays where CuPy
 takes device arrays.
 
-How it runs a launch: blocks one after another; inside a block, a kernel that never calls
-``__syncthreads()`` runs its threads one after another, and a kernel that does runs each
-CUDA thread as a *fiber* (a ``ucontext`` coroutine on one OS thread) that executes until its
-next barrier, after which the next thread runs; when every thread waits at the same barrier
-they all continue. Fibers rather than one OS thread per CUDA thread: the results are the
-same (both give each CUDA thread its own stack and make the barrier a real barrier) and
+How it runs a launch: blocks one after another; inside a block, a kernel that never
+synchronises runs its threads one after another, and a kernel that calls ``__syncthreads()``
+or a warp-level function (``__shfl_down_sync`` and friends, ``__syncwarp``) runs each CUDA
+thread as a *fiber* (a coroutine on one OS thread) that executes until its next barrier or
+warp-level call, after which the next thread runs. When the lanes of a warp all wait at
+warp-level calls they exchange values and continue; when every thread waits at the same
+barrier they all continue. Fibers rather than one OS thread per CUDA thread: the results are
+the same (both give each CUDA thread its own stack and make the barrier a real barrier) and
 fibers switch about ten times faster, because no OS scheduler is involved.
 
-Limits, honestly: no warps and no timing (so nothing about coalescing, bank conflicts or
-occupancy can be measured here), no race detection (threads never interleave between
-barriers, so a missing ``__syncthreads()`` can go unnoticed), no out-of-bounds detection,
-``float`` arithmetic is the host's (no fused multiply-add contraction, libm's ``expf``).
-Barrier misuse *is* detected: threads waiting at different barriers, or a thread returning
-while others wait. Warp intrinsics, inline PTX, textures and cooperative groups are
-rejected with a clear error.
+Inside :func:`course_lib.kernels.profile`, launches run a second build of the same source
+that counts every global and shared memory access (see :mod:`.profiling`); outside it, the
+plain build runs and nothing is counted.
+
+Limits, honestly: no timing, no caches, no race detection (threads never interleave between
+synchronisations, so a missing ``__syncthreads()`` can go unnoticed), no out-of-bounds
+detection, ``float`` arithmetic is the host's (no fused multiply-add contraction, libm's
+``expf``). Barrier and warp-call misuse *is* detected: threads waiting at different
+barriers, a thread returning while others wait, a shuffle mask naming lanes that never come.
+Warp votes, inline PTX, textures and cooperative groups are rejected with a clear error.
 """
 
 from __future__ import annotations
@@ -38,9 +43,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from . import profiling
 from .errors import KernelLaunchError, UnsupportedConstructError
 from .native import compiler, load_library
-from .sources import KERNEL_DIR, blank_comments, kernel_names, read_source
+from .sources import KERNEL_DIR, blank_comments, expand_includes, kernel_names, read_source
 
 TIMEOUT_ENV = "COURSE_LIB_KERNEL_TIMEOUT"
 DEFAULT_TIMEOUT_SECONDS = 60.0
@@ -49,9 +55,10 @@ MAX_THREADS_PER_BLOCK = 1024
 MAX_DYNAMIC_SHARED_BYTES = 48 * 1024  # CUDA's default limit without an opt-in attribute
 
 _UNSUPPORTED = (
-    (r"\b__shfl\w*|\b__syncwarp\b|\b__(ballot|any|all|match_\w+|reduce_\w+)_sync\b"
-     r"|\b__activemask\b", "warp-level primitives (the emulator has no lock-step warps)",
-     "reduce through shared memory with __syncthreads() instead"),
+    (r"\b__shfl(_up|_down|_xor)?\s*\(", "warp shuffles without a mask (removed in CUDA 9)",
+     "use __shfl_sync, __shfl_up_sync, __shfl_down_sync or __shfl_xor_sync"),
+    (r"\b__(ballot|any|all|match_\w+|reduce_\w+)_sync\b|\b__activemask\b",
+     "warp votes, matches and reductions", "use __shfl_*_sync, or shared memory"),
     (r"\b__syncthreads_(count|and|or)\b", "barrier reductions",
      "reduce through shared memory with __syncthreads() instead"),
     (r"\bcooperative_groups\b|\bthis_grid\b", "cooperative groups", "use __syncthreads()"),
@@ -83,7 +90,11 @@ _SCALAR = {
 }  # fmt: skip
 _PYTHON_SCALAR = {int: "int64", float: "float64"}  # how CuPy passes Python numbers
 _LAUNCH_LOCK = threading.Lock()  # a library's launch state is global: one launch at a time
-_REPORT_BYTES = 1028  # a launch's status (4 bytes) and error message, written by the child
+_MESSAGE_BYTES = 1024
+_MAX_COUNTERS = 64
+# What the child writes back: status (4 bytes), error message, counters (8 bytes each).
+_REPORT_BYTES = 4 + _MESSAGE_BYTES + 8 * _MAX_COUNTERS
+_SYNCHRONISES = re.compile(r"\b__syncthreads\s*\(|\b__shfl_(up_|down_|xor_)?sync\b|\b__syncwarp\b")
 _FAILED_BEFORE_REPORT = -(2**31)
 
 
@@ -165,13 +176,14 @@ def _rewrite_extern_shared(text: str, filename: str) -> str:
                 "(the emulator gives each launch its own buffer)"
             )
         kind, name = match.group(1).strip(), match.group(2)
-        return f"{kind}* {name} = reinterpret_cast<{kind}*>(::clemu::dynamic_shared);"
+        return f"{kind}* {name} = reinterpret_cast<{kind}*>(::clemu::builtin.dynamic_shared);"
 
     return _EXTERN_SHARED.sub(replace, text)
 
 
 def translate(source: str, filename: str = "module.cu") -> tuple[str, list[str], bool]:
-    """The C++ translation unit for ``source``, its kernel names, and whether it uses barriers.
+    """The C++ translation unit for ``source``, its kernel names, and whether it synchronises
+    (barriers or warp-level calls: then its threads run as fibers).
 
     Raises :class:`UnsupportedConstructError` naming file and line for CUDA features the
     emulator does not model.
@@ -186,22 +198,22 @@ def translate(source: str, filename: str = "module.cu") -> tuple[str, list[str],
     body = _rewrite_extern_shared(text, filename)
     if not body.lstrip().startswith("#line"):
         body = f'#line 1 "{filename}"\n{body}'
-    prelude = (KERNEL_DIR / "emulator_prelude.hpp").read_text()
+    prelude = expand_includes((KERNEL_DIR / "emulator_prelude.hpp").read_text(),
+                              "emulator_prelude.hpp")  # fmt: skip
     exports = "\n".join(f"CLEMU_EXPORT({name})" for name in names)
-    unit = f'#line 1 "emulator_prelude.hpp"\n{prelude}\n{body}\n#line 1 "<exports>"\n{exports}\n'
-    return unit, names, bool(re.search(r"\b__syncthreads\s*\(", text))
+    unit = f'{prelude}\n{body}\n#line 1 "<exports>"\n{exports}\n'
+    return unit, names, bool(_SYNCHRONISES.search(text))
 
 
 class EmulatedKernel:
     """One ``__global__`` function of an :class:`EmulatedModule`; call it like a RawKernel."""
 
-    def __init__(self, library: ctypes.CDLL, name: str, uses_barriers: bool, filename: str):
+    def __init__(self, module: EmulatedModule, name: str, uses_barriers: bool):
         self.name = name
-        self.filename = filename
-        self.uses_barriers = uses_barriers
-        self._launch = getattr(library, f"clemu_launch_{name}")
-        self._launch.restype = ctypes.c_int
-        signature = getattr(library, f"clemu_signature_{name}")
+        self.filename = module.filename
+        self.uses_barriers = uses_barriers  # barriers or warp-level calls: threads are fibers
+        self._module = module
+        signature = getattr(module.library, f"clemu_signature_{name}")
         signature.restype = ctypes.c_char_p
         text = signature().decode()
         self.param_types: tuple[str, ...] = tuple(text.split(",")) if text else ()
@@ -219,36 +231,69 @@ class EmulatedKernel:
         that hangs (threads spinning on each other's flags), takes longer than
         ``$COURSE_LIB_KERNEL_TIMEOUT`` seconds (default 60) or crashes raises
         :class:`KernelLaunchError` here instead of freezing or killing Python; Ctrl-C stops it.
+        Inside :func:`course_lib.kernels.profile` the launch's memory accesses are counted.
         """
         grid3, block3 = self._dims(grid, "grid"), self._dims(block, "block")
         self._check_config(grid3, block3, shared_mem)
         self._marshal(args)  # bad arguments are reported here, before anything runs
+        counting = profiling.counting()
+        if counting:
+            self._module.counting_library()  # built here, not in the child (it is cached)
+        run = self._run_in_child if hasattr(os, "fork") else self._run
         with _LAUNCH_LOCK:
-            if hasattr(os, "fork"):
-                status, message = self._run_in_child(grid3, block3, args, shared_mem)
-            else:
-                status, message = self._run(grid3, block3, args, shared_mem)
+            status, message, counters = run(grid3, block3, args, shared_mem, counting)
         if status != 0:
             raise KernelLaunchError(f"{self.filename}: kernel {self.name}: {message}")
+        if counting:
+            profiling.record(profiling.Launch(self.name, self.filename, grid3, block3,
+                                              shared_mem, counters))  # fmt: skip
 
-    def _run(self, grid3, block3, args: Sequence, shared_mem: int) -> tuple[int, str]:
-        """The launch, in this process: (status, error message)."""
+    def _run(self, grid3, block3, args: Sequence, shared_mem: int, counting: bool):
+        """The launch, in this process: (status, error message, counters or None)."""
         values = self._marshal(args)
         pointers = (ctypes.c_void_p * max(len(values), 1))(
             *[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in values]
         )
         # Fresh shared memory is filled with NaN bit patterns: reading it before writing shows.
-        shared = np.full(max(shared_mem, 1) + 16, 0xFF, dtype=np.uint8)
-        address = shared.ctypes.data + (-shared.ctypes.data) % 16
-        error = ctypes.create_string_buffer(1024)
-        status = self._launch(
+        # It starts on a 128-byte boundary, so its first word sits in bank 0, as on a GPU.
+        shared = np.full(max(shared_mem, 1) + 128, 0xFF, dtype=np.uint8)
+        address = shared.ctypes.data + (-shared.ctypes.data) % 128
+        library = self._module.counting_library() if counting else self._module.library
+        if counting:
+            arrays = [a for a in args if isinstance(a, np.ndarray)]
+            self._begin_counting(library, arrays, address, shared_mem)
+        error = ctypes.create_string_buffer(_MESSAGE_BYTES)
+        launch = getattr(library, f"clemu_launch_{self.name}")
+        launch.restype = ctypes.c_int
+        status = launch(
             (ctypes.c_uint * 3)(*grid3), (ctypes.c_uint * 3)(*block3),
             ctypes.c_void_p(address), pointers, int(self.uses_barriers), error,
             ctypes.c_size_t(len(error)),
         )  # fmt: skip
-        return status, error.value.decode(errors="replace")
+        counters = self._read_counters(library) if counting and status == 0 else None
+        return status, error.value.decode(errors="replace"), counters
 
-    def _run_in_child(self, grid3, block3, args: Sequence, shared_mem: int) -> tuple[int, str]:
+    def _begin_counting(self, library, arrays, shared_address: int, shared_mem: int) -> None:
+        """Tell the counting library where global memory (the arrays) and shared memory are."""
+        ranges = [(a.ctypes.data, a.nbytes, 0) for a in arrays] + [(shared_address, shared_mem, 1)]
+        begins, sizes, spaces = zip(*ranges)
+        n = len(ranges)
+        status = library.clemu_count_begin(
+            (ctypes.c_size_t * n)(*begins), (ctypes.c_size_t * n)(*sizes),
+            (ctypes.c_int * n)(*spaces), n,
+        )  # fmt: skip
+        if status != 0:
+            raise KernelLaunchError(f"kernel {self.name}: cannot count this launch (too many "
+                                    "arrays, or out of memory)")  # fmt: skip
+
+    @staticmethod
+    def _read_counters(library) -> dict[str, int]:
+        names = _counter_names(library)
+        values = (ctypes.c_ulonglong * len(names))()
+        library.clemu_count_read(values)
+        return dict(zip(names, values))
+
+    def _run_in_child(self, grid3, block3, args: Sequence, shared_mem: int, counting: bool):
         """The launch in a forked child, on shared-memory copies of the arrays (copied back)."""
         copies = [_shared_copy(a) if isinstance(a, np.ndarray) else a for a in args]
         report = mmap.mmap(-1, _REPORT_BYTES)
@@ -257,9 +302,11 @@ class EmulatedKernel:
         if pid == 0:  # the child: launch, report, and leave without Python's exit handlers
             faulthandler.disable()  # a crash is reported by the parent, not dumped here
             try:
-                status, message = self._run(grid3, block3, copies, shared_mem)
-                text = message.encode()[: _REPORT_BYTES - 4]
+                status, message, counters = self._run(grid3, block3, copies, shared_mem, counting)
+                text = message.encode()[:_MESSAGE_BYTES]
                 report[4 : 4 + len(text)] = text
+                values = np.array(list((counters or {}).values()), dtype=np.uint64)
+                report[4 + _MESSAGE_BYTES : 4 + _MESSAGE_BYTES + values.nbytes] = values.tobytes()
                 report[:4] = status.to_bytes(4, "little", signed=True)
             finally:
                 os._exit(0)
@@ -272,11 +319,17 @@ class EmulatedKernel:
             )
         status = int.from_bytes(report[:4], "little", signed=True)
         if status == _FAILED_BEFORE_REPORT:
-            return status, "the launch failed before it could report (see stderr)"
+            return status, "the launch failed before it could report (see stderr)", None
         for original, copy in zip(args, copies):
             if isinstance(original, np.ndarray) and original.flags.writeable:
                 original[...] = copy
-        return status, report[4:].split(b"\0", 1)[0].decode(errors="replace")
+        message = report[4 : 4 + _MESSAGE_BYTES].split(b"\0", 1)[0].decode(errors="replace")
+        counters = None
+        if counting and status == 0:
+            names = _counter_names(self._module.counting_library())
+            values = np.frombuffer(report, np.uint64, len(names), 4 + _MESSAGE_BYTES)
+            counters = dict(zip(names, values.tolist()))
+        return status, message, counters
 
     def _dims(self, value, what: str) -> tuple[int, int, int]:
         dims = (value,) if isinstance(value, int | np.integer) else tuple(value)
@@ -349,15 +402,33 @@ class EmulatedKernel:
         return ctypes.c_void_p(value.ctypes.data)
 
 
+@functools.cache
+def _counter_names(library: ctypes.CDLL) -> tuple[str, ...]:
+    """The counters a counting library reports, in its order (it names them itself)."""
+    library.clemu_count_names.restype = ctypes.c_char_p
+    names = tuple(library.clemu_count_names().decode().strip(",").split(","))
+    if len(names) > _MAX_COUNTERS:
+        raise KernelLaunchError(f"the counting library reports {len(names)} counters; the "
+                                f"launch report holds {_MAX_COUNTERS}")  # fmt: skip
+    return names
+
+
 class EmulatedModule:
     """CUDA C compiled for the CPU; the emulator's counterpart of ``cupy.RawModule``."""
 
     def __init__(self, source: str, filename: str = "module.cu"):
-        unit, names, uses_barriers = translate(source, filename)
+        self._unit, names, uses_barriers = translate(source, filename)
         self.filename = filename
         self.source = source
-        library = load_library(unit, filename)
-        self._kernels = {n: EmulatedKernel(library, n, uses_barriers, filename) for n in names}
+        self.library = load_library(self._unit, filename)
+        self._counting: ctypes.CDLL | None = None
+        self._kernels = {n: EmulatedKernel(self, n, uses_barriers) for n in names}
+
+    def counting_library(self) -> ctypes.CDLL:
+        """The build that counts memory accesses (compiled on first use, then cached)."""
+        if self._counting is None:
+            self._counting = load_library(self._unit, self.filename, counting=True)
+        return self._counting
 
     @property
     def kernel_names(self) -> list[str]:

@@ -13,13 +13,17 @@ import math
 import numpy as np
 
 from .. import backend
-from ..errors import ShapeError
-from . import emulator, gpu
+from ..errors import ParameterError, ShapeError
+from . import emulator, gpu, profiling
 from .errors import KernelLaunchError
 from .fused import FusedElementwise
 
 MODES = ("gpu", "emulator")
 MATMUL_TILE = 16  # TILE in matmul_tiled.cu
+REGISTER_TILE = 64  # BM = BN in matmul_register_tiled.cu (16 x 16 threads, 4 x 4 outputs each)
+TRANSPOSE_TILE, TRANSPOSE_ROWS = 32, 8  # TILE and ROWS in transpose.cu
+TRANSPOSES = ("naive", "shared", "padded")
+REDUCTIONS = ("tree", "shuffle")
 MAX_HEAD_DIM = 128  # MAX_HEAD_DIM in attention.cu
 
 
@@ -42,6 +46,12 @@ def get_kernel(filename: str, name: str, mode: str | None = None):
     """
     module = gpu.load_module(filename) if _mode(mode) == "gpu" else emulator.load_module(filename)
     return module.get_function(name)
+
+
+def _declare_flops(mode: str, flops: int) -> None:
+    """The flops of the launch just made, for :func:`course_lib.kernels.profile` (emulator)."""
+    if mode == "emulator":
+        profiling.add_flops(flops)
 
 
 def _xp(mode: str):
@@ -99,6 +109,7 @@ def _vector_add(name: str, a, b, mode, block: int, per_thread: int):
         get_kernel("vector_add.cu", name, mode)(
             (_blocks(groups, block),), (block,), (a, b, c, np.int32(a.size))
         )
+        _declare_flops(mode, a.size)
     return c
 
 
@@ -108,30 +119,106 @@ def _matmul_shapes(name: str, a, b) -> tuple[int, int, int]:
     return a.shape[0], b.shape[1], a.shape[1]
 
 
-def matmul_naive(a, b, *, mode: str | None = None, block: tuple[int, int] = (16, 16)):
-    """``a @ b`` with one thread per output element reading from global memory."""
+def _matmul(name: str, a, b, mode, tile: tuple[int, int], block: tuple[int, int]):
+    """Launch ``<name>.cu`` with one block per ``tile`` (columns, rows) of C = a @ b."""
     mode = _mode(mode)
     a, b = _inputs(mode, a, b)
-    m, n, k = _matmul_shapes("matmul_naive", a, b)
+    m, n, k = _matmul_shapes(name, a, b)
     c = _xp(mode).zeros((m, n), dtype=np.float32)
     if c.size:
-        grid = (_blocks(n, block[0]), _blocks(m, block[1]))
+        grid = (_blocks(n, tile[0]), _blocks(m, tile[1]))
         args = (a, b, c, np.int32(m), np.int32(n), np.int32(k))
-        get_kernel("matmul_naive.cu", "matmul_naive", mode)(grid, tuple(block), args)
+        get_kernel(f"{name}.cu", name, mode)(grid, tuple(block), args)
+        _declare_flops(mode, 2 * m * n * k)
     return c
+
+
+def matmul_naive(a, b, *, mode: str | None = None, block: tuple[int, int] = (16, 16)):
+    """``a @ b`` with one thread per output element reading from global memory."""
+    return _matmul("matmul_naive", a, b, mode, block, block)
 
 
 def matmul_tiled(a, b, *, mode: str | None = None):
     """``a @ b`` with 16 x 16 tiles staged in shared memory (``matmul_tiled.cu``)."""
+    return _matmul("matmul_tiled", a, b, mode, (MATMUL_TILE,) * 2, (MATMUL_TILE,) * 2)
+
+
+def matmul_register_tiled(a, b, *, mode: str | None = None):
+    """``a @ b`` with 64 x 64 block tiles and 4 x 4 outputs per thread held in registers
+    (``matmul_register_tiled.cu``)."""
+    return _matmul("matmul_register_tiled", a, b, mode, (REGISTER_TILE,) * 2, (16, 16))
+
+
+def _one_array(name: str, mode: str, x, ndim: int, variant=None, variants=()):
+    """``x`` as a float32 array of ``ndim`` axes (a vector or a matrix) in the mode's array
+    module, after checking that ``variant`` is one of ``variants`` (when there are some)."""
+    if variants and variant not in variants:
+        raise ParameterError(f"{name} variant must be one of {variants}, got {variant!r}")
+    (x,) = _inputs(mode, x)
+    if x.ndim != ndim:
+        raise ShapeError(f"{name} needs a {('vector', 'matrix')[ndim - 1]}, got shape {x.shape}")
+    return x
+
+
+def copy_strided(x, stride: int, *, mode: str | None = None, block: int = 256,
+                 grid: int | None = None):  # fmt: skip
+    """``x[::stride]`` with one thread per output element (``copy_strided.cu``); ``grid``
+    blocks (default: enough for one element per thread) cover any length by a grid-stride loop."""
     mode = _mode(mode)
-    a, b = _inputs(mode, a, b)
-    m, n, k = _matmul_shapes("matmul_tiled", a, b)
-    c = _xp(mode).zeros((m, n), dtype=np.float32)
-    if c.size:
-        grid = (_blocks(n, MATMUL_TILE), _blocks(m, MATMUL_TILE))
-        args = (a, b, c, np.int32(m), np.int32(n), np.int32(k))
-        get_kernel("matmul_tiled.cu", "matmul_tiled", mode)(grid, (MATMUL_TILE,) * 2, args)
-    return c
+    x = _one_array("copy_strided", mode, x, 1)
+    if isinstance(stride, bool) or not isinstance(stride, int | np.integer) or stride < 1:
+        raise ParameterError(f"copy_strided needs a positive integer stride, got {stride!r}")
+    n = math.ceil(x.size / stride)
+    y = _xp(mode).empty(n, dtype=np.float32)
+    if n:
+        grid = _blocks(n, block) if grid is None else grid
+        get_kernel("copy_strided.cu", "copy_strided", mode)(
+            (grid,), (block,), (x, y, np.int32(n), np.int32(stride))
+        )
+    return y
+
+
+def transpose(x, *, variant: str = "padded", mode: str | None = None):
+    """``x.T`` of a matrix (``transpose.cu``): ``"naive"`` (strided writes), ``"shared"``
+    (through a shared tile, with bank conflicts) or ``"padded"`` (a padded tile, none)."""
+    mode = _mode(mode)
+    x = _one_array("transpose", mode, x, 2, variant, TRANSPOSES)
+    rows, cols = x.shape
+    y = _xp(mode).empty((cols, rows), dtype=np.float32)
+    if x.size:
+        grid = (_blocks(cols, TRANSPOSE_TILE), _blocks(rows, TRANSPOSE_TILE))
+        get_kernel("transpose.cu", f"transpose_{variant}", mode)(
+            grid, (TRANSPOSE_TILE, TRANSPOSE_ROWS), (x, y, np.int32(rows), np.int32(cols))
+        )
+    return y
+
+
+def reduce_sum(x, *, variant: str = "shuffle", mode: str | None = None, block: int = 256,
+               blocks: int | None = None):  # fmt: skip
+    """The sum of a vector (``reduce.cu``) in two launches: ``blocks`` blocks (default: one
+    per ``block`` elements, at most 1024) each add a slice, then one block adds their totals.
+    ``variant`` ``"tree"`` reduces through shared memory, ``"shuffle"`` with warp shuffles.
+    Returns a 0-d array."""
+    mode = _mode(mode)
+    x = _one_array("reduce_sum", mode, x, 1, variant, REDUCTIONS)
+    if variant == "tree":
+        block = _power_of_two_block(x.size, block)
+    elif block % 32 or not 32 <= block <= 1024:
+        raise KernelLaunchError(
+            f"the shuffle reduction needs whole warps: block must be a multiple of 32 up to "
+            f"1024, got {block}"
+        )
+    xp = _xp(mode)
+    if x.size == 0:
+        return xp.zeros((), dtype=np.float32)
+    blocks = min(_blocks(x.size, block), 1024) if blocks is None else blocks
+    kernel = get_kernel("reduce.cu", f"reduce_sum_{variant}", mode)
+    partial, total = xp.empty(blocks, dtype=np.float32), xp.empty(1, dtype=np.float32)
+    for values, out, grid in ((x, partial, blocks), (partial, total, 1)):
+        shared = 4 * block if variant == "tree" else 0
+        kernel((grid,), (block,), (values, out, np.int32(values.size)), shared_mem=shared)
+        _declare_flops(mode, values.size)  # one addition per element
+    return total.reshape(())
 
 
 def _rows(x) -> tuple[int, int]:
@@ -152,6 +239,7 @@ def softmax(x, *, mode: str | None = None, block: int | None = None):
         get_kernel("softmax.cu", "softmax_rows", mode)(
             (rows,), (block,), (x, y, np.int32(rows), np.int32(cols)), shared_mem=4 * block
         )
+        _declare_flops(mode, 7 * x.size)  # max; subtract, exp, add; subtract, exp, divide
     return y
 
 
@@ -170,6 +258,7 @@ def rmsnorm(x, weight, eps: float = 1e-6, *, mode: str | None = None, block: int
         get_kernel("rmsnorm.cu", "rmsnorm_rows", mode)(
             (rows,), (block,), args, shared_mem=4 * block
         )
+        _declare_flops(mode, 4 * x.size + 3 * rows)  # square, add; two products; per row 3
     return y
 
 
@@ -190,6 +279,7 @@ def rope(x, cos, sin, *, mode: str | None = None, block: int = 256):
     if x.size:
         args = (x, cos, sin, y, np.int32(rows), np.int32(seq_len), np.int32(head_dim))
         get_kernel("rope.cu", "rope", mode)((_blocks(rows * head_dim // 2, block),), (block,), args)
+        _declare_flops(mode, 3 * x.size)  # per pair: 4 products, 2 sums
     return y
 
 
@@ -227,6 +317,8 @@ def attention(
             (_blocks(seq_len, block), heads, batch), (block,), args,
             shared_mem=2 * block * head_dim * 4,
         )  # fmt: skip
+        pairs = seq_len * (seq_len + 1) // 2 if causal else seq_len * seq_len
+        _declare_flops(mode, 4 * batch * heads * pairs * head_dim)  # q.k and p*v: 2 + 2 per d
     return o
 
 

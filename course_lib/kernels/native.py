@@ -35,6 +35,15 @@ FLAGS = ("-std=c++20", "-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-fno-s
 # For plain C++ loops compiled for this CPU (the fusion pass's CPU kernels): vectorised for
 # the machine's SIMD units, without FMA contraction (results as NumPy computes them).
 NATIVE_FLAGS = ("-O3", "-march=native", "-ffp-contract=off")
+# The counting variant of an emulator library (``kernels.profile()``): g++'s ThreadSanitizer
+# instrumentation calls a hook before every load and store; the emulator's prelude defines the
+# hooks (no sanitizer runtime is linked, so compiling and linking are two steps). Without
+# vectorisation and scalar replacement of aggregates, each access keeps the width the source
+# wrote: a float4 load stays one 16-byte access instead of four 4-byte ones.
+COUNTING_FLAGS = (
+    "-DCLEMU_COUNT", "-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0",
+    "-fno-tree-vectorize", "-fno-tree-slp-vectorize", "-fno-tree-sra",
+)  # fmt: skip
 
 
 def compiler() -> str | None:
@@ -128,13 +137,31 @@ def _verified(library: Path) -> bool:
         return False
 
 
-def build_library(unit: str, filename: str = "module.cu", native: bool = False) -> Path:
+def _compile(cxx: str, flags: tuple[str, ...], unit: str, output: Path, counting: bool):
+    """Run the compiler on ``unit``; a counting build compiles, then links without -fsanitize."""
+    run = functools.partial(subprocess.run, capture_output=True, text=True, check=False)
+    if not counting:
+        return run([cxx, *flags, "-x", "c++", "-", "-o", str(output)], input=unit)
+    objects = output.with_suffix(".o")
+    try:
+        result = run([cxx, *flags, "-c", "-x", "c++", "-", "-o", str(objects)], input=unit)
+        if result.returncode == 0:
+            result = run([cxx, "-shared", str(objects), "-o", str(output)])
+        return result
+    finally:
+        objects.unlink(missing_ok=True)
+
+
+def build_library(
+    unit: str, filename: str = "module.cu", native: bool = False, counting: bool = False
+) -> Path:
     """Compile a C++ translation unit into a shared library in :func:`cache_dir`.
 
     Cached by hash and verified before reuse (rebuilt if it does not verify).
-    ``native=True`` adds :data:`NATIVE_FLAGS` (optimised for this CPU's vector units).
+    ``native=True`` adds :data:`NATIVE_FLAGS` (optimised for this CPU's vector units);
+    ``counting=True`` adds :data:`COUNTING_FLAGS` (every memory access calls a hook).
     """
-    flags = FLAGS + NATIVE_FLAGS if native else FLAGS
+    flags = FLAGS + (NATIVE_FLAGS if native else ()) + (COUNTING_FLAGS if counting else ())
     cxx = compiler()
     if cxx is None:
         raise KernelCompileError(
@@ -148,10 +175,7 @@ def build_library(unit: str, filename: str = "module.cu", native: bool = False) 
     if _verified(library):
         return library
     partial = directory / f"{key[:32]}.{os.getpid()}.{threading.get_ident()}.tmp"
-    result = subprocess.run(
-        [cxx, *flags, "-x", "c++", "-", "-o", str(partial)],
-        input=unit, capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    result = _compile(cxx, flags, unit, partial, counting)
     if result.returncode != 0 or not partial.is_file():
         partial.unlink(missing_ok=True)
         raise KernelCompileError(_compile_errors(result, cxx, filename))
@@ -162,9 +186,11 @@ def build_library(unit: str, filename: str = "module.cu", native: bool = False) 
     return library
 
 
-def load_library(unit: str, filename: str = "module.cu", native: bool = False) -> ctypes.CDLL:
+def load_library(
+    unit: str, filename: str = "module.cu", native: bool = False, counting: bool = False
+) -> ctypes.CDLL:
     """Build (or reuse) the library of ``unit`` and load it into this process."""
-    library = build_library(unit, filename, native)
+    library = build_library(unit, filename, native, counting)
     try:
         return ctypes.CDLL(str(library))
     except OSError as exc:  # verified bytes that do not load: the compiler's fault, not ours

@@ -19,7 +19,22 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a.astype(np.float64) @ b.astype(np.float64)).astype(a.dtype)
 
 
-matmul_naive = matmul_tiled = matmul
+matmul_naive = matmul_tiled = matmul_register_tiled = matmul
+
+
+def copy_strided(x: np.ndarray, stride: int) -> np.ndarray:
+    """Every ``stride``-th element of the vector ``x``: ``x[::stride]``, as a new array."""
+    return x[::stride].copy()
+
+
+def transpose(x: np.ndarray) -> np.ndarray:
+    """The transpose of a matrix, as a new C-contiguous array."""
+    return np.ascontiguousarray(x.T)
+
+
+def reduce_sum(x: np.ndarray) -> np.ndarray:
+    """The sum of a vector, accumulated in float64, as a 0-d array of ``x``'s dtype."""
+    return np.asarray(x.sum(dtype=np.float64), dtype=x.dtype)
 
 
 def softmax(x: np.ndarray) -> np.ndarray:

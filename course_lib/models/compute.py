@@ -1,34 +1,44 @@
 """Where a model's FLOPs go: the ops of a graph grouped into families (the lecture's "compute
-components": attention and MLP products are slow, norms, residuals and nonlinearities fast)."""
+components": attention and MLP products are slow, norms, residuals and nonlinearities fast).
+
+Each op says which family it belongs to (``Op.family``: ``MatMul.family == "products"``);
+:data:`FAMILIES` lists the families in the order the tables show them, with their titles.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from .. import backend
-from ..graph import Node, topological_order
-from ..perf import median_seconds
-from .flops import count_flops
+from ..graph import Node, Op, topological_order
+from ..perf import flops_by_node, median_seconds
 
-#: Family -> op names (``Op.name``) in it; ops of no family count as ``"other"``.
-OP_FAMILIES: dict[str, tuple[str, ...]] = {
-    "products (matmul, head_scores, head_mix)": ("matmul", "head_scores", "head_mix", "head_mix_t"),
-    "attention softmax": ("causal_softmax",),
-    "norms (rms_norm)": ("rms_norm",),
-    "residual adds": ("add",),
-    "nonlinearity and gate (silu, mul)": ("silu", "relu", "mul"),
-    "positions (rope)": ("rope",),
-    "cross-entropy": ("cross_entropy",),
-}  # fmt: skip
+#: Family (``Op.family``) -> its title, in table order; ops of no family count as ``"other"``.
+FAMILIES = {
+    "products": "products (matmul, head_scores, head_mix)",
+    "attention softmax": "attention softmax",
+    "norms": "norms (rms_norm)",
+    "residual adds": "residual adds",
+    "nonlinearity and gate": "nonlinearity and gate (silu, mul)",
+    "positions": "positions (rope)",
+    "cross-entropy": "cross-entropy",
+}
+
+Families = Mapping[str, Sequence[str]]  # title -> the op names (``Op.name``) in it
 
 
 def _ops(outputs: Node | Sequence[Node]) -> list[Node]:
     return topological_order([outputs] if isinstance(outputs, Node) else list(outputs))
 
 
-def _family_totals(families: Mapping[str, Sequence[str]]) -> tuple[dict, dict]:
-    family_of = {op: family for family, ops in families.items() for op in ops}
-    return family_of, {**dict.fromkeys(families, 0), "other": 0}
+def _family_totals(families: Families | None) -> tuple[Callable[[Op], str], dict]:
+    """Which total an op adds to, and the totals (0, in table order, ``"other"`` last)."""
+    if families is None:
+        titles, family_of = FAMILIES.values(), lambda op: FAMILIES.get(op.family, "other")
+    else:
+        by_name = {name: title for title, names in families.items() for name in names}
+        titles, family_of = families, lambda op: by_name.get(op.name, "other")
+    return family_of, {**dict.fromkeys(titles, 0), "other": 0}
 
 
 def _without_empty_other(totals: dict) -> dict:
@@ -38,23 +48,24 @@ def _without_empty_other(totals: dict) -> dict:
 
 
 def flops_by_family(
-    outputs: Node | Sequence[Node], families: Mapping[str, Sequence[str]] = OP_FAMILIES
+    outputs: Node | Sequence[Node], families: Families | None = None
 ) -> dict[str, int]:
-    """The FLOPs of the graph (:func:`~course_lib.models.flops.count_flops`), summed per family.
+    """The FLOPs of the graph (:func:`~course_lib.perf.flops_by_node`), summed per family.
 
-    Families keep the order of ``families``; ops of none go to ``"other"`` (last, only if
-    non-zero). Views and other free ops add 0.
+    By default the families are those the ops declare (``Op.family``), titled and ordered as in
+    :data:`FAMILIES`; ``families`` (title -> op names) groups by op name instead, in its order.
+    Ops of no family go to ``"other"`` (last, only if non-zero). Views and other free ops add 0.
     """
     family_of, totals = _family_totals(families)
-    for op_name, flops in count_flops(outputs).by_op.items():
-        totals[family_of.get(op_name, "other")] += flops
+    for node, flops in flops_by_node(outputs).items():
+        totals[family_of(node.op)] += flops
     return _without_empty_other(totals)
 
 
 def seconds_by_family(
     outputs: Node | Sequence[Node],
     feed: Mapping[Node, object],
-    families: Mapping[str, Sequence[str]] = OP_FAMILIES,
+    families: Families | None = None,
     repeats: int = 5,
 ) -> dict[str, float]:
     """Measured seconds per family: each op timed on its own (median of ``repeats`` runs,
@@ -73,7 +84,7 @@ def seconds_by_family(
             args = [values[i] for i in node.inputs]
             values[node] = node.op.compute(xp, *args)
             seconds = median_seconds(lambda n=node, a=args: n.op.compute(xp, *a), repeats)
-            totals[family_of.get(node.op.name, "other")] += seconds
+            totals[family_of(node.op)] += seconds
     return _without_empty_other(totals)
 
 

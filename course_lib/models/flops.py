@@ -9,7 +9,7 @@ Two ways to the same number:
   ``N·(6bsh² + 4bs²h + 3bs²n + 2bsh²) + N·6bshi + 2bshv`` is the sum of the big rows; the table
   also keeps the small ones (RoPE, Swish, the product, residual adds, RMSNorms).
 * :func:`count_flops` walks a graph built from ``course_lib`` ops and adds every op's own
-  ``Op.flops(out_shape, *in_shapes)``.
+  ``Op.flops(out_shape, *in_shapes)`` (the walk of :func:`course_lib.perf.flops_by_node`).
 
 Counting conventions (what the lecture leaves implicit, fixed here):
 
@@ -25,7 +25,7 @@ Counting conventions (what the lecture leaves implicit, fixed here):
   costs, with one difference: the model rotates K as well as Q, so its RoPE costs
   3bs(n + n_kv)d. Under :data:`COURSE_LIB` (the lecture's convention with ``rope_on_keys``)
   ``count_flops`` of ``Llama``'s forward graph equals the table's total exactly, op kind by op
-  kind (:func:`compare_with_graph`).
+  kind (:func:`compare_with_graph`; each op names the rows it computes in ``Op.flop_rows``).
 """
 
 from __future__ import annotations
@@ -33,8 +33,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from ..errors import GraphError, ShapeError, describe_shapes
-from ..graph import Node, numel, topological_order
+from ..errors import GraphError
+from ..graph import Node
+from ..perf import flops_by_node
 from ..tables import ShownAsTable, Table
 from ._checks import first_seq_where, positive_size, require_config
 from .config import LlamaConfig
@@ -78,19 +79,6 @@ class FlopConvention:
 LECTURE = FlopConvention()
 #: What course_lib's ops charge in ``Llama``'s graph: RoPE on Q and K, the rest as the lecture.
 COURSE_LIB = FlopConvention(rope_on_keys=True)
-
-#: The table rows that each op kind of ``Llama``'s forward graph computes.
-ROWS_OF_OP = {
-    "matmul": ("XW_Q, XW_K, XW_V", "AW_O", "XW_gate, XW_up", "XW_down", "LM head"),
-    "head_scores": ("softmax(QKᵀ/√d)",),  # QKᵀ: 2bs²nd of the row ...
-    "causal_softmax": ("softmax(QKᵀ/√d)",),  # ... and scale, exp, normalise: 3bs²n
-    "head_mix": ("PV",),
-    "rope": ("RoPE",),
-    "rms_norm": ("RMSNorm (attention)", "RMSNorm (MLP)", "RMSNorm (final)"),
-    "silu": ("Swish",),
-    "mul": ("element-wise ×",),
-    "add": ("residual (attention)", "residual (MLP)"),
-}
 
 
 @dataclass(frozen=True)
@@ -262,11 +250,13 @@ def training_flops(config: LlamaConfig, batch: int, seq: int) -> TrainingFlops:
 # -- counting a real graph --------------------------------------------------------------------
 @dataclass(frozen=True, repr=False)  # repr: the table
 class FlopCount(ShownAsTable):
-    """FLOPs of a graph: the total and the share of each op kind (largest first)."""
+    """FLOPs of a graph: the total and the share of each op kind (largest first), and the
+    rows of :func:`flops_table` each op kind computes (its ``Op.flop_rows``)."""
 
     total: int
     by_op: Mapping[str, int]
     nodes: int
+    flop_rows: Mapping[str, tuple[str, ...]]
 
     def table(self) -> Table:
         """FLOPs and share per op kind, with a total line."""
@@ -277,46 +267,33 @@ class FlopCount(ShownAsTable):
 
 
 def count_flops(outputs: Node | Iterable[Node]) -> FlopCount:
-    """Add ``op.flops(out_shape, *in_shapes)`` over every op the outputs depend on.
+    """Add ``op.flops(out_shape, *in_shapes)`` over every op the outputs depend on, per op kind
+    (:func:`course_lib.perf.flops_by_node`).
 
     Uses the static shapes recorded when the graph was built, so nothing runs: both branches of
     a ``cond`` are counted. Variables and constants cost nothing. Raises :class:`ShapeError`
     naming the op and the node when a shape is unknown (give the variables full shapes).
     """
-    outputs = [outputs] if isinstance(outputs, Node) else list(outputs)
-    for out in outputs:
-        if not isinstance(out, Node):
-            raise GraphError(f"count_flops takes graph nodes, got a {type(out).__name__}")
+    flops = flops_by_node(outputs)
     by_op: dict[str, int] = {}
-    computed = 0
-    for node in topological_order(outputs):
-        if node.is_variable or node.is_constant:
-            continue
-        shapes = [node.shape, *(i.shape for i in node.inputs)]
-        if any(numel(shape) is None for shape in shapes):
-            out_shape = "unknown" if node.shape is None else node.shape
-            raise ShapeError(
-                f"count_flops: op {node.op.label()} at node {node.name} has an unknown shape "
-                f"(output: {out_shape}; inputs: {describe_shapes(node.inputs)}); "
-                "give every variable a full static shape"
-            )
-        flops = node.op.flops(*shapes)
-        by_op[node.op.name] = by_op.get(node.op.name, 0) + flops
-        computed += 1
+    for node, node_flops in flops.items():
+        by_op[node.op.name] = by_op.get(node.op.name, 0) + node_flops
     ordered = dict(sorted(by_op.items(), key=lambda item: (-item[1], item[0])))
-    return FlopCount(sum(ordered.values()), ordered, computed)
+    rows = {node.op.name: node.op.flop_rows for node in flops}
+    return FlopCount(sum(ordered.values()), ordered, len(flops), rows)
 
 
 def compare_with_graph(table: FlopTable, counted: FlopCount) -> Table:
-    """Graph FLOPs against table FLOPs, grouped by :data:`ROWS_OF_OP` (one line per group).
+    """Graph FLOPs against table FLOPs, grouped by the rows each op kind computes
+    (``Op.flop_rows``; one line per group).
 
-    Op kinds outside the mapping (views, the gather) must cost nothing; one that does not gets
+    Op kinds without rows (views, the gather) must cost nothing; one that does not gets
     its own line with no table FLOPs, so a disagreement always shows.
     """
     groups: dict[tuple[str, ...], list[str]] = {}
     for op in counted.by_op:
-        if op in ROWS_OF_OP:
-            groups.setdefault(ROWS_OF_OP[op], []).append(op)
+        if counted.flop_rows[op]:
+            groups.setdefault(counted.flop_rows[op], []).append(op)
         elif counted.by_op[op]:
             groups[(f"(no row for {op})",)] = [op]
     rows = []

@@ -23,10 +23,10 @@ class SGDUpdate(Op):
     """``θ' = θ − lr · (g + weight_decay · θ)``, out of place; inputs (θ, g, lr)."""
 
     name = "sgd_update"
+    attributes = ("weight_decay",)
 
     def __init__(self, weight_decay: float = 0.0):
         super().__init__(weight_decay=float(weight_decay))
-        self.weight_decay = float(weight_decay)
 
     def infer_shape(self, param, g, lr):
         return param
@@ -48,10 +48,10 @@ class AdamMoment(Op):
     (``power=2``: v): ``m' = β·m + (1−β)·g^power``, out of place; inputs (m, g)."""
 
     name = "adam_moment"
+    attributes = ("beta", "power")
 
     def __init__(self, beta: float, power: int):
         super().__init__(beta=float(beta), power=int(power))
-        self.beta, self.power = float(beta), int(power)
 
     def infer_shape(self, m, g):
         return m
@@ -76,10 +76,10 @@ class AdamWUpdate(Op):
     """
 
     name = "adamw_update"
+    attributes = ("beta1", "beta2", "eps", "weight_decay")
 
     def __init__(self, beta1: float, beta2: float, eps: float, weight_decay: float):
         super().__init__(beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay)
-        self.beta1, self.beta2, self.eps, self.weight_decay = beta1, beta2, eps, weight_decay
 
     def infer_shape(self, param, m, v, lr, step):
         return param

@@ -14,8 +14,8 @@ product                          adjoint of the 1st input    adjoint of the 2nd 
 ==============================  ==========================  ===========================
 
 FLOP convention: each product ``2·B·H·T·S·d`` (matmul 2mnk); the masked softmax 3 per score
-(scale, exp, divide; the row max and sum are not counted), as in the lecture's
-``2bs²nd + 3bs²n``.
+(scale, exp, divide; the row max and sum are not counted), softmax's count, as in the
+lecture's ``2bs²nd + 3bs²n``; its adjoint 4 per score (dot, subtract, multiply, scale).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from .. import params
 from ..errors import ShapeError
 from ..graph import Node, Op, apply
 from .elementwise import mul, sub, tangent_sum
+from .nn import Softmax
 from .reductions import sum
 
 
@@ -75,6 +76,8 @@ class HeadScores(Op):
     """``s[b, h] = a[b, :, h] @ k[b, :, h // G]ᵀ``: (B, T, H, d), (B, S, KV, d) -> (B, H, T, S)."""
 
     name = "head_scores"
+    family = "products"
+    flop_rows = ("softmax(QKᵀ/√d)",)  # QKᵀ: 2bs²nd of the row (causal_softmax has the rest)
 
     def infer_shape(self, a, k):
         _check_4d(self.name, queries=a, keys=k)
@@ -110,6 +113,8 @@ class HeadMix(Op):
     """``y[b, :, h] = p[b, h] @ v[b, :, h // G]``: (B, H, T, S), (B, S, KV, d) -> (B, T, H, d)."""
 
     name = "head_mix"
+    family = "products"
+    flop_rows = ("PV",)
 
     def infer_shape(self, p, v):
         _check_4d(self.name, probabilities=p, values=v)
@@ -145,6 +150,7 @@ class HeadMixT(Op):
     -> (B, S, KV, d), shaped like the keys/values ``like`` (it is their adjoint)."""
 
     name = "head_mix_t"
+    family = "products"
 
     def infer_shape(self, p, a, like):
         _check_4d(self.name, probabilities=p, queries=a, like=like)
@@ -194,12 +200,13 @@ class CausalSoftmax(Op):
     """``softmax(scale · s + M)`` over the last axis, ``M[i, j] = −∞`` for keys j after
     query i (queries aligned with the last keys). FLOPs: 3 per score."""
 
-    name = "causal_softmax"
+    name, flops_per_element = "causal_softmax", Softmax.flops_per_element
+    attributes = ("scale",)
+    family = "attention softmax"
+    flop_rows = ("softmax(QKᵀ/√d)",)  # scale, exp, normalise: 3bs²n of the row
 
     def __init__(self, scale: float):
-        scale = params.real(scale, f"{self.name}: scale")
-        super().__init__(scale=scale)
-        self.scale = scale
+        super().__init__(scale=params.real(scale, f"{self.name}: scale"))
 
     def infer_shape(self, shape):
         if shape is not None and len(shape) < 2:
@@ -222,20 +229,16 @@ class CausalSoftmax(Op):
     def jvp(self, node, ds):
         return None if ds is None else apply(SoftmaxGrad(self.scale), ds, node)
 
-    def flops(self, out_shape, in_shape):
-        return 3 * math.prod(out_shape)
-
 
 class SoftmaxGrad(Op):
     """``scale · p · (g − Σ g·p)`` over the last axis: the adjoint (and tangent) of a scaled
     softmax with output p; linear in g."""
 
-    name = "softmax_grad"
+    name, flops_per_element = "softmax_grad", 4
+    attributes = ("scale",)
 
     def __init__(self, scale: float = 1.0):
-        scale = params.real(scale, f"{self.name}: scale")
-        super().__init__(scale=scale)
-        self.scale = scale
+        super().__init__(scale=params.real(scale, f"{self.name}: scale"))
 
     def infer_shape(self, g, p):
         _same(self.name, "shapes", g, p)
@@ -267,9 +270,6 @@ class SoftmaxGrad(Op):
             centred = sub(g, sum(mul(g, p), -1, True))
             along_p = mul(c, sub(mul(dp, centred), mul(p, sum(mul(g, dp), -1, True))))
         return tangent_sum(None if dg is None else apply(self, dg, p), along_p)
-
-    def flops(self, out_shape, g_shape, p_shape):
-        return 4 * math.prod(out_shape)
 
 
 def head_scores(a, k) -> Node:

@@ -43,10 +43,14 @@ class Switch(Op):
     """``data`` if ``bool(pred) == branch``, else DEAD."""
 
     name = "switch"
+    attributes = ("branch",)
+    linear = True  # in data
+
+    def written(self, args):
+        return f"switch({', '.join(args)}) → {'true' if self.branch else 'false'}"
 
     def __init__(self, branch: bool):
         super().__init__(branch=bool(branch))
-        self.branch = bool(branch)
 
     def label(self) -> str:
         return f"switch({'true' if self.branch else 'false'})"
@@ -64,9 +68,6 @@ class Switch(Op):
 
     def gradient(self, node, g, needs):
         return [apply(Revive(), g, node.inputs[0]), None]
-
-    def jvp(self, node, ddata, dpred):
-        return None if ddata is None else apply(self, ddata, node.inputs[1])
 
 
 class Merge(Op):
@@ -106,6 +107,7 @@ class Revive(Op):
 
     name = "revive"
     accepts_dead = True
+    linear = True  # in g
 
     def infer_shape(self, g, like):
         return like
@@ -120,9 +122,6 @@ class Revive(Op):
 
     def gradient(self, node, gg, needs):
         raise GraphError("second derivatives through cond are not supported; differentiate once")
-
-    def jvp(self, node, dg, dlike):
-        return None if dg is None else apply(self, dg, node.inputs[1])
 
 
 def switch(data, pred, branch: bool) -> Node:

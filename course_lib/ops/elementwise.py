@@ -8,27 +8,28 @@ import numpy as np
 
 from .. import params
 from ..graph import Node, Op, apply
-from . import _shapes
+from .broadcast import broadcast_shapes, broadcast_tangent, unbroadcast
 
 
 class Elementwise(Op):
-    """Shape = broadcast of the inputs; ``cost`` flops per output element."""
+    """Shape = broadcast of the inputs; ``flops_per_element`` FLOPs per output element.
+
+    A rule's partial adjoint for input k is shaped like the output; :func:`unbroadcast`
+    sums it back to input k's shape where broadcasting stretched that input.
+    """
 
     elementwise = True
-    cost = 1
+    flops_per_element = 1
     # The op as an expression for the fusion pass's code generators: "{0}", "{1}", ... are
     # the inputs. Float literals in numexpr templates take the computation's dtype.
     templates: dict[str, str] = {}
 
     def infer_shape(self, *shapes):
-        return _shapes.broadcast(*shapes)
+        return broadcast_shapes(*shapes)
 
     def expression(self, args, target):
         template = self.templates.get(target)
         return None if template is None else template.format(*args)
-
-    def flops(self, out_shape, *in_shapes):
-        return self.cost * math.prod(out_shape)
 
 
 def tangent_sum(*terms: Node | None) -> Node | None:
@@ -42,56 +43,53 @@ def tangent_sum(*terms: Node | None) -> Node | None:
     return total
 
 
-def like_output(tangent: Node | None, node: Node) -> Node | None:
-    """Broadcast a tangent to the shape of ``node`` (the op's output)."""
-    return None if tangent is None else shape.broadcast_like(tangent, node)
-
-
-def unbroadcast(adjoint: Node, like: Node) -> Node:
-    """Sum ``adjoint`` down to the shape of ``like`` (identity when shapes agree)."""
-    return reductions.sum_to(adjoint, like)
-
-
 # -- binary arithmetic ----------------------------------------------------------------------
 class Add(Elementwise):
     name, symbol = "add", "+"
+    family = "residual adds"
+    flop_rows = ("residual (attention)", "residual (MLP)")
     templates = {"numexpr": "({0} + {1})", "cuda": "({0} + {1})"}
 
     def compute(self, xp, x, y):
         return x + y
 
     def gradient(self, node, g, needs):
-        x, y = node.inputs
-        return [unbroadcast(g, x) if needs[0] else None, unbroadcast(g, y) if needs[1] else None]
+        return [
+            unbroadcast(g, node, 0) if needs[0] else None,
+            unbroadcast(g, node, 1) if needs[1] else None,
+        ]
 
     def jvp(self, node, dx, dy):
-        if dx is None or dy is None:
-            return like_output(dx if dy is None else dy, node)
-        return add(dx, dy)
+        if dx is None:
+            return None if dy is None else broadcast_tangent(dy, node, [1])
+        return broadcast_tangent(dx, node, [0]) if dy is None else add(dx, dy)
 
 
 class Sub(Elementwise):
     name, symbol = "sub", "-"
+    glyph = "−"
     templates = {"numexpr": "({0} - {1})", "cuda": "({0} - {1})"}
 
     def compute(self, xp, x, y):
         return x - y
 
     def gradient(self, node, g, needs):
-        x, y = node.inputs
         return [
-            unbroadcast(g, x) if needs[0] else None,
-            unbroadcast(neg(g), y) if needs[1] else None,
+            unbroadcast(g, node, 0) if needs[0] else None,
+            unbroadcast(neg(g), node, 1) if needs[1] else None,
         ]
 
     def jvp(self, node, dx, dy):
         if dy is None:
-            return like_output(dx, node)
-        return like_output(neg(dy), node) if dx is None else sub(dx, dy)
+            return None if dx is None else broadcast_tangent(dx, node, [0])
+        return broadcast_tangent(neg(dy), node, [1]) if dx is None else sub(dx, dy)
 
 
 class Mul(Elementwise):
     name, symbol = "mul", "*"
+    glyph = "×"
+    family = "nonlinearity and gate"
+    flop_rows = ("element-wise ×",)
     templates = {"numexpr": "({0} * {1})", "cuda": "({0} * {1})"}
 
     def compute(self, xp, x, y):
@@ -100,16 +98,13 @@ class Mul(Elementwise):
     def gradient(self, node, g, needs):
         x, y = node.inputs
         return [
-            unbroadcast(mul(g, y), x) if needs[0] else None,
-            unbroadcast(mul(g, x), y) if needs[1] else None,
+            unbroadcast(mul(g, y), node, 0) if needs[0] else None,
+            unbroadcast(mul(g, x), node, 1) if needs[1] else None,
         ]
 
-    def jvp(self, node, dx, dy):
+    def jvp(self, node, dx, dy):  # each term has the output's shape: it involves x and y
         x, y = node.inputs
-        return tangent_sum(
-            None if dx is None else like_output(mul(dx, y), node),
-            None if dy is None else like_output(mul(x, dy), node),
-        )
+        return tangent_sum(None if dx is None else mul(dx, y), None if dy is None else mul(x, dy))
 
 
 class Div(Elementwise):
@@ -122,15 +117,15 @@ class Div(Elementwise):
     def gradient(self, node, g, needs):
         x, y = node.inputs
         return [
-            unbroadcast(div(g, y), x) if needs[0] else None,
-            unbroadcast(neg(div(mul(g, node), y)), y) if needs[1] else None,
+            unbroadcast(div(g, y), node, 0) if needs[0] else None,
+            unbroadcast(neg(div(mul(g, node), y)), node, 1) if needs[1] else None,
         ]
 
     def jvp(self, node, dx, dy):
-        x, y = node.inputs
+        y = node.inputs[1]
         return tangent_sum(
-            None if dx is None else like_output(div(dx, y), node),
-            None if dy is None else like_output(neg(div(mul(node, dy), y)), node),
+            None if dx is None else div(dx, y),
+            None if dy is None else neg(div(mul(node, dy), y)),
         )
 
 
@@ -145,15 +140,15 @@ class Maximum(Elementwise):
     def gradient(self, node, g, needs):
         x, y = node.inputs
         return [
-            unbroadcast(mul(g, greater_equal(x, y)), x) if needs[0] else None,
-            unbroadcast(mul(g, less(x, y)), y) if needs[1] else None,
+            unbroadcast(mul(g, greater_equal(x, y)), node, 0) if needs[0] else None,
+            unbroadcast(mul(g, less(x, y)), node, 1) if needs[1] else None,
         ]
 
     def jvp(self, node, dx, dy):
         x, y = node.inputs
         return tangent_sum(
-            None if dx is None else like_output(mul(dx, greater_equal(x, y)), node),
-            None if dy is None else like_output(mul(dy, less(x, y)), node),
+            None if dx is None else mul(dx, greater_equal(x, y)),
+            None if dy is None else mul(dy, less(x, y)),
         )
 
 
@@ -162,6 +157,9 @@ class AddN(Elementwise):
 
     name = "sum_n"
 
+    def written(self, args):
+        return " + ".join(args)
+
     def compute(self, xp, *xs):
         total = xs[0] + xs[1]
         for x in xs[2:]:
@@ -169,10 +167,12 @@ class AddN(Elementwise):
         return total
 
     def gradient(self, node, g, needs):
-        return [unbroadcast(g, x) if need else None for x, need in zip(node.inputs, needs)]
+        return [unbroadcast(g, node, k) if need else None for k, need in enumerate(needs)]
 
     def jvp(self, node, *tangents):
-        return like_output(tangent_sum(*tangents), node)
+        total = tangent_sum(*tangents)
+        present = [k for k, t in enumerate(tangents) if t is not None]
+        return None if total is None else broadcast_tangent(total, node, present)
 
     def flops(self, out_shape, *in_shapes):
         return (len(in_shapes) - 1) * math.prod(out_shape)
@@ -183,8 +183,6 @@ class AddN(Elementwise):
 
 # -- comparisons (not differentiable: their gradient is zero almost everywhere) -------------
 class Compare(Elementwise):
-    cost = 1
-
     def infer_dtype(self, *dtypes):
         return np.dtype(bool)
 
@@ -223,18 +221,20 @@ class Where(Elementwise):
         return xp.where(c, x, y)
 
     def gradient(self, node, g, needs):
-        c, x, y = node.inputs
+        c = node.inputs[0]
         return [
             None,
-            unbroadcast(where(c, g, 0.0), x) if needs[1] else None,
-            unbroadcast(where(c, 0.0, g), y) if needs[2] else None,
+            unbroadcast(where(c, g, 0.0), node, 1) if needs[1] else None,
+            unbroadcast(where(c, 0.0, g), node, 2) if needs[2] else None,
         ]
 
     def jvp(self, node, dc, dx, dy):
         if dx is None and dy is None:
             return None
         c = node.inputs[0]
-        return like_output(where(c, 0.0 if dx is None else dx, 0.0 if dy is None else dy), node)
+        t = where(c, 0.0 if dx is None else dx, 0.0 if dy is None else dy)
+        present = [0] + [k for k, d in ((1, dx), (2, dy)) if d is not None]  # the condition and
+        return broadcast_tangent(t, node, present)  # the tangents in t give it its shape
 
 
 # -- unary ----------------------------------------------------------------------------------
@@ -251,8 +251,10 @@ class Unary(Elementwise):
         return None if dx is None else mul(dx, self.derivative(node))
 
 
-class Neg(Unary):
+class Neg(Elementwise):
     name, symbol = "neg", "-"
+    glyph = "−"
+    linear = True
     templates = {"numexpr": "(-{0})", "cuda": "(-{0})"}
 
     def compute(self, xp, x):
@@ -261,19 +263,18 @@ class Neg(Unary):
     def gradient(self, node, g, needs):
         return [neg(g)]
 
-    def jvp(self, node, dx):
-        return None if dx is None else neg(dx)
-
 
 class Power(Unary):
     """``x ** p`` for a constant real exponent p."""
 
     name = "pow"
+    attributes = ("p",)
+
+    def written(self, args):
+        return f"{args[0]}²" if self.p == 2 else f"{args[0]}^{self.p:g}"
 
     def __init__(self, p):
-        p = params.exponent(p, "pow: the exponent")
-        super().__init__(p=p)
-        self.p = p
+        super().__init__(p=params.exponent(p, "pow: the exponent"))
 
     def label(self):
         return f"pow({self.p:g})"
@@ -312,6 +313,9 @@ class Exp(Unary):
 class Log(Unary):
     name = "log"
     templates = {"numexpr": "log({0})", "cuda": "logf({0})"}
+
+    def written(self, args):
+        return f"ln({args[0]})"
 
     def compute(self, xp, x):
         return xp.log(x)
@@ -357,7 +361,7 @@ class Tanh(Unary):
 
 
 class Sigmoid(Unary):
-    name, cost = "sigmoid", 3
+    name, flops_per_element = "sigmoid", 3
     templates = {
         "numexpr": "(0.5 * (tanh(0.5 * {0}) + 1.0))",
         "cuda": "(0.5f * (tanhf(0.5f * {0}) + 1.0f))",
@@ -372,6 +376,7 @@ class Sigmoid(Unary):
 
 class Relu(Unary):
     name = "relu"
+    family = "nonlinearity and gate"
     templates = {"numexpr": "maximum({0}, 0.0)", "cuda": "maximumf({0}, 0.0f)"}
 
     def compute(self, xp, x):
@@ -384,7 +389,9 @@ class Relu(Unary):
 class Silu(Unary):
     """``x * sigmoid(x)`` (Swish with beta = 1), LLaMA's activation."""
 
-    name, cost = "silu", 4
+    name, flops_per_element = "silu", 4
+    family = "nonlinearity and gate"
+    flop_rows = ("Swish",)
     templates = {
         "numexpr": "({0} * (0.5 * (tanh(0.5 * {0}) + 1.0)))",
         "cuda": "({0} * (0.5f * (tanhf(0.5f * {0}) + 1.0f)))",
@@ -411,7 +418,7 @@ class Sqrt(Unary):
 
 
 class Rsqrt(Unary):
-    name, cost = "rsqrt", 2
+    name, flops_per_element = "rsqrt", 2
     templates = {"numexpr": "(1.0 / sqrt({0}))", "cuda": "rsqrtf({0})"}
 
     def compute(self, xp, x):
@@ -421,15 +428,15 @@ class Rsqrt(Unary):
         return mul(-0.5, div(node, node.inputs[0]))
 
 
-class Cast(Unary):
+class Cast(Elementwise):
     """Convert to ``dtype`` (e.g. a boolean mask to floats)."""
 
-    name, cost = "cast", 0
+    name, flops_per_element = "cast", 0
+    attributes = ("dtype",)
+    linear = True
 
     def __init__(self, dtype):
-        dtype = params.dtype(dtype, "cast")
-        super().__init__(dtype=dtype.name)
-        self.dtype = dtype
+        super().__init__(dtype=params.dtype(dtype, "cast"))
 
     def infer_dtype(self, *dtypes):
         return self.dtype
@@ -440,17 +447,21 @@ class Cast(Unary):
     def gradient(self, node, g, needs):
         return [cast(g, node.inputs[0].dtype) if node.inputs[0].dtype is not None else g]
 
-    def jvp(self, node, dx):
-        return None if dx is None else cast(dx, self.dtype)
-
 
 class Fill(Op):
     """``zeros_like`` / ``ones_like``: a constant array shaped like the input."""
 
+    attributes = ("value",)
+
+    def written(self, args):
+        return "1" if self.value == 1 else super().written(args)
+
     def __init__(self, value):
         super().__init__(value=value)
-        self.value = value
-        self.name = "zeros_like" if value == 0 else "ones_like" if value == 1 else "full_like"
+
+    @property
+    def name(self) -> str:
+        return {0: "zeros_like", 1: "ones_like"}.get(self.value, "full_like")
 
     def infer_shape(self, shape):
         return shape
@@ -570,7 +581,3 @@ relu = _unary(Relu)
 silu = _unary(Silu)
 sqrt = _unary(Sqrt)
 rsqrt = _unary(Rsqrt)
-
-
-# The families below build on the elementwise ops and are used by their derivative rules.
-from . import reductions, shape  # noqa: E402

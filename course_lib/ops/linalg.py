@@ -6,9 +6,8 @@ import math
 
 from ..graph import Node, Op, apply
 from ..kernels.dispatch import run_on_gpu
-from . import _shapes
+from .broadcast import broadcast_shapes, sum_to
 from .elementwise import tangent_sum
-from .reductions import sum_to
 from .shape import matrix_transpose, reshape
 
 
@@ -16,6 +15,12 @@ class MatMul(Op):
     """``x @ y`` for inputs with at least two dimensions; batch dims broadcast."""
 
     name, symbol = "matmul", "@"
+    family = "products"
+    flop_rows = ("XW_Q, XW_K, XW_V", "AW_O", "XW_gate, XW_up", "XW_down", "LM head")
+
+    def gpu_kernel(self, launch, x, y):
+        """``matmul_tiled.cu``: 2-D matrices only (batched products keep ``xp.matmul``)."""
+        return launch.matmul_tiled(x, y) if x.ndim == y.ndim == 2 else None
 
     def infer_shape(self, x, y):
         if x is None or y is None:
@@ -24,17 +29,17 @@ class MatMul(Op):
             raise ValueError("matmul inputs need 2+ dimensions here (1-D is promoted by matmul())")
         if x[-1] is not None and y[-2] is not None and x[-1] != y[-2]:
             raise ValueError(f"inner dimensions differ: {x[-1]} vs {y[-2]}")
-        return _shapes.broadcast(x[:-2], y[:-2]) + (x[-2], y[-1])
+        return broadcast_shapes(x[:-2], y[:-2]) + (x[-2], y[-1])
 
     def compute(self, xp, x, y):
-        out = run_on_gpu("matmul", xp, x, y)  # off by default: cuBLAS via xp.matmul
+        out = run_on_gpu(self, xp, x, y)  # off by default: cuBLAS via xp.matmul
         return xp.matmul(x, y) if out is None else out
 
     def gradient(self, node, g, needs):
         x, y = node.inputs
         return [
-            sum_to(matmul(g, matrix_transpose(y)), x) if needs[0] else None,
-            sum_to(matmul(matrix_transpose(x), g), y) if needs[1] else None,
+            _unbatch(matmul(g, matrix_transpose(y)), x, y) if needs[0] else None,
+            _unbatch(matmul(matrix_transpose(x), g), y, x) if needs[1] else None,
         ]
 
     def jvp(self, node, dx, dy):
@@ -47,6 +52,12 @@ class MatMul(Op):
     def flops(self, out_shape, x_shape, y_shape):
         """``2·m·n·p`` per matrix product (the lecture's m·p·(2n − 1), rounded up)."""
         return 2 * math.prod(out_shape) * x_shape[-1]
+
+
+def _unbatch(partial: Node, x: Node, other: Node) -> Node:
+    """The partial adjoint of ``x`` summed over the batch axes broadcasting added to it; when
+    the other operand is a single matrix (no batch axes), x's batch axes are the output's."""
+    return partial if other.ndim == 2 else sum_to(partial, x)
 
 
 _MATMUL = MatMul()

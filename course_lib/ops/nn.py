@@ -1,4 +1,11 @@
-"""Neural-network composites: softmax, log-softmax and cross-entropy (all stable)."""
+"""Neural-network composites: softmax, log-softmax and cross-entropy (all stable).
+
+FLOP conventions, one per op: softmax costs 3 per element as the lecture counts it (the
+subtraction, the exp and the division; the row max and sum are not counted), the FLOP
+table's ``softmax_per_score``. The log-sum-exp family counts every pass over the row:
+logsumexp 4 per element (max, subtraction, exp, sum), log-softmax one more (subtracting the
+log-sum), cross-entropy one more again (picking the target's entry and the mean).
+"""
 
 from __future__ import annotations
 
@@ -7,29 +14,36 @@ import math
 from .. import params
 from ..graph import Node, Op, apply
 from ..kernels.dispatch import run_on_gpu
-from . import _shapes
-from ._shapes import check_ids
+from .axes import check_ids, normalize_axes
 from .elementwise import div, exp, mul, sub
-from .reductions import sum
+from .reductions import LogSumExp, stable_log_sum_exp, sum
 
 
-class Softmax(Op):
-    """``exp(x - max) / sum(exp(x - max))`` along ``axis``."""
+class _AlongAxis(Op):
+    """An op over one axis of its input, of the same shape (softmax, log-softmax)."""
 
-    name, cost = "softmax", 5
+    attributes = ("axis",)
 
     def __init__(self, axis=-1):
-        axis = params.integer(axis, f"{self.name}: axis")
-        super().__init__(axis=axis)
-        self.axis = axis
+        super().__init__(axis=params.integer(axis, f"{self.name}: axis"))
 
     def infer_shape(self, shape):
         if shape is not None:
-            _shapes.normalize_axes(self.axis, len(shape))  # raises if the axis does not exist
+            normalize_axes(self.axis, len(shape))  # raises if the axis does not exist
         return shape
 
+
+class Softmax(_AlongAxis):
+    """``exp(x - max) / sum(exp(x - max))`` along ``axis``."""
+
+    name, flops_per_element = "softmax", 3
+
+    def gpu_kernel(self, launch, x):
+        """``softmax.cu``: one block per row, so only along the last axis."""
+        return launch.softmax(x) if x.ndim >= 1 and self.axis in (-1, x.ndim - 1) else None
+
     def compute(self, xp, x):
-        out = run_on_gpu("softmax", xp, x, axis=self.axis)  # softmax.cu on a GPU
+        out = run_on_gpu(self, xp, x)  # softmax.cu on a GPU
         if out is not None:
             return out
         e = xp.exp(x - xp.max(x, axis=self.axis, keepdims=True))
@@ -43,28 +57,15 @@ class Softmax(Op):
             return None
         return mul(node, sub(dx, sum(mul(dx, node), self.axis, keepdims=True)))
 
-    def flops(self, out_shape, in_shape):
-        return self.cost * math.prod(out_shape)
 
-
-class LogSoftmax(Op):
+class LogSoftmax(_AlongAxis):
     """``x - logsumexp(x)`` along ``axis``."""
 
-    name, cost = "log_softmax", 5
-
-    def __init__(self, axis=-1):
-        axis = params.integer(axis, f"{self.name}: axis")
-        super().__init__(axis=axis)
-        self.axis = axis
-
-    def infer_shape(self, shape):
-        if shape is not None:
-            _shapes.normalize_axes(self.axis, len(shape))  # raises if the axis does not exist
-        return shape
+    name, flops_per_element = "log_softmax", LogSumExp.flops_per_element + 1
 
     def compute(self, xp, x):
-        shifted = x - xp.max(x, axis=self.axis, keepdims=True)
-        return shifted - xp.log(xp.sum(xp.exp(shifted), axis=self.axis, keepdims=True))
+        _, shifted, log_sum = stable_log_sum_exp(xp, x, self.axis)
+        return shifted - log_sum
 
     def gradient(self, node, g, needs):
         return [sub(g, mul(exp(node), sum(g, self.axis, keepdims=True)))]
@@ -74,14 +75,12 @@ class LogSoftmax(Op):
             return None
         return sub(dx, sum(mul(exp(node), dx), self.axis, keepdims=True))
 
-    def flops(self, out_shape, in_shape):
-        return self.cost * math.prod(out_shape)
-
 
 class CrossEntropy(Op):
     """Mean over positions of ``-log softmax(logits)[target]``; targets are integers."""
 
-    name, cost = "cross_entropy", 6
+    name, flops_per_element = "cross_entropy", LogSoftmax.flops_per_element + 1  # per logit
+    family = "cross-entropy"
 
     def infer_shape(self, logits, targets):
         if logits is not None and targets is not None and tuple(logits[:-1]) != tuple(targets):
@@ -99,8 +98,8 @@ class CrossEntropy(Op):
 
     def compute(self, xp, logits, targets):
         check_ids(targets, logits.shape[-1], f"there are {logits.shape[-1]} classes")
-        shifted = logits - xp.max(logits, axis=-1, keepdims=True)
-        log_probs = shifted - xp.log(xp.sum(xp.exp(shifted), axis=-1, keepdims=True))
+        _, shifted, log_sum = stable_log_sum_exp(xp, logits, -1)
+        log_probs = shifted - log_sum
         picked = xp.take_along_axis(log_probs, targets[..., None], axis=-1)
         return -xp.mean(picked)
 
@@ -116,7 +115,7 @@ class CrossEntropy(Op):
         return None if dlogits is None else sum(mul(dlogits, self._direction(node)))
 
     def flops(self, out_shape, logits_shape, targets_shape):
-        return self.cost * math.prod(logits_shape)
+        return self.flops_per_element * math.prod(logits_shape)
 
 
 class OneHotLike(Op):

@@ -1,7 +1,8 @@
 """Normalisation layers: RMSNorm (one fused op with a hand-written backward) and LayerNorm.
 
 FLOP convention (the lecture's table): RMSNorm costs ``4·elements + 2·rows`` — square,
-sum, scale by 1/RMS and by the weight per element; mean and ``rsqrt(· + ε)`` per row.
+sum, scale by 1/RMS and by the weight per element; mean and ``rsqrt(· + ε)`` per row. Its
+adjoints count their elementwise passes: 7 per element for x's, 3 per element of x for w's.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ import math
 from .. import params
 from ..graph import Node, Op, apply
 from ..kernels.dispatch import run_on_gpu
+from .broadcast import sum_to
 from .elementwise import add, mul, ones_like, rsqrt, sub, tangent_sum
-from .reductions import mean, sum_to
+from .reductions import mean
 
 
 def _check_norm_shapes(name, x, w):
@@ -64,10 +66,10 @@ def _grad_x_along_x(g: Node, x: Node, w: Node, r: Node, t: Node, transpose: bool
 class _RMSNormFamily(Op):
     """What RMSNorm and its two adjoint ops share: ε (a float) as their one attribute."""
 
+    attributes = ("eps",)
+
     def __init__(self, eps: float = 1e-5):
-        eps = params.real(eps, f"{self.name}: eps", minimum=0.0)
-        super().__init__(eps=eps)
-        self.eps = eps
+        super().__init__(eps=params.real(eps, f"{self.name}: eps", minimum=0.0))
 
 
 class RMSNorm(_RMSNormFamily):
@@ -78,13 +80,20 @@ class RMSNorm(_RMSNormFamily):
     """
 
     name = "rms_norm"
+    flops_per_element, flops_per_row = 4, 2
+    family = "norms"
+    flop_rows = ("RMSNorm (attention)", "RMSNorm (MLP)", "RMSNorm (final)")
+
+    def gpu_kernel(self, launch, x, w):
+        """``rmsnorm.cu``: one block per row of the last axis."""
+        return launch.rmsnorm(x, w, eps=self.eps) if x.ndim >= 1 else None
 
     def infer_shape(self, x, w):
         _check_norm_shapes(self.name, x, w)
         return x
 
     def compute(self, xp, x, w):
-        out = run_on_gpu("rms_norm", xp, x, w, eps=self.eps)  # rmsnorm.cu on a GPU
+        out = run_on_gpu(self, xp, x, w)  # rmsnorm.cu on a GPU
         if out is not None:
             return out
         out = x * _inv_rms(xp, x, self.eps)
@@ -105,13 +114,14 @@ class RMSNorm(_RMSNormFamily):
         return tangent_sum(along_x, None if dw is None else mul(dw, mul(x, r)))
 
     def flops(self, out_shape, x_shape, w_shape):
-        return 4 * math.prod(out_shape) + 2 * math.prod(out_shape[:-1])
+        rows = math.prod(out_shape[:-1])
+        return self.flops_per_element * math.prod(out_shape) + self.flops_per_row * rows
 
 
 class RMSNormGradX(_RMSNormFamily):
     """The adjoint of RMSNorm's input: ``r·(g·w − x̂·mean(g·w·x̂))`` with ``x̂ = r·x``."""
 
-    name = "rms_norm_grad_x"
+    name, flops_per_element = "rms_norm_grad_x", 7
 
     def infer_shape(self, g, x, w):
         return x
@@ -145,14 +155,11 @@ class RMSNormGradX(_RMSNormFamily):
             along_x = _grad_x_along_x(g, x, w, _inv_rms_node(x, self.eps), dx, transpose=False)
         return tangent_sum(along_gw, along_x)
 
-    def flops(self, out_shape, *in_shapes):
-        return 7 * math.prod(out_shape)
-
 
 class RMSNormGradW(_RMSNormFamily):
     """The adjoint of RMSNorm's weight: ``sum over rows of g·x̂``."""
 
-    name = "rms_norm_grad_w"
+    name, flops_per_element = "rms_norm_grad_w", 3  # per element of x
 
     def infer_shape(self, g, x, w):
         return w
@@ -176,7 +183,7 @@ class RMSNormGradW(_RMSNormFamily):
         return tangent_sum(along_g, along_x)
 
     def flops(self, out_shape, g_shape, x_shape, w_shape):
-        return 3 * math.prod(x_shape)
+        return self.flops_per_element * math.prod(x_shape)
 
 
 def rms_norm(x, weight, eps: float = 1e-5) -> Node:

@@ -1,4 +1,4 @@
-"""Reductions (sum, mean, max, logsumexp) and the un-broadcasting ``sum_to``."""
+"""Reductions (sum, mean, max, logsumexp) and their adjoint, ``unreduce``."""
 
 from __future__ import annotations
 
@@ -6,30 +6,36 @@ import builtins
 import math
 
 from .. import params
-from ..errors import GraphError
 from ..graph import Node, Op, apply
-from . import _shapes
+from .axes import normalize_axes, reduced
 from .elementwise import div, equal, exp, mul, sub
 
 
 class Reduce(Op):
-    """A reduction over ``axis`` (None: all axes), optionally keeping reduced dims."""
+    """A reduction over ``axis`` (None: all axes), optionally keeping reduced dims.
+
+    Costs ``flops_per_element`` per *input* element.
+    """
+
+    attributes = ("axis", "keepdims")
+    flops_per_element = 1
 
     def __init__(self, axis=None, keepdims=False):
-        axis = params.axis(axis, f"{self.name}: axis")
-        keepdims = params.flag(keepdims, f"{self.name}: keepdims")
-        super().__init__(axis=axis, keepdims=keepdims)
-        self.axis, self.keepdims = axis, keepdims
+        super().__init__(
+            axis=params.axis(axis, f"{self.name}: axis"),
+            keepdims=params.flag(keepdims, f"{self.name}: keepdims"),
+        )
 
     def infer_shape(self, shape):
-        return _shapes.reduced(shape, self.axis, self.keepdims)
+        return reduced(shape, self.axis, self.keepdims)
 
     def flops(self, out_shape, in_shape):
-        return math.prod(in_shape)
+        return self.flops_per_element * math.prod(in_shape)
 
 
 class Sum(Reduce):
     name = "sum"
+    linear = True
 
     def compute(self, xp, x):
         return xp.sum(x, axis=self.axis, keepdims=self.keepdims)
@@ -37,21 +43,16 @@ class Sum(Reduce):
     def gradient(self, node, g, needs):
         return [unreduce(g, node.inputs[0], self.axis, self.keepdims)]
 
-    def jvp(self, node, dx):
-        return None if dx is None else sum(dx, self.axis, self.keepdims)
-
 
 class Mean(Reduce):
     name = "mean"
+    linear = True
 
     def compute(self, xp, x):
         return xp.mean(x, axis=self.axis, keepdims=self.keepdims)
 
     def gradient(self, node, g, needs):
         return [unreduce(g, node.inputs[0], self.axis, self.keepdims, mean=True)]
-
-    def jvp(self, node, dx):
-        return None if dx is None else mean(dx, self.axis, self.keepdims)
 
 
 class Max(Reduce):
@@ -76,17 +77,32 @@ class Max(Reduce):
         return None if dx is None else sum(mul(dx, self._weights(node)), self.axis, self.keepdims)
 
 
-class LogSumExp(Reduce):
-    """``log(sum(exp(x)))`` computed stably (the maximum is subtracted first)."""
+def stable_log_sum_exp(xp, x, axis):
+    """The stable log-sum-exp along ``axis``, written once for logsumexp, log_softmax and
+    cross_entropy: ``(m, x − m, log Σ exp(x − m))`` with the axis kept, m the maximum along it
+    (0 where that is ±inf or NaN). No exp overflows and a finite row's sum is at least 1:
+    ``logsumexp(x) = m + log Σ exp(x − m)``, ``log_softmax(x) = (x − m) − log Σ exp(x − m)``.
+    """
+    m = xp.max(x, axis=axis, keepdims=True)
+    m = xp.where(xp.isfinite(m), m, 0)
+    shifted = x - m
+    return m, shifted, xp.log(xp.sum(xp.exp(shifted), axis=axis, keepdims=True))
 
-    name, cost = "logsumexp", 4
+
+class LogSumExp(Reduce):
+    """``log(sum(exp(x)))`` computed stably (the maximum is subtracted first).
+
+    FLOPs per input element: the max, the subtraction, the exp and the sum (the log is per
+    row and not counted).
+    """
+
+    name, flops_per_element = "logsumexp", 4
 
     def compute(self, xp, x):
-        m = xp.max(x, axis=self.axis, keepdims=True)
-        m = xp.where(xp.isfinite(m), m, 0)
-        out = xp.log(xp.sum(xp.exp(x - m), axis=self.axis, keepdims=True)) + m
+        m, _, log_sum = stable_log_sum_exp(xp, x, self.axis)
+        out = log_sum + m
         if not self.keepdims:
-            out = out.squeeze(axis=_shapes.normalize_axes(self.axis, x.ndim))
+            out = out.squeeze(axis=normalize_axes(self.axis, x.ndim))
         return out
 
     def _softmax(self, node):
@@ -100,9 +116,6 @@ class LogSumExp(Reduce):
     def jvp(self, node, dx):
         return None if dx is None else sum(mul(dx, self._softmax(node)), self.axis, self.keepdims)
 
-    def flops(self, out_shape, in_shape):
-        return self.cost * math.prod(in_shape)
-
 
 class Unreduce(Op):
     """Broadcast a reduced array ``g`` back to the shape of ``like`` (the reduction's adjoint).
@@ -111,10 +124,11 @@ class Unreduce(Op):
     """
 
     name = "unreduce"
+    attributes = ("axis", "keepdims", "mean")
+    linear = True
 
     def __init__(self, axis=None, keepdims=False, mean=False):
         super().__init__(axis=axis, keepdims=keepdims, mean=mean)
-        self.axis, self.keepdims, self.mean = axis, keepdims, mean
 
     def infer_shape(self, g_shape, like_shape):
         return like_shape
@@ -124,7 +138,7 @@ class Unreduce(Op):
 
     def compute(self, xp, g, like):
         ndim = like.ndim
-        axes = _shapes.normalize_axes(self.axis, ndim)
+        axes = normalize_axes(self.axis, ndim)
         if not self.keepdims and self.axis is not None:
             g = xp.expand_dims(g, axes)
         elif not self.keepdims:
@@ -136,61 +150,6 @@ class Unreduce(Op):
     def gradient(self, node, g, needs):
         reduce = mean if self.mean else sum
         return [reduce(g, self.axis, self.keepdims), None]
-
-    def jvp(self, node, dg, dlike):
-        return None if dg is None else apply(self, dg, node.inputs[1])
-
-
-class SumTo(Op):
-    """Sum over broadcast axes down to a static ``shape``."""
-
-    name = "sum_to"
-
-    def __init__(self, shape):
-        super().__init__(shape=tuple(shape))
-        self.shape = tuple(shape)
-
-    def infer_shape(self, shape):
-        if shape is not None:
-            _shapes.sum_to_axes(shape, self.shape)
-        return self.shape
-
-    def compute(self, xp, x):
-        return _shapes.sum_to(xp, x, self.shape)
-
-    def gradient(self, node, g, needs):
-        from .shape import broadcast_like  # noqa: PLC0415
-
-        return [broadcast_like(g, node.inputs[0])]
-
-    def jvp(self, node, dx):
-        return None if dx is None else apply(self, dx)
-
-    def flops(self, out_shape, in_shape):
-        return math.prod(in_shape) - math.prod(out_shape)
-
-
-class SumToLike(Op):
-    """Sum ``x`` over broadcast axes down to the (run-time) shape of ``like``."""
-
-    name = "sum_to_like"
-
-    def infer_shape(self, shape, like_shape):
-        return like_shape
-
-    def infer_dtype(self, dtype, like_dtype):
-        return dtype
-
-    def compute(self, xp, x, like):
-        return _shapes.sum_to(xp, x, like.shape)
-
-    def gradient(self, node, g, needs):
-        from .shape import broadcast_like  # noqa: PLC0415
-
-        return [broadcast_like(g, node.inputs[0]), None]
-
-    def jvp(self, node, dx, dlike):
-        return None if dx is None else apply(self, dx, node.inputs[1])
 
 
 # -- public functions -----------------------------------------------------------------------
@@ -219,14 +178,3 @@ def unreduce(g, like, axis=None, keepdims=False, mean=False) -> Node:
     if keepdims and g.shape is not None and g.shape == like.shape and not mean:
         return g
     return apply(Unreduce(axis, keepdims, mean), g, like)
-
-
-def sum_to(x, like) -> Node:
-    """Sum ``x`` down to the shape of the node ``like`` (undo broadcasting)."""
-    if not isinstance(like, Node):
-        raise GraphError(f"sum_to: like must be a node (whose shape to sum to), got {like!r}")
-    if like.shape is not None and None not in like.shape:
-        if x.shape == like.shape:
-            return x
-        return apply(SumTo(like.shape), x)
-    return apply(SumToLike(), x, like)

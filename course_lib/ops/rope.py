@@ -9,7 +9,6 @@ FLOP convention: 3 per rotated element (two products and one sum), the lecture's
 
 from __future__ import annotations
 
-import math
 from functools import lru_cache
 
 from .. import params
@@ -30,14 +29,23 @@ class Rope(Op):
     ``inverse=True`` rotates back (the adjoint). FLOPs: 3 per element.
     """
 
-    name = "rope"
+    name, flops_per_element = "rope", 3
+    attributes = ("theta", "seq_axis", "inverse")
+    linear = True
+    family = "positions"
+    flop_rows = ("RoPE",)
+
+    def gpu_kernel(self, launch, x, cos, sin):
+        """``rope.cu``: x is (..., seq_len, head_dim), positions on the second-to-last axis."""
+        positions_last = x.ndim >= 2 and self.seq_axis % x.ndim == x.ndim - 2
+        return launch.rope(x, cos, sin) if positions_last else None
 
     def __init__(self, theta: float = 10000.0, seq_axis: int = -2, inverse: bool = False):
-        theta = params.real(theta, "rope: theta", positive=True)
-        seq_axis = params.integer(seq_axis, "rope: seq_axis")
-        inverse = params.flag(inverse, "rope: inverse")
-        super().__init__(theta=theta, seq_axis=seq_axis, inverse=inverse)
-        self.theta, self.seq_axis, self.inverse = theta, seq_axis, inverse
+        super().__init__(
+            theta=params.real(theta, "rope: theta", positive=True),
+            seq_axis=params.integer(seq_axis, "rope: seq_axis"),
+            inverse=params.flag(inverse, "rope: inverse"),
+        )
 
     def infer_shape(self, shape):
         if shape is None:
@@ -57,7 +65,7 @@ class Rope(Op):
         half = x.shape[-1] // 2
         cos, sin = _tables(x.shape[axis], x.shape[-1], self.theta, x.dtype)
         cos, sin = xp.asarray(cos), xp.asarray(-sin if self.inverse else sin)
-        out = run_on_gpu("rope", xp, x, cos, sin, seq_axis=self.seq_axis)  # rope.cu on a GPU
+        out = run_on_gpu(self, xp, x, cos, sin)  # rope.cu on a GPU
         if out is not None:
             return out
         table_shape = (x.shape[axis],) + (1,) * (x.ndim - axis - 2) + (half,)
@@ -72,12 +80,6 @@ class Rope(Op):
 
     def gradient(self, node, g, needs):
         return [apply(Rope(self.theta, self.seq_axis, not self.inverse), g)]
-
-    def jvp(self, node, dx):
-        return None if dx is None else apply(self, dx)
-
-    def flops(self, out_shape, in_shape):
-        return 3 * math.prod(out_shape)
 
 
 def rope(x, theta: float = 10000.0, seq_axis: int = -2) -> Node:

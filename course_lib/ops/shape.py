@@ -1,4 +1,8 @@
-"""Shape and view ops: reshape, permute, broadcast, concat/split, indexing, gather."""
+"""Shape and view ops: reshape, permute, concat/split, indexing, gather.
+
+Broadcasting (``broadcast_to``, ``sum_to``) has its own module, :mod:`.broadcast`, whose
+static-or-run-time target shape ``reshape`` shares.
+"""
 
 from __future__ import annotations
 
@@ -11,26 +15,19 @@ from .. import params
 from ..backend import scatter_add
 from ..errors import ShapeError
 from ..graph import Node, Op, apply
-from . import _shapes
+from .axes import check_ids, indexed_shape, normalize_axes
+from .broadcast import ToShape, to_shape
 from .elementwise import zeros_like
 
 
-class View(Op):
-    """An op NumPy computes as a view (new shape and strides, same memory): no traffic."""
+class Reshape(ToShape):
+    """The same elements in the target shape (a view when NumPy can make one)."""
 
-    def accesses(self, out_shape, *in_shapes):
-        return (0,) * len(in_shapes), 0
-
-
-class Reshape(View):
     name = "reshape"
+    view = True
+    minus_one = True
 
-    def __init__(self, shape):
-        shape = params.shape(shape, "reshape: shape", infer=True)
-        super().__init__(shape=shape)
-        self.shape = shape
-
-    def infer_shape(self, shape):
+    def static_shape(self, shape):
         if shape is None or None in shape:
             return None if -1 in self.shape else self.shape
         size, known = math.prod(shape), math.prod(d for d in self.shape if d != -1)
@@ -41,44 +38,20 @@ class Reshape(View):
             raise ValueError(f"cannot reshape {shape} ({size} elements) to {self.shape}")
         return out
 
-    def compute(self, xp, x):
-        return xp.reshape(x, self.shape)
-
-    def gradient(self, node, g, needs):
-        return [reshape_like(g, node.inputs[0])]
-
-    def jvp(self, node, dx):
-        return None if dx is None else apply(self, dx)
+    def compute(self, xp, x, like=None):
+        return xp.reshape(x, self.target(like))
 
 
-class ReshapeLike(View):
-    """Reshape ``x`` to the run-time shape of ``like``."""
-
-    name = "reshape_like"
-
-    def infer_shape(self, shape, like_shape):
-        return like_shape
-
-    def infer_dtype(self, dtype, like_dtype):
-        return dtype
-
-    def compute(self, xp, x, like):
-        return xp.reshape(x, like.shape)
-
-    def gradient(self, node, g, needs):
-        return [reshape_like(g, node.inputs[0]), None]
-
-    def jvp(self, node, dx, dlike):
-        return None if dx is None else apply(self, dx, node.inputs[1])
+Reshape.adjoint = Reshape  # x̄ = reshape(ȳ, to x's shape)
 
 
-class Permute(View):
+class Permute(Op):
     name = "permute"
+    attributes = ("axes",)
+    linear = view = True
 
     def __init__(self, axes=None):
-        axes = None if axes is None else params.axes(axes, "permute: axes")
-        super().__init__(axes=axes)
-        self.axes = axes
+        super().__init__(axes=None if axes is None else params.axes(axes, "permute: axes"))
 
     def infer_shape(self, shape):
         if shape is None:
@@ -101,14 +74,12 @@ class Permute(View):
     def gradient(self, node, g, needs):
         return [apply(self.inverse(), g)]
 
-    def jvp(self, node, dx):
-        return None if dx is None else apply(self, dx)
 
-
-class SwapLastAxes(View):
+class SwapLastAxes(Op):
     """Swap the last two axes (the matrix transpose of a batch of matrices)."""
 
     name = "mT"
+    linear = view = True
 
     def infer_shape(self, shape):
         if shape is None:
@@ -123,71 +94,19 @@ class SwapLastAxes(View):
     def gradient(self, node, g, needs):
         return [apply(self, g)]
 
-    def jvp(self, node, dx):
-        return None if dx is None else apply(self, dx)
-
-
-class BroadcastTo(View):
-    name = "broadcast_to"
-
-    def __init__(self, shape):
-        shape = params.shape(shape, "broadcast_to: shape")
-        super().__init__(shape=shape)
-        self.shape = shape
-
-    def infer_shape(self, shape):
-        if shape is not None and _shapes.broadcast(shape, self.shape) != self.shape:
-            raise ValueError(f"cannot broadcast {shape} to {self.shape}")
-        return self.shape
-
-    def compute(self, xp, x):
-        return xp.broadcast_to(x, self.shape)
-
-    def gradient(self, node, g, needs):
-        from .reductions import sum_to  # noqa: PLC0415
-
-        return [sum_to(g, node.inputs[0])]
-
-    def jvp(self, node, dx):
-        return None if dx is None else apply(self, dx)
-
-
-class BroadcastToLike(View):
-    """Broadcast ``x`` to the run-time shape of ``like``."""
-
-    name = "broadcast_like"
-
-    def infer_shape(self, shape, like_shape):
-        return like_shape
-
-    def infer_dtype(self, dtype, like_dtype):
-        return dtype
-
-    def compute(self, xp, x, like):
-        return xp.broadcast_to(x, like.shape)
-
-    def gradient(self, node, g, needs):
-        from .reductions import sum_to  # noqa: PLC0415
-
-        return [sum_to(g, node.inputs[0]), None]
-
-    def jvp(self, node, dx, dlike):
-        return None if dx is None else apply(self, dx, node.inputs[1])
-
 
 class Concat(Op):
     name = "concat"
+    attributes = ("axis",)
 
     def __init__(self, axis=0):
-        axis = params.integer(axis, "concat: axis")
-        super().__init__(axis=axis)
-        self.axis = axis
+        super().__init__(axis=params.integer(axis, "concat: axis"))
 
     def infer_shape(self, *shapes):
         if any(s is None for s in shapes):
             return None
         ndim = len(shapes[0])
-        axis = _shapes.normalize_axes(self.axis, ndim)[0]
+        axis = normalize_axes(self.axis, ndim)[0]
         for s in shapes[1:]:
             if len(s) != ndim or any(
                 a != b for i, (a, b) in enumerate(zip(s, shapes[0])) if i != axis
@@ -217,10 +136,11 @@ class ConcatPart(Op):
     """Part ``k`` of ``g`` split like the inputs of a concat (the concat's adjoint)."""
 
     name = "concat_part"
+    attributes = ("k", "axis")
+    linear = True
 
     def __init__(self, k, axis):
         super().__init__(k=k, axis=axis)
-        self.k, self.axis = k, axis
 
     def infer_shape(self, g_shape, *shapes):
         return shapes[self.k]
@@ -238,9 +158,6 @@ class ConcatPart(Op):
         xs = node.inputs[1:]
         parts = [gg if j == self.k else zeros_like(x) for j, x in enumerate(xs)]
         return [apply(Concat(self.axis), *parts)] + [None] * len(xs)
-
-    def jvp(self, node, dg, *dxs):
-        return None if dg is None else apply(self, dg, *node.inputs[1:])
 
 
 def _freeze_index(index):
@@ -272,27 +189,33 @@ def _index_repr(index) -> str:
     return ", ".join(one(i) for i in index)
 
 
+def _gathers(index) -> bool:
+    """Whether ``index`` holds an integer array (a gather, which copies) or is basic (a view)."""
+    return any(isinstance(i, np.ndarray) for i in index)
+
+
 class GetItem(Op):
     """Basic and integer-array indexing, ``x[index]``."""
 
     name = "getitem"
+    attributes = ("index",)
+    linear = True
+
+    def written(self, args):
+        return f"{args[0]}{self.label()}"
 
     def __init__(self, index):
-        super().__init__()
-        self.index = _freeze_index(index)
-
-    def key(self):
-        return (GetItem, _index_repr(self.index))
+        super().__init__(index=_freeze_index(index))
 
     def label(self):
         return f"[{_index_repr(self.index)}]"
 
     def infer_shape(self, shape):
-        return _shapes.indexed_shape(shape, self.index)
+        return indexed_shape(shape, self.index)
 
     def accesses(self, out_shape, in_shape):
         """Basic indexing is a view (no traffic); an integer-array index gathers a copy."""
-        if any(isinstance(i, np.ndarray) for i in self.index):
+        if _gathers(self.index):
             n = math.prod(out_shape)
             return (n,), n
         return (0,), 0
@@ -301,27 +224,24 @@ class GetItem(Op):
         return x[self.index]
 
     def gradient(self, node, g, needs):
-        return [apply(ScatterLike(self), g, node.inputs[0])]
-
-    def jvp(self, node, dx):
-        return None if dx is None else apply(self, dx)
+        return [apply(ScatterLike(self.index), g, node.inputs[0])]
 
 
 class ScatterLike(Op):
     """Zeros shaped like ``like`` with ``g`` added at the indexed places (getitem's adjoint)."""
 
     name = "scatter"
+    attributes = ("index",)
+    linear = True
 
-    def __init__(self, getitem: GetItem):
-        super().__init__()
-        self.getitem = getitem
-        self.basic = not any(isinstance(i, np.ndarray) for i in getitem.index)
-
-    def key(self):
-        return (ScatterLike, self.getitem.key())
+    def __init__(self, index):
+        super().__init__(index=_freeze_index(index))
 
     def label(self):
-        return f"scatter[{_index_repr(self.getitem.index)}]"
+        return f"scatter[{_index_repr(self.index)}]"
+
+    def written(self, args):
+        return f"scatter[{_index_repr(self.index)}]({args[0]} into {args[1]})"
 
     def infer_shape(self, g_shape, like_shape):
         return like_shape
@@ -331,23 +251,21 @@ class ScatterLike(Op):
 
     def compute(self, xp, g, like):
         out = xp.zeros(like.shape, dtype=g.dtype)
-        if self.basic:
-            out[self.getitem.index] = g
+        if _gathers(self.index):
+            scatter_add(xp, out, self.index, g)
         else:
-            scatter_add(xp, out, self.getitem.index, g)
+            out[self.index] = g
         return out
 
     def gradient(self, node, gg, needs):
-        return [apply(self.getitem, gg), None]
-
-    def jvp(self, node, dg, dlike):
-        return None if dg is None else apply(self, dg, node.inputs[1])
+        return [apply(GetItem(self.index), gg), None]
 
 
 class Take(Op):
     """Rows of ``table`` picked by integer ``indices`` (an embedding lookup)."""
 
     name = "take"
+    linear = True  # in the table
 
     def infer_shape(self, table_shape, index_shape):
         if table_shape is None or index_shape is None:
@@ -360,21 +278,19 @@ class Take(Op):
         return table_dtype
 
     def compute(self, xp, table, indices):
-        _shapes.check_ids(indices, table.shape[0], f"the table has {table.shape[0]} rows")
+        check_ids(indices, table.shape[0], f"the table has {table.shape[0]} rows")
         return xp.take(table, indices, axis=0)
 
     def gradient(self, node, g, needs):
         table, indices = node.inputs
         return [apply(TakeAdjoint(), g, indices, table), None]
 
-    def jvp(self, node, dtable, dindices):
-        return None if dtable is None else apply(self, dtable, node.inputs[1])
-
 
 class TakeAdjoint(Op):
     """Zeros shaped like ``table`` with each row of ``g`` added to its index's row."""
 
     name = "take_adjoint"
+    linear = True  # in g
 
     def infer_shape(self, g_shape, index_shape, table_shape):
         return table_shape
@@ -383,7 +299,7 @@ class TakeAdjoint(Op):
         return g_dtype
 
     def compute(self, xp, g, indices, table):
-        _shapes.check_ids(indices, table.shape[0], f"the table has {table.shape[0]} rows")
+        check_ids(indices, table.shape[0], f"the table has {table.shape[0]} rows")
         out = xp.zeros(table.shape, dtype=g.dtype)
         scatter_add(xp, out, indices, g)
         return out
@@ -391,21 +307,11 @@ class TakeAdjoint(Op):
     def gradient(self, node, gg, needs):
         return [apply(Take(), gg, node.inputs[1]), None, None]
 
-    def jvp(self, node, dg, dindices, dtable):
-        return None if dg is None else apply(self, dg, *node.inputs[1:])
-
 
 # -- public functions -----------------------------------------------------------------------
 def reshape(x, shape) -> Node:
     """A node with the same elements in ``shape`` (one -1 allowed)."""
-    return apply(Reshape(shape), x)
-
-
-def reshape_like(x, like) -> Node:
-    """Reshape ``x`` to the shape of the node ``like``."""
-    if like.shape is not None and None not in like.shape:
-        return x if x.shape == like.shape else apply(Reshape(like.shape), x)
-    return apply(ReshapeLike(), x, like)
+    return to_shape(Reshape, x, shape)
 
 
 def permute(x, *axes) -> Node:
@@ -423,18 +329,6 @@ def transpose(x, axes=None) -> Node:
 def matrix_transpose(x) -> Node:
     """Swap the last two axes."""
     return apply(SwapLastAxes(), x)
-
-
-def broadcast_to(x, shape) -> Node:
-    """View ``x`` broadcast to ``shape``."""
-    return apply(BroadcastTo(shape), x)
-
-
-def broadcast_like(x, like) -> Node:
-    """Broadcast ``x`` to the shape of the node ``like``."""
-    if like.shape is not None and None not in like.shape:
-        return x if x.shape == like.shape else apply(BroadcastTo(like.shape), x)
-    return apply(BroadcastToLike(), x, like)
 
 
 def concat(xs, axis=0) -> Node:

@@ -35,6 +35,9 @@ class Fused(Op):
     name = "fused"
     elementwise = True
 
+    def written(self, args):
+        return f"fused: {self.formula(args, pretty=True)}"
+
     def __init__(self, params: Sequence[Node], body: Node):
         super().__init__()
         self.params, self.body = tuple(params), body
@@ -142,9 +145,9 @@ class Fused(Op):
         return known
 
     # -- display ---------------------------------------------------------------------------
-    def formula(self, args: Sequence[str], pretty: dict | None = None) -> str:
-        """The body written over ``args`` with infix precedence: ``v4 + (v1 + v2) × v3``."""
-        pretty = pretty or {}
+    def formula(self, args: Sequence[str], pretty: bool = False) -> str:
+        """The body written over ``args`` with infix precedence: ``v4 + (v1 + v2) * v3``
+        (``pretty``: with the ops' glyphs, ``v4 + (v1 + v2) × v3``)."""
         text = {p: (a, 9) for p, a in zip(self.params, args)}
         for node in topological_order([self.body]):
             if node in text:
@@ -153,20 +156,18 @@ class Fused(Op):
                 text[node] = (node.name, 9)
                 continue
             symbol, parts = node.op.symbol, [text[i] for i in node.inputs]
+            glyph = node.op.glyph if pretty and node.op.glyph else symbol
             level = _DISPLAY.get(symbol) if len(parts) == 2 else None
-            if level is None:
-                inner = ", ".join(t for t, _ in parts)
-                text[node] = (
-                    f"{symbol}{inner}"
-                    if symbol and len(parts) == 1
-                    else f"{node.op.name}({inner})",
-                    9,
-                )
-                continue
-            (a, pa), (b, pb) = parts
-            left = a if pa >= level else f"({a})"
-            right = b if pb > level or (pb == level and symbol in "+*") else f"({b})"
-            text[node] = (f"{left} {pretty.get(symbol, symbol)} {right}", level)
+            if symbol and len(parts) == 1:  # a prefix symbol binds tighter than any infix one
+                a, pa = parts[0]
+                text[node] = (f"{glyph}{a}" if pa == 9 else f"{glyph}({a})", 9)
+            elif level is None:
+                text[node] = (f"{node.op.name}({', '.join(t for t, _ in parts)})", 9)
+            else:
+                (a, pa), (b, pb) = parts
+                left = a if pa >= level else f"({a})"
+                right = b if pb > level or (pb == level and symbol in "+*") else f"({b})"
+                text[node] = (f"{left} {glyph} {right}", level)
         return text[self.body][0]
 
     def label(self) -> str:

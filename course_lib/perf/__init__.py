@@ -2,7 +2,7 @@
 ceilings (memory bandwidth, matmul rate), kernels placed on a roofline, median timings."""
 
 from .ceilings import Roofline, measure_bandwidth, measure_matmul_rate, measure_roofline
-from .counts import IntensityReport, OpCost, arithmetic_intensity, op_cost
+from .counts import IntensityReport, OpCost, arithmetic_intensity, flops_by_node, op_cost
 from .points import KernelPoint, measure_graph, measure_kernel
 from .search import Candidate, search_fusions
 from .timing import best_seconds, blocked_medians, interleaved_medians, median_seconds
@@ -16,6 +16,7 @@ __all__ = [
     "arithmetic_intensity",
     "best_seconds",
     "blocked_medians",
+    "flops_by_node",
     "interleaved_medians",
     "measure_bandwidth",
     "measure_graph",

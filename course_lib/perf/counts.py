@@ -2,18 +2,20 @@
 
 Each op runs as its own kernel: it reads its inputs from memory and writes its output
 (``Op.accesses``), as the lecture counts Program 1. A fused node is one kernel, so
-fusion shows up as less traffic for the same FLOPs.
+fusion shows up as less traffic for the same FLOPs. :func:`op_nodes` is the one walk
+that every count of the package (here and in :mod:`course_lib.models`) goes through.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 
-from ..errors import GraphError, ShapeError
-from ..graph import Node, topological_order
+from ..errors import GraphError, ShapeError, describe_shapes
+from ..graph import Node, Shape, numel, topological_order
 
 
 class Intensities:
@@ -81,19 +83,49 @@ class IntensityReport(Intensities):
         return self.table()
 
 
+def op_nodes(outputs: Node | Iterable[Node]) -> list[Node]:
+    """The ops the outputs (a node or several) depend on, in creation order, each once.
+
+    Variables and constants are inputs, not ops: they cost nothing.
+    """
+    outputs = [outputs] if isinstance(outputs, Node) else list(outputs)
+    for out in outputs:
+        if not isinstance(out, Node):
+            raise GraphError(f"costs are counted on graph nodes, got a {type(out).__name__}")
+    return [node for node in topological_order(outputs) if node.inputs]
+
+
+def static_shapes(node: Node) -> list[Shape]:
+    """The static shapes of ``node``, then of its inputs: what ``Op.flops`` and
+    ``Op.accesses`` take. Raises :class:`ShapeError` naming the op and the nodes whose
+    shapes are not fully known."""
+    shapes = [node.shape, *(i.shape for i in node.inputs)]
+    unknown = [n.name for n, s in zip((node, *node.inputs), shapes) if numel(s) is None]
+    if unknown:
+        raise ShapeError(
+            f"op {node.op.label()} at node {node.name}: the shapes of {', '.join(unknown)} are "
+            f"not known ({describe_shapes((node, *node.inputs))}); give the variables static "
+            "shapes to count FLOPs and bytes"
+        )
+    return shapes
+
+
+def flops_by_node(outputs: Node | Iterable[Node]) -> dict[Node, int]:
+    """``op.flops(out_shape, *in_shapes)`` of every op the outputs depend on.
+
+    From the static shapes recorded when the graph was built, so nothing runs (both branches
+    of a ``cond`` count); shared nodes count once.
+    """
+    return {node: node.op.flops(*static_shapes(node)) for node in op_nodes(outputs)}
+
+
 def op_cost(node: Node, dtypes: dict | None = None) -> OpCost:
     """The FLOPs and traffic of one op node (its inputs' and its own static shapes).
 
     ``dtypes`` gives dtypes the graph leaves open (see :func:`arithmetic_intensity`).
     """
     dtypes = dtypes or {}
-    shapes = [node.shape, *(i.shape for i in node.inputs)]
-    unknown = [n.name for n, s in zip((node, *node.inputs), shapes) if _unknown(s)]
-    if unknown:
-        raise ShapeError(
-            f"{node.op.label()} at node {node.name}: the shapes of {', '.join(unknown)} are not "
-            "known; give the variables static shapes to count FLOPs and bytes"
-        )
+    shapes = static_shapes(node)
     itemsizes = [_itemsize(n, node, dtypes) for n in (node, *node.inputs)]
     return OpCost(
         node,
@@ -103,30 +135,26 @@ def op_cost(node: Node, dtypes: dict | None = None) -> OpCost:
     )
 
 
-def arithmetic_intensity(outputs: Node | list[Node]) -> IntensityReport:
+def arithmetic_intensity(outputs: Node | Iterable[Node]) -> IntensityReport:
     """FLOPs, loads + stores and bytes of every op of the graph, and their totals.
 
     ``report.intensity`` is the lecture's AI in FLOPs per element (Program 1 of
     ``E = D + (A + B) * C``: 1/3; fused, Program 2: 3/5); ``report.byte_intensity`` is
     FLOPs per byte. Variables and constants are inputs, not kernels.
     """
-    order = topological_order([outputs] if isinstance(outputs, Node) else list(outputs))
-    dtypes = _dtypes(order)
-    return IntensityReport(tuple(op_cost(n, dtypes) for n in order if n.inputs))
+    ops = op_nodes(outputs)
+    dtypes = _dtypes(ops)
+    return IntensityReport(tuple(op_cost(n, dtypes) for n in ops))
 
 
-def _dtypes(order: list[Node]) -> dict:
-    """Each node's dtype; where the graph has none (a weak scalar took part), NumPy's rule:
+def _dtypes(ops: list[Node]) -> dict:
+    """Each op's dtype; where the graph has none (a weak scalar took part), NumPy's rule:
     the result type of the inputs whose dtypes are known."""
     dtypes: dict = {}
-    for node in order:
-        known = [dtypes[i] for i in node.inputs if dtypes.get(i) is not None]
+    for node in ops:
+        known = [d for d in (dtypes.get(i, i.dtype) for i in node.inputs) if d is not None]
         dtypes[node] = node.dtype if node.dtype is not None or not known else np.result_type(*known)
     return dtypes
-
-
-def _unknown(shape) -> bool:
-    return shape is None or any(d is None for d in shape)
 
 
 def _itemsize(node: Node, user: Node, dtypes: dict) -> int:

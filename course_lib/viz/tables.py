@@ -9,7 +9,7 @@ from ..graph import Node
 from ..runtime import Executor
 from ..tables import Table
 from .figure import format_value
-from .labels import definition
+from .labels import expression
 from .steps import trace_values
 
 
@@ -29,7 +29,7 @@ def evaluation_trace(
     headers = ["node", "definition", "value"] + (["v̇ (tangent)"] if tangents is not None else [])
     rows = []
     for i, node in enumerate(nodes):
-        row = [names[node], definition(node, names).split(" = ", 1)[-1], format_value(values[i])]
+        row = [names[node], expression(node, names), format_value(values[i])]
         if tangents is not None:
             row.append(format_value(values[len(nodes) + i]))
         rows.append(row)

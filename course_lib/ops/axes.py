@@ -1,31 +1,15 @@
-"""Static shape arithmetic shared by the op families (``None`` means unknown)."""
+"""Axis and index arithmetic shared by the op families: which axes an ``axis`` argument
+names, the shape left after reducing or indexing (``None`` where unknown), and the check
+that integer ids fall inside their range.
+
+Broadcasting has its own module, :mod:`course_lib.ops.broadcast`.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ..errors import GraphError, OutOfRangeError
-
-
-def broadcast(*shapes):
-    """NumPy broadcasting of static shapes; ``None`` if any is unknown."""
-    first = shapes[0]
-    if all(s == first for s in shapes[1:]):
-        return first
-    if any(s is None for s in shapes):
-        return None
-    out = []
-    for dims in zip(*(((1,) * (max(map(len, shapes)) - len(s)) + s) for s in shapes)):
-        size = 1
-        for d in dims:
-            if d is None:
-                size = None if size == 1 else size
-            elif d != 1:
-                if size not in (1, None) and size != d:
-                    raise ValueError(f"shapes {' and '.join(map(str, shapes))} do not broadcast")
-                size = d
-        out.append(size)
-    return tuple(out)
 
 
 def normalize_axes(axis, ndim: int) -> tuple[int, ...]:
@@ -51,27 +35,6 @@ def reduced(shape, axis, keepdims: bool):
     if keepdims:
         return tuple(1 if i in axes else d for i, d in enumerate(shape))
     return tuple(d for i, d in enumerate(shape) if i not in axes)
-
-
-def sum_to_axes(from_shape, to_shape):
-    """Axes to sum (keepdims) and leading axes to drop to reduce ``from_shape`` to ``to_shape``."""
-    lead = len(from_shape) - len(to_shape)
-    if lead < 0:
-        raise ValueError(f"cannot sum shape {from_shape} to the larger shape {to_shape}")
-    axes = tuple(range(lead)) + tuple(
-        lead + i for i, d in enumerate(to_shape) if d == 1 and from_shape[lead + i] != 1
-    )
-    return axes, lead
-
-
-def sum_to(xp, array, shape):
-    """Sum ``array`` over its broadcast axes so that it has ``shape``."""
-    shape = tuple(shape)
-    if array.shape == shape:
-        return array
-    axes, lead = sum_to_axes(array.shape, shape)
-    out = array.sum(axis=axes, keepdims=True) if axes else array
-    return out.reshape(shape)
 
 
 def indexed_shape(shape, index):
