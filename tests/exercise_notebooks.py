@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
-from pending_exercise_cells import PENDING
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS, STUDENT = ROOT / "notebooks", ROOT / "student"
@@ -61,14 +60,10 @@ def _cells(path: Path) -> list[tuple[str, str]]:
 
 @functools.cache
 def notebook_exercises() -> dict[str, NotebookExercise]:
-    """Every exercise of the instructor notebooks and of the pending cells, by id."""
+    """Every exercise of the instructor notebooks, by id."""
     found = []
     for path in sorted(NOTEBOOKS.glob("*.ipynb")):
         found += _exercises_in(path.stem, _cells(path))
-    for name, insertions in PENDING.items():
-        found += _exercises_in(
-            name, [cell for insertion in insertions for cell in insertion["cells"]]
-        )
     ids = [e.id for e in found]
     assert len(ids) == len(set(ids)), f"an exercise appears twice: {sorted(ids)}"
     return {e.id: e for e in found}
