@@ -107,8 +107,10 @@ def test_a_stub_is_not_done_yet(stub):
 
 def test_an_unknown_exercise_is_reported_not_raised(capsys):
     check("05.nope", lambda: 1)
-    printed = capsys.readouterr().out
-    assert printed.startswith("? 05.nope: there is no such exercise; known: 01.guard_key")
+    check(["05.can_view"], lambda: 1)
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("? 05.nope: there is no such exercise; known: 01.guard_key")
+    assert printed[1].startswith("? ['05.can_view']: there is no such exercise")
 
 
 def test_check_prints_the_verdict_and_logs_it_for_the_grader(tmp_path, monkeypatch, capsys):

@@ -126,7 +126,7 @@ def verify(exercise_id: str, answer, *, time_limit: float | None = None) -> Verd
     the wrong type or runs longer than the exercise's time limit (``time_limit`` overrides it)
     gets a failing verdict that says so.
     """
-    found = EXERCISES.get(exercise_id)
+    found = EXERCISES.get(exercise_id) if isinstance(exercise_id, str) else None
     if found is None:
         known = ", ".join(sorted(EXERCISES))
         return Verdict(str(exercise_id), UNKNOWN, f"there is no such exercise; known: {known}")
