@@ -115,6 +115,8 @@ def test_a_seed_is_a_node_of_its_own(lecture_graph):
     assert "v4 = v3 + 1" in lines
     assert "v̇1 = 1" in lines and "v̇2 = 1" in lines
     assert "v̇3 = t1 + t2 ≡ v̇4" in lines and "t2 = v1 × v̇2" in lines
+    as_nodes = _lines(draw_graph(y, tangents={x1: cl.constant(1.0), x2: cl.constant(1.0)}))
+    assert as_nodes == lines
 
 
 def test_array_seeds_and_constants():
@@ -150,6 +152,10 @@ def test_labels_rename_and_the_lectures_names_stay_as_aliases(worked_example):
     v1, v4, dv1, trace = worked_example
     lines = _lines(draw_graph(v4, backward=dv1, trace=trace, labels={dv1: "df/dv1"}))
     assert lines[-1] == "df/dv1 = v̄2 × v2 ≡ v̄1 ≡ v̄(1→2)"
+    new_v1, new_v1_again = v1 - 0.1 * dv1, v1 - 0.2 * dv1
+    labels = {new_v1: "v1'"}  # a labelled node takes no intermediate's number
+    lines = _lines(draw_graph(v4, update=[new_v1, new_v1_again], trace=trace, labels=labels))
+    assert lines[-4:] == ["t1 = 0.1 × v̄1", "v1' = v1 − t1", "t2 = 0.2 × v̄1", "t3 = v1 − t2"]
 
 
 def test_a_trace_and_a_numbering_together_are_refused(worked_example):

@@ -103,7 +103,8 @@ def draw_graph(
             f"draw_graph: {len(order)} nodes is too many to read (max_nodes={max_nodes}); "
             "draw a smaller graph or pass a larger max_nodes"
         )
-    names = lecture_names(order, numbers, roles) | dict(labels or {})
+    labels = dict(labels or {})
+    names = lecture_names([n for n in order if n not in labels], numbers, roles) | labels
     stage_of = _stages(stages)
     values = _values(order, feed)
     fig = GraphFigure(
@@ -159,8 +160,9 @@ def _tangents(forward: list[Node], numbers: dict, tangents: Mapping | None):
 def _own_constant(value):
     """A seed as a node of its own: the constant 1.0 is shared by every use of the number,
     and a seed is drawn with its own name (v̇1 = 1)."""
-    if isinstance(value, Node):
+    if isinstance(value, Node) and not is_inline_constant(value):
         return value
+    value = value.op.value if isinstance(value, Node) else value
     return constant(value, name=constant(value).name)
 
 

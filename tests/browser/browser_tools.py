@@ -70,7 +70,7 @@ def _keep_offline(page, allowed: str) -> list[str]:
 def visible_steps(player) -> list[str]:
     """The captions of the player's step figures that are shown."""
     return [
-        f.locator("figcaption").inner_text()
+        " ".join(f.locator("figcaption").text_content().split())
         for f in player.locator("figure.cl-step").all()
         if f.is_visible()
     ]
@@ -96,6 +96,7 @@ def check_player(page, player, steps: int, interval_ms: int) -> list[str]:
     following = player.get_by_role("button", name="next step")
     play = player.get_by_role("button", name="play")
     assert slider.get_attribute("max") == str(steps)
+    player.scroll_into_view_if_needed()
     pictures = [shown_step(page, player, 1, steps)]
     slider.focus()
     for step in range(2, steps + 1):

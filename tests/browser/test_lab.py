@@ -124,13 +124,12 @@ def test_step_through_in_jupyterlab(lab):
                 arg=first_prompt.element_handle(),
                 timeout=60_000,
             )
+            page.wait_for_selector(
+                ".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000
+            )
             player = page.locator(".cl-player").filter(has=page.get_by_role("slider")).first
-            player.wait_for(timeout=120_000)
             pictures = check_player(page, player, steps=8, interval_ms=1500)
             assert "v̄(3→4)" in pictures[2] and "v̄1" in pictures[7]
-            page.wait_for_selector(
-                ".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000
-            )
             errors = page.locator("[data-mime-type='application/vnd.jupyter.stderr']")
             assert errors.count() == 0, errors.first.inner_text()
             assert blocked == [], f"JupyterLab fetched from the network: {blocked}"
