@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..perf import median_seconds
 from ..runtime import Executor
 from .corpus import random_windows
 from .decoder import DecoderLM
@@ -84,6 +85,41 @@ class ProgressBar:
             self._handle.update(self.bar.container)
 
 
+def _step_feed(model, optimizer, tokens, batch, seq, rng, lr) -> dict:
+    """The feed of one step: random windows of ``tokens``, the parameters, the optimiser's
+    state (which advances its step count)."""
+    feed = model.feed(model.forward_graph(batch, seq), random_windows(tokens, batch, seq, rng))
+    feed.update(optimizer.feed(lr))
+    return feed
+
+
+def seconds_per_step(
+    model: DecoderLM,
+    tokens: np.ndarray,
+    batch: int = 16,
+    seq: int = 128,
+    optimizer: Optimizer | None = None,
+    repeats: int = 3,
+    optimize: bool = False,
+) -> float:
+    """The median wall time of one training step of :func:`train` with these arguments, to
+    say how long a training run will take before it starts.
+
+    The step is compiled (and cached for :func:`train`) and run ``repeats`` times without
+    writing its results back: the graph is pure, so the model and the optimiser (its step
+    count restored) are exactly as before.
+    """
+    optimizer = AdamW(model.params) if optimizer is None else optimizer
+    run = training_step(model, optimizer, batch, seq, optimize)
+    rng = np.random.default_rng(0)
+    step_count = optimizer.step_count
+    try:
+        feed = _step_feed(model, optimizer, tokens, batch, seq, rng, optimizer.lr)
+        return median_seconds(lambda: run.run(feed), repeats, warmup=0)
+    finally:
+        optimizer.step_count = step_count
+
+
 def train(
     model: DecoderLM,
     tokens: np.ndarray,
@@ -105,16 +141,13 @@ def train(
     """
     optimizer = AdamW(model.params) if optimizer is None else optimizer
     run = training_step(model, optimizer, batch, seq, optimize)
-    graph = model.forward_graph(batch, seq)
     rng = np.random.default_rng(seed)
     history = TrainHistory()
     start = time.perf_counter()
     bar = ProgressBar(steps, "training", progress)
     for step in bar:
         lr = optimizer.lr if lr_schedule is None else lr_schedule(step)
-        feed = model.feed(graph, random_windows(tokens, batch, seq, rng))
-        feed.update(optimizer.feed(lr))
-        loss, *new_values = run.run(feed)
+        loss, *new_values = run.run(_step_feed(model, optimizer, tokens, batch, seq, rng, lr))
         optimizer.write_back(model.params, new_values)  # the graph is pure: state changes here
         loss = float(loss)
         history.losses.append(loss)
