@@ -62,5 +62,10 @@ test-unit:
 test-notebooks:
 	$(BIN)/python -m pytest -q --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:randomly notebooks
 
+# The student edition: notebooks/ with every solution replaced by a stub, written to student/.
+.PHONY: student
+student: $(VENV)/.lab-stamp
+	$(BIN)/python -m course_lib.exercises.edition notebooks student
+
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -1,0 +1,54 @@
+"""Exercises with immediate feedback: ``check("05.can_view", can_view)`` in a notebook.
+
+Every notebook 01–09 has exercises where the student writes code that matters for the lecture.
+:func:`check` prints a verdict (✓, or what is wrong and a hint for the mistake it looks like,
+or "not done yet" while the answer is the stub) and never raises; :func:`verify` returns the
+:class:`Verdict` for tests and autograders. Checkers test behaviour on random and edge cases
+against an oracle (NumPy, ``cl.grad``, ``cl.jvp``, the FLOP table, ...), never source text.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+
+# Each topic module registers the checkers of one notebook's exercises.
+from . import (  # noqa: F401
+    forward_mode,
+    fusion,
+    gpu_kernels,
+    layouts,
+    llama,
+    llm_budget,
+    programming_models,
+    reverse_mode,
+    training,
+)
+from .core import EXERCISES, Verdict, verify
+
+__all__ = ["EXERCISES", "LOG_ENV", "Verdict", "check", "verify"]
+
+
+#: When this environment variable names a file, every :func:`check` also appends its verdict
+#: there as a line of JSON (how ``python -m course_lib.exercises.grade`` collects them).
+LOG_ENV = "COURSE_LIB_EXERCISE_LOG"
+
+
+def check(exercise_id: str, answer) -> None:
+    """Check ``answer`` for ``exercise_id`` and print the verdict; never raises.
+
+    Prints ``✓ 05.can_view: ...`` when the answer is right; ``✗`` with what went wrong and, when
+    the answer looks like a common mistake, a hint; ``…`` "not done yet" while it is the stub.
+    """
+    verdict = verify(exercise_id, answer)
+    print(verdict)
+    log = os.environ.get(LOG_ENV)
+    if log:
+        record = {
+            "exercise": verdict.exercise,
+            "status": verdict.status,
+            "message": verdict.message,
+        }
+        with contextlib.suppress(OSError), open(log, "a", encoding="utf-8") as file:
+            file.write(json.dumps(record, ensure_ascii=False) + "\n")

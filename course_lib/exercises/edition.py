@@ -1,0 +1,119 @@
+"""The student edition of the notebooks: every solution replaced by a stub.
+
+::
+
+    python -m course_lib.exercises.edition notebooks student      # what `make student` runs
+
+The notebooks in ``notebooks/`` are the instructor edition. A solution sits between two
+marker lines, in Python or inside CUDA source held in a Python string::
+
+    # BEGIN SOLUTION                    // BEGIN SOLUTION
+    ...                                 ...
+    # END SOLUTION                      // END SOLUTION
+
+(the markers nbgrader and otter-grader use). In the student edition a Python solution becomes
+``# YOUR CODE HERE`` and ``raise NotImplementedError`` at the marker's indentation, so the
+function exists and its check says "not done yet"; a CUDA solution becomes
+``// YOUR CODE HERE`` (an empty kernel body). The outputs of exercise cells (cells with a
+solution, and ``check(...)`` cells) are cleared; every other cell, output and the notebook's
+metadata stay exactly as they are. A notebook without exercises is copied unchanged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import re
+import sys
+from pathlib import Path
+
+_BEGIN = re.compile(r"^(?P<indent>\s*)(?P<mark>#|//) BEGIN SOLUTION\s*$")
+_END = re.compile(r"^\s*(?P<mark>#|//) END SOLUTION\s*$")
+_CHECK = re.compile(r"^check\(\s*[\"'](?P<id>\d\d\.\w+)[\"']", re.MULTILINE)
+_STUB = {"#": ["# YOUR CODE HERE", "raise NotImplementedError"], "//": ["// YOUR CODE HERE"]}
+
+
+class EditionError(ValueError):
+    """A notebook whose solution markers do not pair up."""
+
+
+def student_source(source: str, where: str = "cell") -> str:
+    """``source`` with every solution block replaced by its stub."""
+    lines, out, block = source.split("\n"), [], None
+    for number, line in enumerate(lines, start=1):
+        begin, end = _BEGIN.match(line), _END.match(line)
+        if begin:
+            if block is not None:
+                raise EditionError(
+                    f"{where}, line {number}: BEGIN SOLUTION inside another solution"
+                )
+            block = begin
+            out += [begin["indent"] + stub for stub in _STUB[begin["mark"]]]
+        elif end:
+            if block is None or end["mark"] != block["mark"]:
+                raise EditionError(
+                    f"{where}, line {number}: END SOLUTION without its BEGIN SOLUTION"
+                )
+            block = None
+        elif block is None:
+            out.append(line)
+    if block is not None:
+        raise EditionError(f"{where}: BEGIN SOLUTION without END SOLUTION")
+    return "\n".join(out)
+
+
+def exercise_ids(source: str) -> list[str]:
+    """The exercise ids a cell checks: ``check("05.can_view", ...)`` at the start of a line."""
+    return _CHECK.findall(source)
+
+
+def is_exercise_cell(cell) -> bool:
+    """A code cell with a solution block or a ``check(...)`` call."""
+    source = cell.get("source", "")
+    has_solution = any(_BEGIN.match(line) for line in source.split("\n"))
+    return cell.get("cell_type") == "code" and (has_solution or bool(exercise_ids(source)))
+
+
+def student_notebook(notebook, name: str = "notebook"):
+    """A copy of ``notebook`` (an ``nbformat`` node) as the student edition."""
+    student = copy.deepcopy(notebook)
+    for index, cell in enumerate(student.cells):
+        if is_exercise_cell(cell):
+            cell.source = student_source(cell.source, f"{name}, cell {index}")
+            cell.outputs, cell.execution_count = [], None
+    return student
+
+
+def write_edition(source_dir: Path, target_dir: Path) -> list[Path]:
+    """Write the student edition of every notebook of ``source_dir`` into ``target_dir``;
+    student notebooks whose instructor notebook is gone are removed. Returns the written paths."""
+    import nbformat  # noqa: PLC0415  (an instructor tool: the lab extra brings nbformat)
+
+    target_dir.mkdir(parents=True, exist_ok=True)
+    sources = sorted(source_dir.glob("*.ipynb"))
+    for stale in set(target_dir.glob("*.ipynb")) - {target_dir / p.name for p in sources}:
+        stale.unlink()
+    written = []
+    for path in sources:
+        notebook = nbformat.read(path, as_version=nbformat.NO_CONVERT)
+        nbformat.write(student_notebook(notebook, path.name), target_dir / path.name)
+        written.append(target_dir / path.name)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("source", type=Path, help="folder of instructor notebooks (notebooks/)")
+    parser.add_argument("target", type=Path, help="folder for the student edition (student/)")
+    args = parser.parse_args(argv)
+    try:
+        written = write_edition(args.source, args.target)
+    except EditionError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print(f"wrote {len(written)} student notebooks to {args.target}/")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

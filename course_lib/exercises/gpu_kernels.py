@@ -1,0 +1,258 @@
+"""Notebook 07: CUDA kernels, run in the CPU emulator (or on the GPU when there is one).
+
+The answer is CUDA C source. It is compiled (by g++ for the emulator, by NVRTC on a GPU), run
+on ragged sizes with several launch shapes, and its output compared with NumPy; the verdict
+reads the same on either (nbval compares it on every machine). The output
+array is longer than ``n`` and filled with a marker value, so elements never written and
+writes past the end both show. The kernel machinery is imported only when a kernel is checked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import numpy as np
+
+from .core import Mistake, NotDone, Wrong, call, close, exercise, first_match, mismatch, require
+
+PAD = 64  # extra elements after the end of every array: writes there are out of bounds
+MARK = np.float32(-12345.0)  # what the output holds before the kernel runs
+
+NO_GUARD = Mistake(
+    "no-bounds-check",
+    "the grid is rounded up to whole blocks, so the last threads have i >= n: they must not "
+    "touch memory. Guard the work with if (i < n).",
+)
+MISSED = Mistake(
+    "missed-elements",
+    "some elements were never written. Each thread computes its own global index, "
+    "i = blockIdx.x * blockDim.x + threadIdx.x: threadIdx.x alone repeats 0 … blockDim.x − 1 "
+    "in every block.",
+)
+SIGNATURE = Mistake(
+    "signature",
+    "keep the signature the exercise gives (the launch passes exactly those arguments).",
+)
+
+
+@contextlib.contextmanager
+def _launch_timeout(seconds: float):
+    """A short watchdog for each emulated launch (an endless loop is stopped, not waited for)."""
+    from ..kernels.emulator import TIMEOUT_ENV  # noqa: PLC0415
+
+    saved = os.environ.get(TIMEOUT_ENV)
+    os.environ[TIMEOUT_ENV] = str(seconds)
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ[TIMEOUT_ENV]
+        else:
+            os.environ[TIMEOUT_ENV] = saved
+
+
+class _Device:
+    """Where the answer runs: the GPU (CuPy) when course_lib uses one, else the emulator."""
+
+    def __init__(self):
+        from .. import kernels  # noqa: PLC0415  (the kernel machinery loads here, not on import)
+
+        self.kernels = kernels
+        self.gpu = kernels.default_mode() == "gpu"
+        if not self.gpu and not kernels.emulator_available():
+            raise Wrong(
+                "cannot run CUDA here: there is no GPU and no C++ compiler for the emulator"
+            )
+
+    def compile(self, source: str, name: str, params: tuple[str, ...]):
+        require(
+            isinstance(source, str),
+            f"the answer must be CUDA C source (a str), got {type(source).__name__}",
+        )
+        k = self.kernels
+        try:
+            module = (
+                k.gpu.compile_module(source) if self.gpu else k.compile_module(source, f"{name}.cu")
+            )
+        except (k.KernelError, RuntimeError) as error:  # CuPy's compile errors are RuntimeErrors
+            raise Wrong(f"the kernel does not compile:\n{_first_lines(str(error))}") from None
+        try:
+            kernel = module.get_function(name)
+        except Exception:
+            raise Wrong(
+                f"the source defines no kernel named {name}: write "
+                f'extern "C" __global__ void {name}(...)'
+            ) from None
+        if not self.gpu:
+            require(
+                kernel.param_types == params,
+                f"{name} takes ({', '.join(kernel.param_types)}); the exercise asks for "
+                f"({', '.join(params)})",
+                SIGNATURE,
+            )
+        return kernel
+
+    def launch(
+        self, kernel, label: str, grid: int, block: int, arrays: list, scalars: tuple
+    ) -> list:
+        """Run the kernel on copies of ``arrays``; return the arrays afterwards (NumPy)."""
+        if self.gpu:
+            import cupy  # noqa: PLC0415
+
+            device = [cupy.asarray(a) for a in arrays]
+            call(label, kernel, (grid,), (block,), (*device, *scalars), errors=_LAUNCH_ERRORS)
+            return [cupy.asnumpy(a) for a in device]
+        copies = [a.copy() for a in arrays]
+        with _launch_timeout(5.0):
+            call(label, kernel, (grid,), (block,), (*copies, *scalars), errors=_LAUNCH_ERRORS)
+        return copies
+
+
+_LAUNCH_ERRORS = [(Exception, "crashed", NO_GUARD)]
+
+
+def _launch_text(grid: int, block: int) -> str:
+    return f"{grid} block{'s' if grid > 1 else ''} of {block} threads"
+
+
+def _first_lines(text: str, count: int = 8) -> str:
+    return "\n".join(text.strip().splitlines()[:count])
+
+
+def _padded(values: np.ndarray) -> np.ndarray:
+    return np.concatenate([values.astype(np.float32), np.full(PAD, MARK, np.float32)])
+
+
+def _launch(
+    device, kernel, label: str, shape: tuple, inputs: list, size: int, scalars, first: bool
+):
+    """Run ``kernel`` on padded copies of ``inputs`` and an output of ``size`` elements (plus
+    padding) filled with the marker; return the output after checking that exactly its first
+    ``size`` elements were written (a stub that writes nothing on the ``first`` launch is not
+    done yet)."""
+    arrays = [*(_padded(a.ravel()) for a in inputs), np.full(size + PAD, MARK, np.float32)]
+    out = device.launch(kernel, label, *shape, arrays, scalars)[-1]
+    _check_written(out, size, label, first)
+    return out[:size]
+
+
+def _check_written(out: np.ndarray, n: int, label: str, first: bool) -> None:
+    """The output was written exactly in its first ``n`` elements."""
+    if first and np.all(out == MARK):
+        raise NotDone("the kernel writes nothing to out yet (is its body still the stub?)")
+    require(
+        np.all(out[n:] == MARK),
+        f"{label} wrote past the end of out (index {n} and beyond)",
+        NO_GUARD,
+    )
+    missed = np.flatnonzero(out[:n] == MARK)
+    require(
+        missed.size == 0,
+        f"{label} never wrote out[{missed[0] if missed.size else 0}] "
+        f"({missed.size} of {n} elements untouched)",
+        MISSED,
+    )
+
+
+# -- scale_add --------------------------------------------------------------------------------
+FORMULA = Mistake("formula", "each thread computes out[i] = a * x[i] + y[i].")
+
+_SCALE_ADD = ("float32*", "float32*", "float32*", "float32", "int32")
+
+
+@exercise(
+    "07.scale_add",
+    "CUDA scale_add(x, y, out, a, n): out = a*x + y",
+    mistakes=(NO_GUARD, MISSED, FORMULA, SIGNATURE),
+    time_limit=120.0,
+    function=False,
+)
+def check_scale_add(answer) -> str:
+    device = _Device()
+    kernel = device.compile(answer, "scale_add", _SCALE_ADD)
+    rng = np.random.default_rng(70)
+    cases = [
+        (n, b, spare)
+        for n in (1, 31, 32, 33, 1000, 4097)
+        for b in (32, 128, 256)
+        for spare in (0, 1)
+    ]
+    for count, (n, block, spare) in enumerate(cases):
+        grid = -(-n // block) + spare
+        x, y = rng.standard_normal((2, n), dtype=np.float32)
+        a = np.float32(rng.choice([2.5, -1.0, 0.0]))
+        label = f"scale_add with n = {n}, a = {a:g}, on {_launch_text(grid, block)}"
+        out = _launch(device, kernel, label, (grid, block), [x, y], n, (a, np.int32(n)), count == 0)
+        want = a * x + y
+        if not close(out, want, rtol=1e-6, atol=1e-6):
+            wrong = [a * (x + y), x + a * y, a * x, x * y + a]
+            mistake = FORMULA if any(close(out, w, rtol=1e-6, atol=1e-6) for w in wrong) else None
+            raise Wrong(f"{label}: out {mismatch(out, want)}", mistake)
+    return (
+        f"right on {len(cases)} launches: n from 1 to 4097, blocks of 32 to 256 "
+        "threads, spare blocks"
+    )
+
+
+# -- softmax_rows -----------------------------------------------------------------------------
+UNSTABLE = Mistake(
+    "overflow",
+    "expf(100) overflows float32 (inf, then inf/inf = NaN): subtract the row's maximum first, "
+    "out[j] = expf(x[j] − m) / Σ expf(x[k] − m).",
+)
+SHIFT_MISMATCH = Mistake(
+    "shift-mismatch",
+    "subtract the same maximum in the sum as in the numerator: "
+    "out[j] = expf(x[j] − m) / Σ expf(x[k] − m).",
+)
+NOT_NORMALISED = Mistake(
+    "not-normalised", "divide by the row's sum of exponentials, so that the row sums to 1."
+)
+
+_SOFTMAX_ROWS = ("float32*", "float32*", "int32", "int32")
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _softmax_mistake(got: np.ndarray, x: np.ndarray) -> Mistake | None:
+    if not np.isfinite(got).all():
+        return UNSTABLE
+    shifted = np.exp(x - x.max(axis=-1, keepdims=True))
+    wrong = [
+        (NOT_NORMALISED, lambda: shifted),
+        (SHIFT_MISMATCH, lambda: shifted / np.exp(x).sum(axis=-1, keepdims=True)),
+    ]
+    return first_match(got, wrong, lambda a, b: close(a, b, rtol=1e-5, atol=1e-6))
+
+
+@exercise(
+    "07.softmax_rows",
+    "CUDA softmax_rows(x, out, rows, cols): one thread per row",
+    mistakes=(UNSTABLE, NOT_NORMALISED, SHIFT_MISMATCH, NO_GUARD, MISSED),
+    time_limit=120.0,
+    function=False,
+)
+def check_softmax_rows(answer) -> str:
+    device = _Device()
+    kernel = device.compile(answer, "softmax_rows", _SOFTMAX_ROWS)
+    rng = np.random.default_rng(71)
+    shapes = [(4, 8, 1.0), (1, 1, 1.0), (33, 7, 3.0), (130, 64, 1.0), (5, 300, 100.0), (7, 3, 1e4)]
+    cases = [(rows, cols, scale, b) for rows, cols, scale in shapes for b in (32, 64)]
+    for count, (rows, cols, scale, block) in enumerate(cases):
+        grid = -(-rows // block)
+        x = (scale * rng.standard_normal((rows, cols))).astype(np.float32)
+        label = (
+            f"softmax_rows on {rows} rows of {cols}, |x| ~ {scale:g}, {_launch_text(grid, block)}"
+        )
+        scalars = (np.int32(rows), np.int32(cols))
+        got = _launch(device, kernel, label, (grid, block), [x], rows * cols, scalars, count == 0)
+        got, want = got.reshape(rows, cols), _softmax(x.astype(np.float64))
+        if not close(got, want, rtol=1e-5, atol=1e-6):
+            raise Wrong(
+                f"{label}: out {mismatch(got, want)}", _softmax_mistake(got, x.astype(np.float64))
+            )
+    return f"right on {len(cases)} launches: one row or column, ragged rows, |x| up to 1e4"

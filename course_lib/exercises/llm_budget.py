@@ -1,0 +1,217 @@
+"""Notebook 09: the forward FLOPs and the parameters of a LLaMA-style model, on paper.
+
+Checked against ``flops_table`` (the lecture's convention) and ``param_count`` (Hugging Face's
+``LlamaForCausalLM``) on LLaMA-2-7B, the demo model and random configurations with
+multi-head, grouped-query and multi-query attention. A mistake is recognised when the answer
+equals the mistake's total on every configuration.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .core import Mistake, Wrong, call, exercise, require
+
+
+def _configs(rng) -> list:
+    from ..models import LlamaConfig  # noqa: PLC0415  (models loads on first use only)
+
+    configs = [LlamaConfig.llama2_7b(), LlamaConfig.tiny()]
+    while len(configs) < 30:
+        n_heads = int(rng.choice([1, 2, 4, 8]))
+        n_kv = int(rng.choice([k for k in (1, 2, 4, 8) if n_heads % k == 0]))
+        head_dim = int(rng.choice([2, 4, 16, 64]))
+        configs.append(
+            LlamaConfig(
+                dim=n_heads * head_dim,
+                n_layers=int(rng.integers(1, 5)),
+                n_heads=n_heads,
+                n_kv_heads=n_kv,
+                ffn_dim=int(rng.integers(1, 300)),
+                vocab_size=int(rng.integers(2, 500)),
+                max_seq_len=64,
+            )
+        )
+    return configs
+
+
+def _first_wrong(got: list, want: list, tolerance: float) -> int | None:
+    for i, (g, w) in enumerate(zip(got, want)):
+        if abs(g - w) > tolerance * abs(w):
+            return i
+    return None
+
+
+def _recognise(
+    got: list, wrong: list[list[tuple[Mistake, float]]], tolerance: float
+) -> Mistake | None:
+    """The mistake whose totals (``wrong``: per case, (mistake, total) pairs) equal the
+    answer's on every case."""
+    for k, (mistake, _) in enumerate(wrong[0]):
+        if all(abs(g - w[k][1]) <= tolerance * abs(w[k][1]) for g, w in zip(got, wrong)):
+            return mistake
+    return None
+
+
+def _number(label: str, value, integer: bool) -> float:
+    kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
+    require(
+        isinstance(value, kinds) and not isinstance(value, bool),
+        f"{label} returned {type(value).__name__} {value!r}; it must return "
+        f"{'an int' if integer else 'a number'}",
+    )
+    return float(value) if not integer else int(value)
+
+
+def _run_all(answer, cases, name: str, integer: bool) -> tuple[list, list]:
+    labels = [
+        f"{name}(LlamaConfig({_short(c[0])}){''.join(f', {a}' for a in c[1:])})" for c in cases
+    ]
+    got = [
+        _number(label, call(label, answer, *case), integer) for label, case in zip(labels, cases)
+    ]
+    return got, labels
+
+
+def _short(config) -> str:
+    return (
+        f"dim={config.dim}, n_layers={config.n_layers}, n_heads={config.n_heads}, "
+        f"n_kv_heads={config.n_kv_heads}, ffn_dim={config.ffn_dim}, vocab_size={config.vocab_size}"
+    )
+
+
+# -- forward_flops ----------------------------------------------------------------------------
+BIG_TERMS_ONLY = Mistake(
+    "big-terms-only",
+    "that is the lecture's closed form of the big terms; the table also counts the small ones: "
+    "RMSNorm 4bsh + 2bs (two per block and a final one), RoPE 3bsnd, Swish 4bsi, the product "
+    "bsi and two residual adds bsh per block.",
+)
+GQA_IGNORED = Mistake(
+    "gqa-ignored",
+    "with n_kv < n key/value heads, XW_K and XW_V produce n_kv·d columns each: 2bsh·(n_kv·d), "
+    "not 2bsh².",
+)
+NORMS_MISCOUNTED = Mistake(
+    "norms-miscounted",
+    "count the RMSNorms again: one before attention and one before the MLP in every block, and a "
+    "final one before the LM head, each 4bsh + 2bs.",
+)
+ROPE_ON_KEYS = Mistake(
+    "rope-on-keys",
+    "the lecture's RoPE row, 3bsnd, rotates Q only (course_lib's model also rotates K; the "
+    "lecture's table does not).",
+)
+LM_HEAD_PER_LAYER = Mistake(
+    "lm-head-per-layer",
+    "the LM head (2bshv) runs once, after the last block, not once per layer.",
+)
+EMBEDDING_AS_MATMUL = Mistake(
+    "embedding-as-matmul",
+    "the embedding is a table lookup (a gather), 0 FLOPs in the forward table.",
+)
+
+
+def _wrong_flops(table, rope_on_keys, config, b: int, s: int) -> list[tuple[Mistake, float]]:
+    rows = {row.term: row.total for row in table.rows}
+    h, n_layers, kv = config.dim, config.n_layers, config.n_kv_heads * config.head_dim
+    small = sum(rows[t] for t in rows if t.startswith(("RMSNorm", "residual")))
+    small += rows["RoPE"] + rows["Swish"] + rows["element-wise ×"]
+    gqa_ignored = n_layers * 2 * 2 * b * s * h * (h - kv)
+    return [
+        (BIG_TERMS_ONLY, table.total - small),
+        (BIG_TERMS_ONLY, table.total - small + gqa_ignored),  # the closed form, written for MHA
+        (GQA_IGNORED, table.total + gqa_ignored),
+        (NORMS_MISCOUNTED, table.total - rows["RMSNorm (final)"] * n_layers),
+        (ROPE_ON_KEYS, rope_on_keys),
+        (LM_HEAD_PER_LAYER, table.total + (n_layers - 1) * rows["LM head"]),
+        (EMBEDDING_AS_MATMUL, table.total + 2 * b * s * h * config.vocab_size),
+    ]
+
+
+@exercise(
+    "09.forward_flops",
+    "forward_flops(config, batch, seq) -> float: the lecture's forward FLOP table total",
+    mistakes=(
+        BIG_TERMS_ONLY,
+        GQA_IGNORED,
+        NORMS_MISCOUNTED,
+        ROPE_ON_KEYS,
+        LM_HEAD_PER_LAYER,
+        EMBEDDING_AS_MATMUL,
+    ),
+)
+def check_forward_flops(answer) -> str:
+    from ..models.flops import COURSE_LIB, flops_table  # noqa: PLC0415
+
+    rng = np.random.default_rng(90)
+    cases = [(c, int(rng.integers(1, 9)), int(rng.integers(1, 65))) for c in _configs(rng)]
+    cases[0], cases[1] = (cases[0][0], 1, 4096), (cases[1][0], 1, 1)
+    got, labels = _run_all(answer, cases, "forward_flops", integer=False)
+    tables = [flops_table(*case) for case in cases]
+    i = _first_wrong(got, [t.total for t in tables], 1e-9)
+    if i is not None:
+        wrong = [
+            _wrong_flops(t, flops_table(*case, COURSE_LIB).total, *case)
+            for t, case in zip(tables, cases)
+        ]
+        raise Wrong(
+            f"{labels[i]} returned {got[i]:.6e}, the table says {tables[i].total:.6e}",
+            _recognise(got, wrong, 1e-9),
+        )
+    return (
+        f"equals the lecture's FLOP table on {len(cases)} configurations: LLaMA-2-7B at "
+        "s = 4096, multi-head, grouped-query and multi-query attention, s = 1"
+    )
+
+
+# -- count_params -----------------------------------------------------------------------------
+TIED = Mistake(
+    "tied-embeddings",
+    "LLaMA does not tie its embedding and LM head: both are v × h matrices, counted separately.",
+)
+GQA_IGNORED_PARAMS = Mistake(
+    "gqa-ignored",
+    "with n_kv < n key/value heads, W_K and W_V are h × (n_kv·d), not h × h.",
+)
+NO_NORMS = Mistake(
+    "no-norm-weights",
+    "each RMSNorm has a weight vector of h: two per block and the final one.",
+)
+NO_FINAL_NORM = Mistake("no-final-norm", "the final RMSNorm before the LM head has h weights too.")
+TWO_MLP_MATRICES = Mistake(
+    "two-mlp-matrices",
+    "the SwiGLU MLP has THREE matrices: gate and up (h × i) and down (i × h).",
+)
+
+
+def _wrong_params(count: int, config) -> list[tuple[Mistake, int]]:
+    h, n_layers = config.dim, config.n_layers
+    kv = config.n_kv_heads * config.head_dim
+    return [
+        (TIED, count - config.vocab_size * h),
+        (GQA_IGNORED_PARAMS, count + n_layers * 2 * h * (h - kv)),
+        (NO_NORMS, count - (2 * n_layers + 1) * h),
+        (NO_FINAL_NORM, count - h),
+        (TWO_MLP_MATRICES, count - n_layers * h * config.ffn_dim),
+    ]
+
+
+@exercise(
+    "09.count_params",
+    "count_params(config) -> int: parameters of a LLaMA model, as Hugging Face counts them",
+    mistakes=(TIED, GQA_IGNORED_PARAMS, NO_NORMS, NO_FINAL_NORM, TWO_MLP_MATRICES),
+)
+def check_count_params(answer) -> str:
+    from ..models import param_count  # noqa: PLC0415
+
+    cases = [(c,) for c in _configs(np.random.default_rng(91))]
+    got, labels = _run_all(answer, cases, "count_params", integer=True)
+    want = [param_count(c) for (c,) in cases]
+    i = _first_wrong(got, want, 0)
+    if i is not None:
+        wrong = [_wrong_params(count, c) for count, (c,) in zip(want, cases)]
+        raise Wrong(
+            f"{labels[i]} returned {got[i]:,}, expected {want[i]:,}", _recognise(got, wrong, 0)
+        )
+    return f"right on {len(cases)} configurations: LLaMA-2-7B (6,738,415,616), GQA and MQA ones"

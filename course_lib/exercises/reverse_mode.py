@@ -1,0 +1,240 @@
+"""Notebook 03: the lecture's ``gradient(out)``, and one op's reverse-mode rule.
+
+``03.gradient`` runs on probe graphs that single out the usual slips (a node used twice, the
+seed, the order of the walk, an input the output does not use) and on random graphs with
+broadcasting, matrix products and constants; its nodes are evaluated against ``cl.grad``.
+``03.div_rule`` is compared with the partial adjoints of ``cl.div``'s own rule, and
+differentiated again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import operator
+
+import numpy as np
+
+from .. import GraphError, Node, constant, exp, grad, matmul, sin, tanh, topological_order, variable
+from .. import sum as total
+from ..autodiff import reverse
+from .core import Mistake, Wrong, call, close, exercise, mismatch, require, run_graph, show
+
+NOT_SUMMED = Mistake(
+    "partials-not-summed",
+    "a node used by several consumers receives one partial adjoint from each: APPEND every "
+    "v̄(k→i) to node_to_grad[k] and SUM the list when you reach k (cl.sum_n(*partials)).",
+)
+NO_SEED = Mistake(
+    "no-seed",
+    "start from node_to_grad = {out: [cl.ones_like(out)]}: the adjoint of the output is 1.",
+)
+WALK_ORDER = Mistake(
+    "walk-order",
+    "a node's adjoint is complete only when every consumer has been visited: walk "
+    "reversed(cl.topological_order(out)), and skip nodes that received no partial adjoint.",
+)
+UNUSED_INPUT = Mistake(
+    "unused-input",
+    "an input the output does not depend on has gradient zero: return cl.zeros_like(x) for it.",
+)
+NOT_NODES = Mistake(
+    "numbers-not-nodes",
+    "gradient builds the backward GRAPH: return the adjoint nodes themselves (no evaluate).",
+)
+LEAF_RULE = Mistake(
+    "rule-of-a-leaf",
+    "variables and constants have no inputs and no rule: call i.op.gradient only for nodes "
+    "with inputs (if not i.inputs: continue).",
+)
+USES_GRAD = Mistake(
+    "uses-cl-grad",
+    "this calls cl.grad, the algorithm you are asked to write: use cl.topological_order, each "
+    "node's rule i.op.gradient(i, adjoint, needs) and cl.sum_n.",
+)
+
+
+@contextlib.contextmanager
+def _without_library_gradient():
+    """cl.grad (and everything built on it) refuses to run while the answer runs."""
+
+    def refuse(*args, **kwargs):
+        raise Wrong("your gradient calls cl.grad (or cl.gradient_trace)", USES_GRAD)
+
+    saved, reverse.gradient = reverse.gradient, refuse
+    try:
+        yield
+    finally:
+        reverse.gradient = saved
+
+
+def _gradients(answer, label: str, out: Node, wrt: list) -> list:
+    errors = [(GraphError, "is not differentiable", LEAF_RULE), (KeyError, "", WALK_ORDER)]
+    with _without_library_gradient():
+        got = call(label, answer, out, wrt, errors=errors)
+    require(
+        isinstance(got, list | tuple) and len(got) == len(wrt),
+        f"{label} returned {show(got)}; it must return a list of {len(wrt)} nodes",
+    )
+    used = set(topological_order(out))
+    for node, x in zip(got, wrt):
+        require(
+            isinstance(node, Node),
+            f"{label} returned {show(node)} for {x.name}; return a node for every input",
+            NOT_NODES if x in used else UNUSED_INPUT,
+        )
+    return list(got)
+
+
+def _probe(answer, text: str, out: Node, wrt: list, feed: dict, wrong: dict | None = None) -> None:
+    """Compare the answer's gradient nodes with cl.grad's; ``wrong``: mistake -> its values."""
+    label = f"gradient({text}, [{', '.join(x.name for x in wrt)}])"
+    got = _gradients(answer, label, out, wrt)
+    values = call(f"evaluating the nodes of {label}", run_graph, got, feed)
+    want = run_graph(grad(out, wrt), feed)
+    for x, g, w in zip(wrt, values, want):
+        if not close(g, w, rtol=1e-9, atol=1e-12):
+            mistake = next((m for m, value in (wrong or {}).items() if close(g, value)), None)
+            raise Wrong(f"{label}: the gradient for {x.name} {mismatch(g, w)}", mistake)
+
+
+_RANDOM_OPS = (
+    operator.add,
+    operator.mul,
+    operator.sub,
+    lambda a, b: a / exp(tanh(b)),
+    lambda a, b: sin(a) * b,
+    lambda a, b: exp(tanh(a)),
+)
+
+
+def _random_graph(rng):
+    """A scalar output of random ops on a scalar, a vector and a matrix, nodes reused."""
+    s, v, m = variable("s", ()), variable("v", (3,)), variable("m", (2, 3))
+    pool = [s, v, m, v * s, constant(rng.standard_normal(3)) * m]
+    for _ in range(int(rng.integers(2, 7))):
+        a, b = (pool[int(i)] for i in rng.integers(len(pool), size=2))
+        pool.append(_RANDOM_OPS[int(rng.integers(len(_RANDOM_OPS)))](a, b))
+    last = pool[-1] if pool[-1].shape == (2, 3) else pool[-1] * m
+    out = total(matmul(last, constant(rng.standard_normal((3, 2))))) + total(pool[-2])
+    feed = {
+        s: float(rng.uniform(0.5, 1.5)),
+        v: rng.uniform(-1, 1, 3),
+        m: rng.uniform(-1, 1, (2, 3)),
+    }
+    return out, [s, v, m], feed
+
+
+@exercise(
+    "03.gradient",
+    "gradient(out, wrt) -> list[Node]: reverse mode with node_to_grad",
+    mistakes=(NO_SEED, WALK_ORDER, NOT_SUMMED, LEAF_RULE, UNUSED_INPUT, NOT_NODES, USES_GRAD),
+)
+def check_gradient(answer) -> str:
+    x, y, z = (variable(name, shape=()) for name in "xyz")
+    _probe(answer, "x", x, [x], {x: 2.0}, {NO_SEED: 0.0})
+    _probe(answer, "sin(exp(x))", sin(exp(x)), [x], {x: 0.5}, {WALK_ORDER: 0.0, NO_SEED: 0.0})
+    _probe(answer, "x * x", x * x, [x], {x: 3.0}, {NOT_SUMMED: 3.0})
+    reused = sin(x) + x * 2.0
+    _probe(answer, "sin(x) + x * 2", reused, [x], {x: 1.0}, {NOT_SUMMED: 2.0})
+    _probe(answer, "x * y", x * y, [x, z, y], {x: 2.0, y: 5.0, z: 1.0}, {UNUSED_INPUT: 0.0})
+    rng = np.random.default_rng(30)
+    for _ in range(25):
+        out, wrt, feed = _random_graph(rng)
+        _probe(answer, "a random graph", out, wrt, feed)
+    return (
+        f"agrees with cl.grad on {5 + 25} graphs: nodes used several times, an input out "
+        "does not use, constants, broadcasting and matrix products"
+    )
+
+
+# -- div_rule ---------------------------------------------------------------------------------
+FORGOT_ADJOINT = Mistake(
+    "local-derivative-only",
+    "a partial adjoint is v̄(k→i) = v̄i · ∂vi/∂vk: multiply the local derivative by the adjoint.",
+)
+QUOTIENT_SIGN = Mistake("sign", "∂(x/y)/∂y = −x / y²: the y partial is negative.")
+QUOTIENT_FORM = Mistake("y-partial", "∂(x/y)/∂y = −x / y², so ȳ = −v̄ · x / y² (x over y SQUARED).")
+SWAPPED = Mistake("swapped", "return the partials in the order of node.inputs: [x̄, ȳ].")
+NUMBERS = Mistake(
+    "numbers-not-nodes",
+    "a rule builds NODES from node.inputs, adjoint and cl ops; it never sees numbers.",
+)
+
+
+def _div_mistake(values: list, x, y, g) -> Mistake | None:
+    wrong = [
+        (FORGOT_ADJOINT, [1 / y, -x / y**2]),
+        (QUOTIENT_SIGN, [g / y, g * x / y**2]),
+        (QUOTIENT_FORM, [g / y, -g / y**2]),
+        (QUOTIENT_FORM, [g / y, -g * x / y]),
+        (SWAPPED, [-g * x / y**2, g / y]),
+    ]
+    for mistake, partials in wrong:
+        if all(v is None or close(v, p) for v, p in zip(values, partials)):
+            return mistake
+    return None
+
+
+def _rule_nodes(answer, label: str, node: Node, g: Node, needs: list) -> list:
+    got = call(label, answer, node, g, needs)
+    require(
+        isinstance(got, list | tuple) and len(got) == 2,
+        f"{label} returned {show(got)}; it must return a list of two partial adjoints",
+    )
+    for name, partial, needed in zip("xy", got, needs):
+        require(
+            partial is not None or not needed, f"{label} returned None for {name}, which is needed"
+        )
+        require(
+            partial is None or isinstance(partial, Node),
+            f"{label} returned {type(partial).__name__} for {name}",
+            NUMBERS,
+        )
+    return list(got)
+
+
+def _second_derivatives(first: list, x: Node, y: Node, feed: dict) -> list:
+    return run_graph(grad(total(first[0] * first[1]), [x, y]), feed)
+
+
+@exercise(
+    "03.div_rule",
+    "div_rule(node, adjoint, needs) -> [x̄, ȳ] for node = x / y, as nodes",
+    mistakes=(FORGOT_ADJOINT, QUOTIENT_SIGN, QUOTIENT_FORM, SWAPPED, NUMBERS),
+)
+def check_div_rule(answer) -> str:
+    rng = np.random.default_rng(31)
+    for shape in [(), (3,), (2, 3)]:
+        x, y, g = (variable(name, shape) for name in ("x", "y", "adjoint"))
+        node = x / y
+        signs = rng.choice([-1.0, 1.0], shape)
+        feed = {
+            x: rng.uniform(-2, 2, shape),
+            y: rng.uniform(0.5, 2, shape) * signs,
+            g: rng.uniform(-2, 2, shape),
+        }
+        reference = node.op.gradient(node, g, [True, True])
+        want = run_graph(reference, feed)
+        for needs in ([True, True], [True, False], [False, True]):
+            label = f"div_rule(x / y, adjoint, needs={needs}) for shape {shape}"
+            nodes = _rule_nodes(answer, label, node, g, needs)
+            values = [None if p is None else call(label, run_graph, p, feed) for p in nodes]
+            for name, value, w in zip("xy", values, want):
+                if value is not None and not close(value, w, rtol=1e-9, atol=1e-12):
+                    raise Wrong(
+                        f"{label}: the partial adjoint of {name} {mismatch(value, w)}",
+                        _div_mistake(values, feed[x], feed[y], feed[g]),
+                    )
+            if all(needs):
+                both, both_label = nodes, label
+        again = call(both_label, _second_derivatives, both, x, y, feed)
+        require(
+            all(close(a, b) for a, b in zip(again, _second_derivatives(reference, x, y, feed))),
+            f"{both_label}: the partial adjoints have the right values, but differentiating them "
+            "again gives wrong numbers",
+            NUMBERS,
+        )
+    return (
+        "right partial adjoints for scalars, vectors and matrices, None allowed where not "
+        "needed, and nodes that differentiate again"
+    )

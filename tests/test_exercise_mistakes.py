@@ -1,0 +1,443 @@
+"""Every common mistake an exercise names: a wrong answer making it, and the hint it gets.
+
+Most wrong answers are the reference answer (from the instructor notebook) with the mistake
+put in; the rest are written out. Each must fail, be recognised as its mistake, and show that
+mistake's hint.
+"""
+
+import math
+from fractions import Fraction
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from exercise_notebooks import notebook_exercises, reference_answer
+
+import course_lib as cl
+from course_lib.exercises import EXERCISES, verify
+
+
+def _reference(exercise_id):
+    return reference_answer(notebook_exercises()[exercise_id])
+
+
+# -- 01 ---------------------------------------------------------------------------------------
+GUARD_KEY = {
+    "keyed-on-values": lambda ref: lambda args: tuple(a.tobytes() for a in args),
+    "ignores-dtype": lambda ref: lambda args: tuple(a.shape for a in args),
+    "size-not-shape": lambda ref: lambda args: tuple((a.size, a.dtype) for a in args),
+    "order-lost": lambda ref: lambda args: tuple(sorted((a.shape, str(a.dtype)) for a in args)),
+    "unhashable": lambda ref: lambda args: list(ref(args)),
+}
+
+RELU_COND = {
+    "python-if": lambda ref: lambda x: x if x > 0 else 0.0,
+    "branches-not-functions": lambda ref: lambda x: cl.cond(x > 0, x, 0.0),
+    "no-cond": lambda ref: cl.relu,
+    "swapped-branches": lambda ref: lambda x: cl.cond(x > 0, lambda: 0.0, lambda: x),
+    "times-zero": lambda ref: lambda x: cl.cond(x > 0, lambda: x, lambda: x * 0.0),
+}
+
+
+# -- 02 ---------------------------------------------------------------------------------------
+def _central(f, x, eps):
+    return (f(x + eps) - f(x - eps)) / (2 * eps)
+
+
+CENTRAL_DIFFERENCE = {
+    "forward-difference": lambda ref: lambda f, x, eps: (f(x + eps) - f(x)) / eps,
+    "no-half": lambda ref: lambda f, x, eps: 2 * ref(f, x, eps),
+    "sign": lambda ref: lambda f, x, eps: -ref(f, x, eps),
+    "fixed-eps": lambda ref: lambda f, x, eps: ref(f, x, 1e-4),
+}
+
+
+def _dual_with(ref, **methods):
+    """The reference dual numbers with some methods of Dual (or functions) replaced."""
+    functions = {name: methods.pop(name, getattr(ref, name)) for name in ("sin", "exp", "log")}
+    return SimpleNamespace(Dual=type("WrongDual", (ref.Dual,), methods), **functions)
+
+
+class _NoReflected:
+    """Dual numbers with a float on the right only (no __radd__, __rmul__, ...)."""
+
+    def __init__(self, val, dot=0.0):
+        self.val, self.dot = float(val), float(dot)
+
+    def _lift(self, other):
+        return other if isinstance(other, _NoReflected) else _NoReflected(other)
+
+    def __add__(self, other):
+        other = self._lift(other)
+        return _NoReflected(self.val + other.val, self.dot + other.dot)
+
+    def __sub__(self, other):
+        return self + self._lift(other) * -1.0
+
+    def __mul__(self, other):
+        other = self._lift(other)
+        return _NoReflected(self.val * other.val, self.dot * other.val + self.val * other.dot)
+
+    def __truediv__(self, other):
+        other = self._lift(other)
+        return _NoReflected(
+            self.val / other.val, (self.dot * other.val - self.val * other.dot) / other.val**2
+        )
+
+
+def _in_place_add(self, other):
+    self.val, self.dot = self.val + other.val, self.dot + other.dot
+    return self
+
+
+DUAL = {
+    "product-rule": lambda ref: _dual_with(
+        ref, __mul__=lambda u, w: ref.Dual(u.val * w.val, u.dot * w.dot)
+    ),
+    "quotient-rule": lambda ref: _dual_with(
+        ref,
+        __truediv__=lambda u, w: ref.Dual(
+            u.val / w.val, (u.dot * w.val + u.val * w.dot) / w.val**2
+        ),
+    ),
+    "chain-rule": lambda ref: _dual_with(
+        ref, sin=lambda u: ref.Dual(math.sin(u.val), math.cos(u.val))
+    ),
+    "float-tangent": lambda ref: _dual_with(
+        ref,
+        __add__=lambda u, w: ref.Dual.__add__(
+            u, w if isinstance(w, ref.Dual) else ref.Dual(w, 1.0)
+        ),
+    ),
+    "reflected": lambda ref: SimpleNamespace(
+        Dual=_NoReflected, sin=ref.sin, exp=ref.exp, log=ref.log
+    ),
+    "floats-not-lifted": lambda ref: _dual_with(
+        ref, __add__=lambda u, w: ref.Dual(u.val + w.val, u.dot + w.dot)
+    ),
+    "in-place": lambda ref: _dual_with(ref, __add__=_in_place_add),
+}
+
+
+# -- 03 ---------------------------------------------------------------------------------------
+def _gradient_variant(reverse=True, summed=True, skip_leaves=True):
+    """gradient(out) with one of the usual slips."""
+
+    def gradient(out, wrt):
+        partials, adjoint = {out: [cl.ones_like(out)]}, {}
+        for node in reversed(cl.topological_order(out)) if reverse else cl.topological_order(out):
+            if node in partials:
+                adjoint[node] = cl.sum_n(*partials[node]) if summed else partials[node][-1]
+                if node.inputs or not skip_leaves:
+                    rule = node.op.gradient(node, adjoint[node], [True] * len(node.inputs))
+                    for k, partial in zip(node.inputs, rule):
+                        partials.setdefault(k, []).append(partial)
+        return [adjoint.get(x, cl.zeros_like(x)) for x in wrt]
+
+    return gradient
+
+
+GRADIENT = {
+    "no-seed": lambda ref: lambda out, wrt: [cl.zeros_like(x) for x in wrt],
+    "walk-order": lambda ref: _gradient_variant(reverse=False),
+    "partials-not-summed": lambda ref: _gradient_variant(summed=False),
+    "rule-of-a-leaf": lambda ref: _gradient_variant(skip_leaves=False),
+    "unused-input": lambda ref: (
+        lambda out, wrt: [
+            g if x in cl.topological_order(out) else 0.0 for x, g in zip(wrt, ref(out, wrt))
+        ]
+    ),
+    "numbers-not-nodes": lambda ref: lambda out, wrt: [np.zeros(x.shape) for x in wrt],
+    "uses-cl-grad": lambda ref: lambda out, wrt: cl.grad(out, list(wrt)),
+}
+
+
+def _div_partials(make):
+    def rule(node, adjoint, needs):
+        x, y = node.inputs
+        return make(x, y, adjoint)
+
+    return rule
+
+
+DIV_RULE = {
+    "local-derivative-only": lambda ref: _div_partials(lambda x, y, g: [1.0 / y, -x / (y * y)]),
+    "sign": lambda ref: _div_partials(lambda x, y, g: [g / y, g * x / (y * y)]),
+    "y-partial": lambda ref: _div_partials(lambda x, y, g: [g / y, -g / (y * y)]),
+    "swapped": lambda ref: lambda node, g, needs: ref(node, g, [True, True])[::-1],
+    "numbers-not-nodes": lambda ref: lambda node, g, needs: [1.0, 2.0],
+}
+
+
+# -- 04 ---------------------------------------------------------------------------------------
+def _softmax_rows_of(logits, axis):
+    e = np.exp(logits - logits.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _ce_grad(axis=-1, stable=True, one_hot=True):
+    def softmax_ce_grad(logits, targets):
+        probs = (
+            _softmax_rows_of(logits, axis)
+            if stable
+            else np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+        )
+        if one_hot:
+            probs[np.arange(len(targets)), targets] -= 1.0
+        return probs / len(targets)
+
+    return softmax_ce_grad
+
+
+def _subtracts_in_place(ref):
+    def softmax_ce_grad(logits, targets):
+        logits -= logits.max(axis=-1, keepdims=True)
+        return ref(logits, targets)
+
+    return softmax_ce_grad
+
+
+SOFTMAX_CE_GRAD = {
+    "no-mean": lambda ref: lambda logits, targets: ref(logits, targets) * len(targets),
+    "sign": lambda ref: lambda logits, targets: -ref(logits, targets),
+    "overflow": lambda ref: _ce_grad(stable=False),
+    "no-one-hot": lambda ref: _ce_grad(one_hot=False),
+    "softmax-axis": lambda ref: _ce_grad(axis=0),
+    "changes-input": _subtracts_in_place,
+}
+
+
+def _mlp_without_mask(x, y, w1, w2):
+    hidden = np.maximum(x @ w1, 0.0)
+    delta = 2 * (hidden @ w2 - y) / y.size
+    return x.T @ (delta @ w2.T), hidden.T @ delta
+
+
+MLP_GRADS = {
+    "mean-count": lambda ref: lambda x, y, w1, w2: tuple(g * len(y) for g in ref(x, y, w1, w2)),
+    "no-two": lambda ref: lambda x, y, w1, w2: tuple(g / 2 for g in ref(x, y, w1, w2)),
+    "relu-mask": lambda ref: _mlp_without_mask,
+    "shapes": lambda ref: lambda x, y, w1, w2: ref(x, y, w1, w2)[::-1],
+}
+
+
+# -- 05 ---------------------------------------------------------------------------------------
+CONTIGUOUS_STRIDES = {
+    "column-major": lambda ref: lambda shape: ref(shape[::-1])[::-1],
+    "bytes": lambda ref: lambda shape: tuple(8 * s for s in ref(shape)),
+    "inclusive-product": lambda ref: (
+        lambda shape: tuple(math.prod(shape[k:]) for k in range(len(shape)))
+    ),
+    "reversed": lambda ref: lambda shape: ref(shape)[::-1],
+}
+
+PERMUTED = {
+    "inverse-permutation": lambda ref: (
+        lambda shape, strides, axes: ref(shape, strides, tuple(np.argsort(axes)))
+    ),
+    "strides-not-permuted": lambda ref: (
+        lambda shape, strides, axes: (ref(shape, strides, axes)[0], strides)
+    ),
+    "shape-not-permuted": lambda ref: (
+        lambda shape, strides, axes: (shape, ref(shape, strides, axes)[1])
+    ),
+    "unchanged": lambda ref: lambda shape, strides, axes: (shape, strides),
+    "fresh-strides": lambda ref: (
+        lambda shape, strides, axes: (
+            ref(shape, strides, axes)[0],
+            np.empty(ref(shape, strides, axes)[0], np.int8).strides,
+        )
+    ),
+}
+
+
+def _ignoring(feature):
+    """can_view that answers wrongly (False) exactly on layouts with ``feature``."""
+    return lambda ref: (
+        lambda shape, strides, new: False if feature(shape, strides) else ref(shape, strides, new)
+    )
+
+
+CAN_VIEW = {
+    "always-a-view": lambda ref: lambda shape, strides, new: True,
+    "only-contiguous": lambda ref: (
+        lambda shape, strides, new: tuple(strides) == tuple(s // 8 for s in np.empty(shape).strides)
+    ),
+    "length-one-axes": _ignoring(lambda shape, strides: 1 in shape and 0 not in shape),
+    "empty": _ignoring(lambda shape, strides: 0 in shape),
+    "negative-strides": lambda ref: (
+        lambda shape, strides, new: ref(shape, tuple(abs(s) for s in strides), new)
+    ),
+}
+
+
+# -- 06 ---------------------------------------------------------------------------------------
+def _counting(count_stores=True, count_variables=False, per_byte=False):
+    def intensity(outputs):
+        flops = moved = 0
+        for node in cl.topological_order(outputs):
+            if node.inputs or count_variables:
+                n = math.prod(node.shape)
+                flops, moved = flops + n, moved + n * (len(node.inputs) + count_stores)
+        return Fraction(flops, moved * (4 if per_byte else 1))
+
+    return intensity
+
+
+INTENSITY = {
+    "loads-only": lambda ref: _counting(count_stores=False),
+    "variables-as-ops": lambda ref: _counting(count_variables=True),
+    "per-byte": lambda ref: _counting(per_byte=True),
+    "fused": lambda ref: (
+        lambda outputs: cl.perf.arithmetic_intensity(cl.passes.fuse_elementwise(outputs)).intensity
+    ),
+    "float": lambda ref: lambda outputs: float(ref(outputs)),
+}
+
+
+def _fold(scale, shift, bias_scaled=True, axis=True):
+    def fold_batchnorm(W, B, gamma, beta, mean, var, eps):
+        R = scale(gamma, var, eps)
+        return W * (R[:, None, None, None] if axis else R), (B * R if bias_scaled else B) + shift(
+            beta, mean, R
+        )
+
+    return fold_batchnorm
+
+
+_R = lambda gamma, var, eps: gamma / np.sqrt(var + eps)  # noqa: E731
+_P = lambda beta, mean, R: beta - mean * R  # noqa: E731
+FOLD_BATCHNORM = {
+    "bias-not-scaled": lambda ref: _fold(_R, _P, bias_scaled=False),
+    "eps-outside": lambda ref: _fold(lambda g, v, e: g / (np.sqrt(v) + e), _P),
+    "variance-not-std": lambda ref: _fold(lambda g, v, e: g / (v + e), _P),
+    "mean-sign": lambda ref: _fold(_R, lambda beta, mean, R: beta + mean * R),
+    "wrong-axis": lambda ref: _fold(_R, _P, axis=False),
+}
+
+
+# -- 07 ---------------------------------------------------------------------------------------
+def _edited(old, new):
+    return lambda ref: ref.replace(old, new)
+
+
+SCALE_ADD = {
+    "no-bounds-check": _edited("if (i < n)", "if (true)"),
+    "missed-elements": _edited("blockIdx.x * blockDim.x + threadIdx.x", "threadIdx.x"),
+    "formula": _edited("a * x[i] + y[i]", "a * (x[i] + y[i])"),
+    "signature": _edited("float a, int n", "int n, float a"),
+}
+
+SOFTMAX_ROWS = {
+    "overflow": _edited("expf(row[j] - m)", "expf(row[j])"),
+    "not-normalised": _edited("expf(row[j] - m) / sum", "expf(row[j] - m)"),
+    "shift-mismatch": _edited("sum += expf(row[j] - m)", "sum += expf(row[j])"),
+    "no-bounds-check": _edited("if (r >= rows) return;", ""),
+    "missed-elements": _edited("blockIdx.x * blockDim.x + threadIdx.x", "threadIdx.x"),
+}
+
+
+# -- 08 ---------------------------------------------------------------------------------------
+def _mean_square(x, **kwargs):
+    return cl.mean(x * x, axis=-1, keepdims=True, **kwargs)
+
+
+RMSNORM = {
+    "eps-outside": lambda ref: lambda x, w, eps: x / (cl.sqrt(_mean_square(x)) + eps) * w,
+    "mean-over-all": lambda ref: lambda x, w, eps: x * cl.rsqrt(cl.mean(x * x) + eps) * w,
+    "no-weight": lambda ref: lambda x, w, eps: x * cl.rsqrt(_mean_square(x) + eps),
+    "sum-not-mean": lambda ref: (
+        lambda x, w, eps: x * cl.rsqrt(cl.sum(x * x, axis=-1, keepdims=True) + eps) * w
+    ),
+    "numpy-on-nodes": lambda ref: lambda x, w, eps: x / np.sqrt(_mean_square(x) + eps) * w,
+    "no-keepdims": lambda ref: lambda x, w, eps: x * cl.rsqrt(cl.mean(x * x, axis=-1) + eps) * w,
+    "uses-rms-norm": lambda ref: cl.rms_norm,
+}
+
+
+def _attention(scale=lambda d: d**-0.5, mask="future", axis=-1):
+    def attention(q, k, v):
+        t, d = q.shape
+        scores = q @ cl.matrix_transpose(k) * scale(d)
+        if mask:
+            future = np.triu(np.full((t, t), -np.inf), k=1)
+            scores = scores + cl.constant(future if mask == "future" else future.T)
+        return cl.softmax(scores, axis=axis) @ v
+
+    return attention
+
+
+ATTENTION = {
+    "no-scale": lambda ref: _attention(scale=lambda d: 1.0),
+    "scale-by-d": lambda ref: _attention(scale=lambda d: 1.0 / d),
+    "no-mask": lambda ref: _attention(mask=None),
+    "mask-transposed": lambda ref: _attention(mask="past"),
+    "softmax-axis": lambda ref: _attention(axis=0),
+}
+
+
+# -- 09 ---------------------------------------------------------------------------------------
+def _plus(extra):
+    return lambda ref: lambda config, *args: ref(config, *args) + extra(config, *args)
+
+
+def _closed_form(config, b, s):
+    h, n, i, v, N = config.dim, config.n_heads, config.ffn_dim, config.vocab_size, config.n_layers
+    return (
+        N * (6 * b * s * h**2 + 4 * b * s * s * h + 3 * b * s * s * n + 2 * b * s * h**2)
+        + N * 6 * b * s * h * i
+        + 2 * b * s * h * v
+    )
+
+
+def _rope_on_keys(ref):
+    return lambda c, b, s: ref(c, b, s) + c.n_layers * 3 * b * s * c.n_kv_heads * c.head_dim
+
+
+FORWARD_FLOPS = {
+    "big-terms-only": lambda ref: _closed_form,
+    "gqa-ignored": _plus(
+        lambda c, b, s: c.n_layers * 4 * b * s * c.dim * (c.dim - c.n_kv_heads * c.head_dim)
+    ),
+    "norms-miscounted": _plus(lambda c, b, s: -c.n_layers * (4 * b * s * c.dim + 2 * b * s)),
+    "rope-on-keys": _rope_on_keys,
+    "lm-head-per-layer": _plus(lambda c, b, s: (c.n_layers - 1) * 2 * b * s * c.dim * c.vocab_size),
+    "embedding-as-matmul": _plus(lambda c, b, s: 2 * b * s * c.dim * c.vocab_size),
+}
+
+COUNT_PARAMS = {
+    "tied-embeddings": _plus(lambda c: -c.vocab_size * c.dim),
+    "gqa-ignored": _plus(lambda c: 2 * c.n_layers * c.dim * (c.dim - c.n_kv_heads * c.head_dim)),
+    "no-norm-weights": _plus(lambda c: -(2 * c.n_layers + 1) * c.dim),
+    "no-final-norm": _plus(lambda c: -c.dim),
+    "two-mlp-matrices": _plus(lambda c: -c.n_layers * c.dim * c.ffn_dim),
+}
+
+WRONG_ANSWERS = {
+    "01.guard_key": GUARD_KEY, "01.relu_cond": RELU_COND,
+    "02.central_difference": CENTRAL_DIFFERENCE, "02.dual": DUAL,
+    "03.gradient": GRADIENT, "03.div_rule": DIV_RULE,
+    "04.softmax_ce_grad": SOFTMAX_CE_GRAD, "04.mlp_grads": MLP_GRADS,
+    "05.contiguous_strides": CONTIGUOUS_STRIDES, "05.permuted": PERMUTED, "05.can_view": CAN_VIEW,
+    "06.intensity": INTENSITY, "06.fold_batchnorm": FOLD_BATCHNORM,
+    "07.scale_add": SCALE_ADD, "07.softmax_rows": SOFTMAX_ROWS,
+    "08.rmsnorm": RMSNORM, "08.attention": ATTENTION,
+    "09.forward_flops": FORWARD_FLOPS, "09.count_params": COUNT_PARAMS,
+}  # fmt: skip
+CASES = [(e, name) for e, wrong in WRONG_ANSWERS.items() for name in wrong]
+
+
+def test_every_named_mistake_has_a_wrong_answer():
+    assert sorted(WRONG_ANSWERS) == sorted(EXERCISES)
+    for exercise_id, wrong in WRONG_ANSWERS.items():
+        assert sorted(wrong) == sorted(m.name for m in EXERCISES[exercise_id].mistakes), exercise_id
+
+
+@pytest.mark.parametrize("exercise_id, mistake", CASES, ids=[f"{e}-{m}" for e, m in CASES])
+def test_a_wrong_answer_gets_its_hint(exercise_id, mistake):
+    answer = WRONG_ANSWERS[exercise_id][mistake](_reference(exercise_id))
+    verdict = verify(exercise_id, answer)
+    hint = next(m.hint for m in EXERCISES[exercise_id].mistakes if m.name == mistake)
+    assert verdict.status == "failed", verdict.message
+    assert verdict.mistake == mistake, verdict.message
+    assert str(verdict).endswith(f"\n  Hint: {hint}")

@@ -1,0 +1,174 @@
+"""The student edition: generated from the instructor notebooks, in sync, and runnable with every
+exercise unfinished; and the grade command over submitted notebooks."""
+
+import subprocess
+import sys
+
+import nbformat
+import pytest
+from exercise_notebooks import NOTEBOOKS, STUDENT
+from nbclient import NotebookClient
+
+from course_lib.exercises.edition import (
+    EditionError,
+    student_notebook,
+    student_source,
+    write_edition,
+)
+
+INSTRUCTOR = sorted(NOTEBOOKS.glob("*.ipynb"))
+
+
+def test_a_python_solution_becomes_a_stub_at_its_indentation():
+    source = "def f(x):\n    y = 1\n    # BEGIN SOLUTION\n    return x + y\n    # END SOLUTION\n"
+    source += "\nprint(f)"
+    assert student_source(source) == (
+        "def f(x):\n    y = 1\n    # YOUR CODE HERE\n    raise NotImplementedError\n\nprint(f)"
+    )
+
+
+def test_a_cuda_solution_inside_a_string_becomes_an_empty_body():
+    body = "    // BEGIN SOLUTION\n    int i = 0;\n    // END SOLUTION\n"
+    source = f'k = r"""\n__global__ void k() {{\n{body}}}\n"""'
+    assert (
+        student_source(source) == 'k = r"""\n__global__ void k() {\n    // YOUR CODE HERE\n}\n"""'
+    )
+
+
+@pytest.mark.parametrize(
+    "source, problem",
+    [
+        ("# BEGIN SOLUTION\nx = 1", "BEGIN SOLUTION without END SOLUTION"),
+        ("x = 1\n# END SOLUTION", "line 2: END SOLUTION without its BEGIN SOLUTION"),
+        (
+            "# BEGIN SOLUTION\n# BEGIN SOLUTION\n# END SOLUTION",
+            "line 2: BEGIN SOLUTION inside another",
+        ),
+        ("// BEGIN SOLUTION\n# END SOLUTION", "line 2: END SOLUTION without its BEGIN SOLUTION"),
+    ],
+)
+def test_markers_that_do_not_pair_up_are_refused(source, problem):
+    with pytest.raises(EditionError, match=problem):
+        student_source(source, "nb, cell 3")
+
+
+def test_only_exercise_cells_change():
+    notebook = nbformat.v4.new_notebook()
+    plain = nbformat.v4.new_code_cell(
+        "print(1)", execution_count=1, outputs=[nbformat.v4.new_output("stream", text="1\n")]
+    )
+    solution = nbformat.v4.new_code_cell(
+        "def f():\n    # BEGIN SOLUTION\n    return 1\n    # END SOLUTION", execution_count=2
+    )
+    checked = nbformat.v4.new_code_cell(
+        'check("05.permuted", f)',
+        execution_count=3,
+        outputs=[nbformat.v4.new_output("stream", text="✓ ...\n")],
+    )
+    notebook.cells = [
+        nbformat.v4.new_markdown_cell("# BEGIN SOLUTION is only text here"),
+        plain,
+        solution,
+        checked,
+    ]
+    student = student_notebook(notebook)
+    assert student.cells[:2] == notebook.cells[:2]
+    assert (
+        student.cells[2].source == "def f():\n    # YOUR CODE HERE\n    raise NotImplementedError"
+    )
+    assert [c.execution_count for c in student.cells[2:]] == [None, None] and student.cells[
+        3
+    ].outputs == []
+    assert (
+        notebook.cells[3].outputs and notebook.cells[2].source.count("SOLUTION") == 2
+    )  # not modified
+
+
+def test_the_student_edition_is_in_sync_with_the_notebooks(tmp_path):
+    (tmp_path / "00_gone.ipynb").write_text("{}")  # a notebook no longer in notebooks/ is removed
+    write_edition(NOTEBOOKS, tmp_path)
+    assert sorted(p.name for p in tmp_path.glob("*.ipynb")) == sorted(p.name for p in INSTRUCTOR)
+    stale = [
+        p.name
+        for p in INSTRUCTOR
+        if (tmp_path / p.name).read_bytes() != (STUDENT / p.name).read_bytes()
+    ]
+    assert not stale, f"student/ is out of date for {stale}: run `make student`"
+    assert sorted(p.name for p in STUDENT.glob("*.ipynb")) == sorted(p.name for p in INSTRUCTOR)
+
+
+def _with_exercises(path):
+    return any(
+        "# BEGIN SOLUTION" in cell.source or "// BEGIN SOLUTION" in cell.source
+        for cell in nbformat.read(path, as_version=4).cells
+    )
+
+
+WITH_EXERCISES = [p.name for p in INSTRUCTOR if _with_exercises(p)]
+
+
+def test_notebooks_without_exercises_are_copied_unchanged():
+    for path in INSTRUCTOR:
+        if path.name not in WITH_EXERCISES:
+            assert (STUDENT / path.name).read_bytes() == path.read_bytes(), path.name
+
+
+@pytest.mark.parametrize("name", WITH_EXERCISES)
+def test_the_student_edition_runs_top_to_bottom_with_every_exercise_unfinished(name):
+    notebook = nbformat.read(STUDENT / name, as_version=4)
+    NotebookClient(notebook, timeout=600, resources={"metadata": {"path": str(STUDENT)}}).execute()
+    checks = [
+        cell
+        for cell in notebook.cells
+        if cell.cell_type == "code" and cell.source.startswith("check(")
+    ]
+    assert len(checks) >= 2
+    for cell in checks:
+        text = "".join(output.get("text", "") for output in cell.outputs)
+        exercise_id = cell.source.split('"')[1]
+        assert text.startswith(f"… {exercise_id}: not done yet"), text
+
+
+def _submission(path, *sources):
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    notebook.cells = [nbformat.v4.new_code_cell(source) for source in sources]
+    nbformat.write(notebook, path)
+
+
+def test_the_grade_command_runs_submissions_and_prints_a_table(tmp_path):
+    _submission(
+        tmp_path / "05_alice.ipynb",
+        "from course_lib.exercises import check",
+        "def permuted(shape, strides, axes):\n"
+        "    return tuple(shape[a] for a in axes), tuple(strides[a] for a in axes)",
+        'check("05.permuted", permuted)',
+        "1 / 0  # a broken cell does not stop the grading",
+        'check("05.contiguous_strides", lambda shape: shape)',
+        'print("✓ 05.can_view: (printed by hand, not a verdict)")',
+    )
+    _submission(tmp_path / "09_bob.ipynb", "x = 1")
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "course_lib.exercises.grade",
+            "--timeout",
+            "120",
+            str(tmp_path / "05_alice.ipynb"),
+            str(tmp_path / "09_bob.ipynb"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    rows = {tuple(line.split()[:3]) for line in result.stdout.splitlines()[3:]}
+    alice, bob = str(tmp_path / "05_alice.ipynb"), str(tmp_path / "09_bob.ipynb")
+    assert result.stdout.startswith("1 of 5 exercises passed\n")
+    assert rows == {(alice, "05.can_view", "missing"), (alice, "05.contiguous_strides", "failed"),
+                    (alice, "05.permuted", "passed"), (bob, "09.count_params", "missing"),
+                    (bob, "09.forward_flops", "missing")}  # fmt: skip
