@@ -31,11 +31,13 @@ def _t():
     return torch
 
 
-def _rope_torch(x, seq_axis):
-    """Hugging Face's ``x·cos + rotate_half(x)·sin`` with positions along ``seq_axis``."""
+def _rope_torch(x, seq_axis, start=0):
+    """Hugging Face's ``x·cos + rotate_half(x)·sin`` with positions ``start, start + 1, ...``
+    along ``seq_axis``."""
     torch = _t()
     t, d = x.shape[seq_axis], x.shape[-1]
-    cos, sin = (torch.tensor(np.concatenate([a, a], -1), dtype=x.dtype) for a in rope_tables(t, d))
+    tables = (a[start:] for a in rope_tables(start + t, d))
+    cos, sin = (torch.tensor(np.concatenate([a, a], -1), dtype=x.dtype) for a in tables)
     shape = (t,) + (1,) * (x.dim() - seq_axis % x.dim() - 2) + (d,)
     rotated = torch.cat([-x[..., d // 2 :], x[..., : d // 2]], -1)
     return x * cos.reshape(shape) + rotated * sin.reshape(shape)
@@ -97,6 +99,13 @@ TRANSFORMER_SPECS = [
         torch=lambda x: _rope_torch(x, 1),
         shape_kind="fixed",
         extra=_fixed([(2, 3, 2, 4)], [(1, 4, 3, 2)]),
+    ),
+    OpSpec(
+        "rope_after_cached_positions",
+        lambda x: cl.rope(x, seq_axis=1, start=5),
+        torch=lambda x: _rope_torch(x, 1, start=5),
+        shape_kind="fixed",
+        extra=_fixed([(2, 1, 2, 4)], [(1, 3, 3, 6)]),
     ),
     OpSpec(
         "head_scores",

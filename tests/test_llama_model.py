@@ -20,11 +20,14 @@ from course_lib.models import (
     load_hf_state_dict,
     load_text,
     random_windows,
+    split_tokens,
     stdlib_docstrings,
     train,
 )
 from course_lib.models.compute import flops_by_family, seconds_by_family, shares_table
+from course_lib.models.llama import interleaved_to_half_split
 from course_lib.models.sampling import next_token_distribution
+from course_lib.models.train import held_out_loss
 
 SMALL = LlamaConfig(dim=16, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=24, vocab_size=32,
                     max_seq_len=16)  # fmt: skip
@@ -390,3 +393,70 @@ def test_flops_and_seconds_grouped_by_op_family(tokens):
     assert set(flops) <= set(seconds) and all(s > 0 for s in seconds.values())
     table = shares_table({"a": 1, "b": 3}).splitlines()
     assert table[1].split()[-1] == "25.0%" and table[2].split()[-1] == "75.0%"
+
+
+def test_split_tokens_holds_out_the_end_in_one_piece():
+    tokens = np.arange(100)
+    train_part, held_out = split_tokens(tokens, 0.1)
+    np.testing.assert_array_equal(train_part, np.arange(90))
+    np.testing.assert_array_equal(held_out, np.arange(90, 100))
+    assert [len(part) for part in split_tokens(np.arange(7), 0.5)] == [3, 4]  # round(3.5) = 4
+    for bad, error in [(0.0, cl.ParameterError), (1.0, cl.ParameterError),
+                       (float("nan"), cl.ParameterError), ("0.1", cl.GraphError)]:  # fmt: skip
+        with pytest.raises(error, match="split_tokens: held_out"):
+            split_tokens(tokens, bad)
+    with pytest.raises(cl.ShapeError, match="2 tokens leave no text on one side"):
+        split_tokens(np.arange(2), 0.1)
+    with pytest.raises(cl.ShapeError, match="1-D token array"):
+        split_tokens(np.zeros((3, 4), np.int64))
+
+
+def test_loss_is_the_forward_half_of_loss_and_grads(tokens):
+    model = Llama(SMALL, seed=2, dtype=np.float64, init_std=0.3)
+    assert model.loss(tokens) == pytest.approx(model.loss_and_grads(tokens)[0], rel=1e-12)
+    with pytest.raises(cl.ShapeError, match="the loss needs seq >= 2"):
+        model.loss(tokens[:, :1])
+
+
+def test_training_records_the_held_out_loss():
+    data = ByteTokenizer().encode(stdlib_docstrings())
+    train_part, held_out = split_tokens(data[:60_000])
+    config = LlamaConfig(dim=32, n_layers=1, n_heads=4, n_kv_heads=2, ffn_dim=64,
+                         vocab_size=256, max_seq_len=32)  # fmt: skip
+    model = Llama(config, seed=0)
+    history = train(model, train_part, 45, batch=8, seq=32, progress=False,
+                    optimizer=AdamW(model.params, lr=1e-2), validation=held_out, eval_every=20)
+    assert history.val_steps == [0, 20, 40, 45]
+    assert history.val_losses[0] == pytest.approx(np.log(256), abs=0.05)
+    assert history.val_losses[-1] < history.val_losses[0] - 1.0
+    evaluate = held_out_loss(model, held_out, 8, 32)  # the same windows: the same last value
+    assert evaluate() == pytest.approx(history.val_losses[-1], rel=1e-6)
+    plain = train(Llama(config, seed=0), train_part, 45, batch=8, seq=32, progress=False,
+                  optimizer=AdamW(model.params, lr=1e-2))  # fmt: skip
+    assert plain.val_steps == [] and plain.losses == history.losses  # evaluation changes nothing
+    with pytest.raises(cl.ShapeError, match="train: eval_every must be a positive integer"):
+        train(model, train_part, 1, batch=2, seq=8, progress=False, validation=held_out,
+              eval_every=0)
+
+
+def test_interleaved_rope_weights_become_half_split_ones():
+    rng = np.random.default_rng(0)
+    n_heads, d, dim, t = 2, 8, 6, 5
+    x, w = rng.standard_normal((t, dim)), rng.standard_normal((n_heads * d, dim))
+
+    def interleaved_rope(q):  # Meta's form: pairs (2i, 2i + 1) as complex numbers
+        angles = np.arange(t)[:, None] * 10000.0 ** (-np.arange(0, d, 2) / d)
+        z = (q[..., 0::2] + 1j * q[..., 1::2]) * np.exp(1j * angles)[:, None, :]
+        return np.stack([z.real, z.imag], axis=-1).reshape(q.shape)
+
+    meta = interleaved_rope((x @ w.T).reshape(t, n_heads, d))
+    converted = interleaved_to_half_split(w, n_heads)
+    ours = cl.evaluate(cl.rope(cl.constant((x @ converted.T).reshape(t, n_heads, d)), seq_axis=0))
+    # (the RoPE tables are float32, as in Hugging Face: agreement to 1e-6, not 1e-12)
+    np.testing.assert_allclose(ours[..., : d // 2], meta[..., 0::2], atol=1e-6)
+    np.testing.assert_allclose(ours[..., d // 2 :], meta[..., 1::2], atol=1e-6)
+    scores = np.einsum("thd,shd->hts", ours, ours)  # q·k for every pair: unchanged
+    np.testing.assert_allclose(scores, np.einsum("thd,shd->hts", meta, meta), atol=1e-5)
+    assert not np.allclose(converted, w)
+    with pytest.raises(cl.ShapeError, match="even head size"):
+        interleaved_to_half_split(np.zeros((6, 4)), 2)  # d = 3

@@ -68,6 +68,8 @@ BAD = [
     (lambda: cl.split(x, 2, -5), cl.ShapeError, "split of x: axis -5 is out of range"),
     (lambda: cl.split(x, 1.5), cl.GraphError, "split of x: sizes must be a tuple"),
     (lambda: cl.rope(x, -1.0), cl.ParameterError, "rope: theta must be finite and above 0"),
+    (lambda: cl.rope(x, start=-1), cl.ParameterError, "rope: start is a position, at least 0"),
+    (lambda: cl.rope(x, start=1.5), cl.GraphError, "rope: start must be an integer"),
     (lambda: cl.rope(x, float("nan")), cl.ParameterError, "rope: theta must be finite"),
     (lambda: cl.rope(x, "a"), cl.GraphError, "rope: theta must be a real number"),
     (lambda: cl.rope(x, 1e4, True), cl.GraphError, "rope: seq_axis must be an integer"),

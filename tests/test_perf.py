@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import course_lib as cl
-from course_lib.errors import GraphError, ShapeError
+from course_lib.errors import GraphError, ParameterError, ShapeError
 from course_lib.passes import fuse_elementwise, merge_matmuls
 from course_lib.perf import (
     KernelPoint,
@@ -117,8 +117,27 @@ def test_roofline_ceilings_and_attainable_rate():
     assert roof.ridge == 4.0
     assert roof.attainable(1 / 12) == pytest.approx(50e9 / 12)
     assert roof.attainable(100.0) == 200e9
-    with pytest.raises(ValueError, match="positive"):
+    with pytest.raises(ParameterError, match="Roofline: bandwidth must be finite and above 0"):
         Roofline(0.0, 1.0)
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, np.nan, np.inf, -np.inf])
+def test_ceilings_and_kernel_points_refuse_non_positive_and_non_finite_numbers(bad):
+    with pytest.raises(ParameterError, match=r"Roofline: peak_flops must be finite and above 0"):
+        Roofline(1e9, bad)
+    for i, field in enumerate(("flops", "bytes", "seconds")):
+        numbers = [1.0, 1.0, 1.0]
+        numbers[i] = bad
+        with pytest.raises(ParameterError, match=f"kernel point 'k': {field} must be finite"):
+            KernelPoint("k", *numbers)
+
+
+def test_ceilings_and_kernel_points_refuse_what_is_not_a_number():
+    with pytest.raises(GraphError, match="Roofline: bandwidth must be a real number"):
+        Roofline(True, 1e9)
+    with pytest.raises(GraphError, match="kernel point 'k': seconds must be a real number"):
+        KernelPoint("k", 1.0, 1.0, "1")
+    assert KernelPoint("k", 2, np.float32(4.0), np.float64(0.5)).intensity == 0.5
 
 
 def test_measured_ceilings_and_points_are_positive():
@@ -146,5 +165,5 @@ def test_plot_roofline_text_is_stable():
         plot_roofline([], roof)
     with pytest.raises(TypeError, match="KernelPoint"):
         plot_roofline([(1.0, 2.0)], roof)
-    with pytest.raises(ValueError, match="positive"):
+    with pytest.raises(ValueError, match="flops must be finite and above 0"):
         KernelPoint("empty", 0, 1, 1)

@@ -1,6 +1,7 @@
 """The executor (define-then-run) and the eager Tensor (define-by-run)."""
 
 import gc
+import operator
 
 import numpy as np
 import pytest
@@ -40,6 +41,22 @@ def test_eager_tensor_matches_symbolic_values_and_gradients(rng):
     assert np.isclose(loss.item(), ref[0])
     np.testing.assert_allclose(ta.grad.numpy(), ref[1])
     np.testing.assert_allclose(tw.grad.numpy(), ref[2])
+
+
+@pytest.mark.parametrize(
+    "fn, op", [(operator.add, "add"), (operator.sub, "sub"), (operator.mul, "mul"),
+               (operator.truediv, "div")],
+)  # fmt: skip
+@pytest.mark.parametrize("tensor_first", [True, False])
+def test_eager_operators_build_the_op_with_the_operands_in_order(fn, op, tensor_first):
+    values = np.array([1.0, -2.0, 4.0, 0.5])
+    t, x = cl.Tensor(values, requires_grad=True), cl.variable("x", (4,))
+    out, ref = (fn(t, 3.0), fn(x, 3.0)) if tensor_first else (fn(3.0, t), fn(3.0, x))
+    cl.sum(out).backward()
+    want, want_grad = cl.evaluate([ref, cl.grad(cl.sum(ref), x)], {x: values})
+    assert isinstance(out, cl.Tensor) and out.op.name == ref.op.name == op
+    np.testing.assert_allclose(out.numpy(), want)
+    np.testing.assert_allclose(t.grad.numpy(), want_grad)
 
 
 def test_backward_twice_accumulates_exactly_twice():

@@ -60,8 +60,7 @@ def _difference_cases(rng) -> list[tuple[str, Callable, Callable, Callable | Non
 
 
 @exercise(
-    "02.central_difference",
-    "central_difference(f, x, eps) -> float: (f(x+ε) − f(x−ε)) / 2ε",
+    "02.central_difference", "central_difference(f, x, eps) -> float: (f(x+ε) − f(x−ε)) / 2ε",
     mistakes=(FORWARD, NO_HALF, SIGN, FIXED_EPS),
 )
 def check_central_difference(answer) -> str:
@@ -249,8 +248,7 @@ def _random_expression(rng, depth: int) -> tuple[str, Callable]:
 
 
 @exercise(
-    "02.dual",
-    "Dual (+, -, *, / with floats on either side) and sin, exp, log, against cl.jvp",
+    "02.dual", "Dual (+, -, *, / with floats on either side) and sin, exp, log, against cl.jvp",
     mistakes=(PRODUCT_RULE, QUOTIENT_RULE, CHAIN_RULE, FLOAT_TANGENT, REFLECTED, NO_LIFT, IN_PLACE),
     function=False,
 )

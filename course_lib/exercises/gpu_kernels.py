@@ -112,6 +112,12 @@ class _Device:
 _LAUNCH_ERRORS = [(Exception, "crashed", NO_GUARD)]
 
 
+def _kernel_exercise(exercise_id: str, task: str, mistakes: tuple[Mistake, ...]):
+    """Register a CUDA exercise: the answer is source text, not a function, and compiling it
+    (g++ or NVRTC) takes far longer than a Python answer may."""
+    return exercise(exercise_id, task, mistakes, function=False, time_limit=120.0)
+
+
 def _launch_text(grid: int, block: int) -> str:
     return f"{grid} block{'s' if grid > 1 else ''} of {block} threads"
 
@@ -161,12 +167,9 @@ FORMULA = Mistake("formula", "each thread computes out[i] = a * x[i] + y[i].")
 _SCALE_ADD = ("float32*", "float32*", "float32*", "float32", "int32")
 
 
-@exercise(
-    "07.scale_add",
-    "CUDA scale_add(x, y, out, a, n): out = a*x + y",
+@_kernel_exercise(
+    "07.scale_add", "CUDA scale_add(x, y, out, a, n): out = a*x + y",
     mistakes=(NO_GUARD, MISSED, FORMULA, SIGNATURE),
-    time_limit=120.0,
-    function=False,
 )
 def check_scale_add(answer) -> str:
     device = _Device()
@@ -229,12 +232,9 @@ def _softmax_mistake(got: np.ndarray, x: np.ndarray) -> Mistake | None:
     return first_match(got, wrong, lambda a, b: close(a, b, rtol=1e-5, atol=1e-6))
 
 
-@exercise(
-    "07.softmax_rows",
-    "CUDA softmax_rows(x, out, rows, cols): one thread per row",
+@_kernel_exercise(
+    "07.softmax_rows", "CUDA softmax_rows(x, out, rows, cols): one thread per row",
     mistakes=(UNSTABLE, NOT_NORMALISED, SHIFT_MISMATCH, NO_GUARD, MISSED),
-    time_limit=120.0,
-    function=False,
 )
 def check_softmax_rows(answer) -> str:
     device = _Device()

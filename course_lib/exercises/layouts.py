@@ -52,8 +52,7 @@ def _random_shapes(rng, count: int, max_dim: int) -> list[tuple[int, ...]]:
 
 
 @exercise(
-    "05.contiguous_strides",
-    "contiguous_strides(shape) -> tuple: row-major strides in elements",
+    "05.contiguous_strides", "contiguous_strides(shape) -> tuple: row-major strides in elements",
     mistakes=(COLUMN_MAJOR, BYTES, INCLUSIVE, REVERSED),
 )
 def check_contiguous_strides(answer) -> str:
@@ -135,8 +134,7 @@ def _permute_cases(rng) -> list[tuple]:
 
 
 @exercise(
-    "05.permuted",
-    "permuted(shape, strides, axes) -> (shape, strides) of the permuted view",
+    "05.permuted", "permuted(shape, strides, axes) -> (shape, strides) of the permuted view",
     mistakes=(INVERSE, STRIDES_KEPT, SHAPE_KEPT, UNCHANGED, FRESH),
 )
 def check_permuted(answer) -> str:
@@ -259,8 +257,7 @@ def _numpy_can_view(view: np.ndarray, new_shape) -> bool:
 
 
 @exercise(
-    "05.can_view",
-    "can_view(shape, strides, new_shape) -> bool: is the reshape a view?",
+    "05.can_view", "can_view(shape, strides, new_shape) -> bool: is the reshape a view?",
     mistakes=(ALWAYS_VIEW, ONLY_CONTIGUOUS, LENGTH_ONE, EMPTY, NEGATIVE),
 )
 def check_can_view(answer) -> str:

@@ -95,15 +95,9 @@ def _compare(label: str, out, reference: Node, inputs: list, feed: dict, mistake
 
 
 @exercise(
-    "08.rmsnorm",
-    "rmsnorm(x, weight, eps) -> Node: x / sqrt(mean(x², last axis) + eps) * weight",
+    "08.rmsnorm", "rmsnorm(x, weight, eps) -> Node: x / sqrt(mean(x², last axis) + eps) * weight",
     mistakes=(
-        EPS_OUTSIDE,
-        MEAN_OVER_ALL,
-        NO_WEIGHT,
-        SUM_NOT_MEAN,
-        NUMPY_ON_NODES,
-        NO_KEEPDIMS,
+        EPS_OUTSIDE, MEAN_OVER_ALL, NO_WEIGHT, SUM_NOT_MEAN, NUMPY_ON_NODES, NO_KEEPDIMS,
         USES_THE_OP,
     ),
 )
@@ -181,8 +175,7 @@ def _attention_mistake(got, q, k, v) -> Mistake | None:
 
 
 @exercise(
-    "08.attention",
-    "attention(q, k, v) -> Node: one causal head, softmax(q kᵀ/√d + mask) v",
+    "08.attention", "attention(q, k, v) -> Node: one causal head, softmax(q kᵀ/√d + mask) v",
     mistakes=(NO_SCALE, SCALE_BY_D, NO_MASK, MASK_TRANSPOSED, SOFTMAX_AXIS),
 )
 def check_attention(answer) -> str:

@@ -130,14 +130,9 @@ def _wrong_flops(table, rope_on_keys, config, b: int, s: int) -> list[tuple[Mist
 
 
 @exercise(
-    "09.forward_flops",
-    "forward_flops(config, batch, seq) -> float: the lecture's forward FLOP table total",
+    "09.forward_flops", "forward_flops(config, batch, seq) -> float: the FLOP table's total",
     mistakes=(
-        BIG_TERMS_ONLY,
-        GQA_IGNORED,
-        NORMS_MISCOUNTED,
-        ROPE_ON_KEYS,
-        LM_HEAD_PER_LAYER,
+        BIG_TERMS_ONLY, GQA_IGNORED, NORMS_MISCOUNTED, ROPE_ON_KEYS, LM_HEAD_PER_LAYER,
         EMBEDDING_AS_MATMUL,
     ),
 )
@@ -198,8 +193,7 @@ def _wrong_params(count: int, config) -> list[tuple[Mistake, int]]:
 
 
 @exercise(
-    "09.count_params",
-    "count_params(config) -> int: parameters of a LLaMA model, as Hugging Face counts them",
+    "09.count_params", "count_params(config) -> int: LLaMA parameters, as Hugging Face counts them",
     mistakes=(TIED, GQA_IGNORED_PARAMS, NO_NORMS, NO_FINAL_NORM, TWO_MLP_MATRICES),
 )
 def check_count_params(answer) -> str:

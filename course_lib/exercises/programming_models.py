@@ -113,8 +113,7 @@ def _key(answer, args):
 
 
 @exercise(
-    "01.guard_key",
-    "guard_key(args) -> hashable: equal exactly when cl.jit reuses a trace",
+    "01.guard_key", "guard_key(args) -> hashable: equal exactly when cl.jit reuses a trace",
     mistakes=(KEYED_ON_VALUES, IGNORES_DTYPE, SIZE_NOT_SHAPE, ORDER_LOST, UNHASHABLE),
 )
 def check_guard_key(answer) -> str:
@@ -170,8 +169,7 @@ TIMES_ZERO = Mistake(
 
 
 @exercise(
-    "01.relu_cond",
-    "relu_cond(x) -> Node: x if x > 0 else 0, as a branch in the graph",
+    "01.relu_cond", "relu_cond(x) -> Node: x if x > 0 else 0, as a branch in the graph",
     mistakes=(PYTHON_IF, NOT_FUNCTIONS, NO_COND, SWAPPED, TIMES_ZERO),
 )
 def check_relu_cond(answer) -> str:

@@ -125,8 +125,7 @@ def _random_graph(rng):
 
 
 @exercise(
-    "03.gradient",
-    "gradient(out, wrt) -> list[Node]: reverse mode with node_to_grad",
+    "03.gradient", "gradient(out, wrt) -> list[Node]: reverse mode with node_to_grad",
     mistakes=(NO_SEED, WALK_ORDER, NOT_SUMMED, LEAF_RULE, UNUSED_INPUT, NOT_NODES, USES_GRAD),
 )
 def check_gradient(answer) -> str:
@@ -198,8 +197,7 @@ def _second_derivatives(first: list, x: Node, y: Node, feed: dict) -> list:
 
 
 @exercise(
-    "03.div_rule",
-    "div_rule(node, adjoint, needs) -> [x̄, ȳ] for node = x / y, as nodes",
+    "03.div_rule", "div_rule(node, adjoint, needs) -> [x̄, ȳ] for node = x / y, as nodes",
     mistakes=(FORGOT_ADJOINT, QUOTIENT_SIGN, QUOTIENT_FORM, SWAPPED, NUMBERS),
 )
 def check_div_rule(answer) -> str:

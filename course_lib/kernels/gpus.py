@@ -25,7 +25,10 @@ class GPU:
 
     ``fp32_tflops`` is the CUDA cores' peak (a fused multiply-add counts as 2 flops);
     ``tf32_tflops`` the tensor cores' dense TF32 peak (None: no TF32), which our kernels do
-    not use but cuBLAS does; ``clock_ghz`` the boost clock the peaks are quoted at.
+    not use but cuBLAS does; ``bf16_tflops`` their dense BF16 peak with FP32 accumulation
+    (None: no BF16), the rate LLM training and serving are measured against (MFU);
+    ``memory_gib`` the DRAM capacity (the datasheets' "40 GB" are binary: 40 GiB, as
+    ``nvidia-smi`` shows 40960 MiB); ``clock_ghz`` the boost clock the peaks are quoted at.
     """
 
     name: str
@@ -42,6 +45,8 @@ class GPU:
     max_blocks_per_sm: int
     registers_per_sm: int = 65536
     reserved_shared_bytes: int = 1024  # per block, taken by the system (compute capability 8+)
+    bf16_tflops: float | None = None
+    memory_gib: float | None = None
 
     @property
     def shared_bytes_per_s(self) -> float:
@@ -63,31 +68,36 @@ class GPU:
 GPUS: dict[str, GPU] = {
     # NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020), table 3, and the A100 40 GB
     # SXM4 datasheet: 108 SMs at 1410 MHz, 19.5 TFLOPS FP32, 156 TFLOPS TF32 (dense),
-    # 1555 GB/s HBM2, 40 MB L2, up to 164 KB shared memory per SM.
+    # 1555 GB/s HBM2, 40 MB L2, up to 164 KB shared memory per SM, 312 TFLOPS BF16 tensor
+    # (dense; 624 with sparsity), 40 GB. (The 80 GB A100 has the same peaks, 2039 GB/s.)
     # CUDA C++ Programming Guide, compute capability 8.0: 2048 threads, 32 blocks per SM.
     "A100": GPU("A100", "Ampere", "8.0", sms=108, clock_ghz=1.41, fp32_tflops=19.5,
                 tf32_tflops=156.0, dram_gb_per_s=1555.0, l2_mib=40.0, shared_kib_per_sm=164,
-                max_threads_per_sm=2048, max_blocks_per_sm=32),
+                max_threads_per_sm=2048, max_blocks_per_sm=32, bf16_tflops=312.0,
+                memory_gib=40.0),
     # NVIDIA H100 Tensor Core GPU datasheet (SXM5) and Hopper architecture whitepaper (2022):
     # 132 SMs at 1980 MHz, 67 TFLOPS FP32, 495 TFLOPS TF32 (989 with sparsity), 3.35 TB/s
-    # HBM3, 50 MB L2, up to 228 KB shared memory per SM. Compute capability 9.0: 2048 threads,
-    # 32 blocks per SM.
+    # HBM3, 50 MB L2, up to 228 KB shared memory per SM, 1979 TFLOPS BF16 tensor with
+    # sparsity (989.5 dense), 80 GB. Compute capability 9.0: 2048 threads, 32 blocks per SM.
     "H100": GPU("H100", "Hopper", "9.0", sms=132, clock_ghz=1.98, fp32_tflops=67.0,
                 tf32_tflops=495.0, dram_gb_per_s=3350.0, l2_mib=50.0, shared_kib_per_sm=228,
-                max_threads_per_sm=2048, max_blocks_per_sm=32),
+                max_threads_per_sm=2048, max_blocks_per_sm=32, bf16_tflops=989.5,
+                memory_gib=80.0),
     # NVIDIA T4 datasheet and Turing architecture whitepaper (2018): 40 SMs at 1590 MHz,
     # 8.1 TFLOPS FP32, no TF32 (Turing's tensor cores take FP16/INT8), 320 GB/s GDDR6, 4 MB
-    # L2, 64 KB shared memory per SM. Compute capability 7.5: 1024 threads, 16 blocks per SM,
-    # no reserved shared memory.
+    # L2, 64 KB shared memory per SM, 16 GB. Compute capability 7.5: 1024 threads, 16 blocks
+    # per SM, no reserved shared memory.
     "T4": GPU("T4", "Turing", "7.5", sms=40, clock_ghz=1.59, fp32_tflops=8.1, tf32_tflops=None,
               dram_gb_per_s=320.0, l2_mib=4.0, shared_kib_per_sm=64, max_threads_per_sm=1024,
-              max_blocks_per_sm=16, reserved_shared_bytes=0),
+              max_blocks_per_sm=16, reserved_shared_bytes=0, memory_gib=16.0),
     # NVIDIA Ada Lovelace architecture whitepaper (2022), GeForce RTX 4090: 128 SMs at
-    # 2520 MHz, 82.6 TFLOPS FP32, 82.6 TFLOPS TF32 (dense), 1008 GB/s GDDR6X, 72 MB L2.
+    # 2520 MHz, 82.6 TFLOPS FP32, 82.6 TFLOPS TF32 (dense), 165.2 TFLOPS BF16 tensor with
+    # FP32 accumulation (dense), 1008 GB/s GDDR6X, 72 MB L2, 24 GB.
     # Compute capability 8.9: 100 KB shared memory, 1536 threads, 24 blocks per SM.
     "RTX 4090": GPU("RTX 4090", "Ada Lovelace", "8.9", sms=128, clock_ghz=2.52,
                     fp32_tflops=82.6, tf32_tflops=82.6, dram_gb_per_s=1008.0, l2_mib=72.0,
-                    shared_kib_per_sm=100, max_threads_per_sm=1536, max_blocks_per_sm=24),
+                    shared_kib_per_sm=100, max_threads_per_sm=1536, max_blocks_per_sm=24,
+                    bf16_tflops=165.2, memory_gib=24.0),
 }  # fmt: skip
 
 

@@ -2,9 +2,10 @@
 for comparison, and what training them needs (tokenizer, corpus, optimisers, loop, sampling)."""
 
 from .config import LlamaConfig
-from .corpus import load_text, random_windows, stdlib_docstrings
+from .corpus import load_text, random_windows, split_tokens, stdlib_docstrings
 from .decoder import DecoderLM, ForwardGraph
 from .flops import count_flops, flops_table, training_flops
+from .kv_cache import KVCache
 from .llama import Llama, load_hf_state_dict
 from .memory import param_count, training_memory
 from .optim import SGD, AdamW, cosine_schedule
@@ -14,8 +15,9 @@ from .train import TrainHistory, train
 from .vaswani import VaswaniDecoder, sinusoidal_positions
 
 __all__ = [
-    "SGD", "AdamW", "ByteTokenizer", "DecoderLM", "ForwardGraph", "Llama", "LlamaConfig",
-    "TrainHistory", "VaswaniDecoder", "cosine_schedule", "count_flops", "flops_table",
-    "generate", "load_hf_state_dict", "load_text", "param_count", "random_windows",
-    "sinusoidal_positions", "stdlib_docstrings", "train", "training_flops", "training_memory",
+    "SGD", "AdamW", "ByteTokenizer", "DecoderLM", "ForwardGraph", "KVCache", "Llama",
+    "LlamaConfig", "TrainHistory", "VaswaniDecoder", "cosine_schedule", "count_flops",
+    "flops_table", "generate", "load_hf_state_dict", "load_text", "param_count",
+    "random_windows", "sinusoidal_positions", "split_tokens", "stdlib_docstrings", "train",
+    "training_flops", "training_memory",
 ]  # fmt: skip

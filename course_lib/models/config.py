@@ -94,6 +94,29 @@ def require_config(config, caller: str) -> LlamaConfig:
     return config
 
 
+#: How much of the forward pass the backward pass recomputes instead of keeping (Korthikanti
+#: et al., 2022): nothing; the attention scores and probabilities ("selective"); every block
+#: from its input ("full").
+RECOMPUTE = ("none", "selective", "full")
+
+
+def recompute_choice(value, caller: str) -> str:
+    """``value`` if it is one of :data:`RECOMPUTE`, else a ParameterError naming ``caller``."""
+    if not isinstance(value, str) or value not in RECOMPUTE:
+        raise ParameterError(
+            f"{caller}: recompute must be one of {', '.join(RECOMPUTE)}, got {value!r}"
+        )
+    return value
+
+
+def number_bytes(value, name: str, caller: str) -> int:
+    """Bytes per number (1, 2, 4 or 8: int8/fp8, bf16/fp16, fp32, fp64), else a
+    ParameterError naming ``caller``."""
+    if isinstance(value, bool) or value not in (1, 2, 4, 8):
+        raise ParameterError(f"{caller}: {name} must be 1, 2, 4 or 8, got {value!r}")
+    return int(value)
+
+
 def positive_size(value: int, name: str, caller: str) -> int:
     """``value`` as an int if it is a positive integer (a batch size, a sequence length),
     else a ShapeError naming ``caller``."""

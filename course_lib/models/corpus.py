@@ -1,5 +1,6 @@
 """Training text without a download: the installed Python standard library's docstrings
-(read with ``ast``), or any text file the user names; and random training windows."""
+(read with ``ast``), or any text file the user names; a held-out split; and random training
+windows."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ShapeError
+from .. import params
+from ..errors import ParameterError, ShapeError
 
 
 @lru_cache(maxsize=4)
@@ -44,6 +46,23 @@ def stdlib_docstrings(max_chars: int = 1_500_000) -> str:
 def load_text(path: str | Path) -> str:
     """The UTF-8 text of a file the user names (undecodable bytes become �)."""
     return Path(path).read_text(encoding="utf-8", errors="replace")
+
+
+def split_tokens(tokens: np.ndarray, held_out: float = 0.1) -> tuple[np.ndarray, np.ndarray]:
+    """(training, validation): the last ``held_out`` fraction of ``tokens`` is held out, in
+    one piece, so no training window overlaps a validation window."""
+    tokens = np.asarray(tokens)
+    if tokens.ndim != 1:
+        raise ShapeError(f"split_tokens needs a 1-D token array, got shape {tokens.shape}")
+    if not 0 < params.real(held_out, "split_tokens: held_out") < 1:
+        raise ParameterError(f"split_tokens: held_out must lie in (0, 1), got {held_out}")
+    cut = tokens.size - int(round(held_out * tokens.size))
+    if not 0 < cut < tokens.size:
+        raise ShapeError(
+            f"split_tokens: {tokens.size} tokens leave no text on one side of a "
+            f"{held_out:g} split"
+        )
+    return tokens[:cut], tokens[cut:]
 
 
 def random_windows(tokens: np.ndarray, batch: int, seq: int, rng: np.random.Generator):

@@ -159,6 +159,14 @@ class DecoderLM:
         run = self.executor(("logits", tokens.shape), lambda: [graph.logits])
         return to_numpy(run.run(self.feed(graph, tokens))[0])
 
+    def loss(self, tokens) -> float:
+        """The mean next-token cross-entropy of ``tokens`` (batch, seq >= 2), forward only."""
+        tokens = self.check_tokens(tokens)
+        self._check_loss_shape(*tokens.shape)
+        graph = self.forward_graph(*tokens.shape)
+        run = self.executor(("loss", tokens.shape), lambda: [graph.loss])
+        return float(run.run(self.feed(graph, tokens))[0])
+
     def attention_maps(self, tokens) -> list[np.ndarray]:
         """Each layer's attention probabilities (batch, heads, seq, seq)."""
         tokens = self.check_tokens(tokens)
@@ -171,15 +179,18 @@ class DecoderLM:
 
     def loss_graph(self, batch: int, seq: int) -> tuple[ForwardGraph, dict[str, Node]]:
         """The forward graph and each parameter's gradient node (reverse mode)."""
+        self._check_loss_shape(batch, seq)
+        graph = self.forward_graph(batch, seq)
+        names = list(graph.params)
+        grads = grad(graph.loss, [graph.params[n] for n in names])
+        return graph, dict(zip(names, grads))
+
+    def _check_loss_shape(self, batch: int, seq: int) -> None:
         if seq < 2:
             raise ShapeError(
                 f"{type(self).__name__}: the loss needs seq >= 2 (position t predicts token "
                 f"t + 1), got batch={batch}, seq={seq}"
             )
-        graph = self.forward_graph(batch, seq)
-        names = list(graph.params)
-        grads = grad(graph.loss, [graph.params[n] for n in names])
-        return graph, dict(zip(names, grads))
 
     def loss_and_grads(self, tokens) -> tuple[float, dict[str, np.ndarray]]:
         """The mean shifted cross-entropy and the gradient of every parameter (by name)."""

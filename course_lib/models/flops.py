@@ -33,11 +33,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from ..errors import GraphError
+from .. import params
+from ..errors import GraphError, ParameterError
 from ..graph import Node
 from ..perf import flops_by_node
 from ..tables import ShownAsTable, Table
-from .config import LlamaConfig, positive_size, require_config
+from .config import LlamaConfig, positive_size, recompute_choice, require_config
 from .crossover import first_seq_where
 
 #: The groups of the breakdown, in the order the lecture lists them ("Linear" is the LM head).
@@ -65,6 +66,10 @@ class FlopConvention:
         RMSNorm: square, sum, scale by 1/rms and by γ per element; mean and root per row.
     embedding_as_matmul : bool
         Price the embedding lookup as a one-hot (bs × v)·(v × h) product, 2bshv.
+    causal_half : bool
+        Count only the query-key pairs the causal mask keeps, s(s+1)/2 per head, as a causal
+        kernel (FlashAttention) computes them. The lecture counts the whole s × s score
+        matrix, masked half included (as PaLM's MFU and Megatron's formulas do).
     """
 
     rope_per_element: int = 3
@@ -74,6 +79,7 @@ class FlopConvention:
     rms_per_element: int = 4
     rms_per_row: int = 2
     embedding_as_matmul: bool = False
+    causal_half: bool = False
 
 
 LECTURE = FlopConvention()
@@ -143,12 +149,19 @@ def format_flops(flops: float) -> str:
 
 
 def flops_table(
-    config: LlamaConfig, batch: int, seq: int, convention: FlopConvention = LECTURE
+    config: LlamaConfig,
+    batch: int,
+    seq: int,
+    convention: FlopConvention = LECTURE,
+    past: int = 0,
 ) -> FlopTable:
     """The lecture's forward FLOP table for ``config`` at batch ``batch``, sequence ``seq``.
 
     ``seq`` may exceed ``config.max_seq_len``: the formulas hold for any length, which is how
     the notebook extrapolates to long contexts. ``convention`` sets the small terms' costs.
+    ``past`` tokens already in a KV cache (a decoding step: ``seq=1, past=p``) are attended
+    to by the ``seq`` new tokens but cost nothing else: the scores and PV cover s·(p + s)
+    query-key pairs per head, every other row only the s new tokens.
 
     Examples
     --------
@@ -159,6 +172,10 @@ def flops_table(
     c, conv = require_config(config, "flops_table"), convention
     if not isinstance(conv, FlopConvention):
         raise GraphError(f"flops_table: convention must be a FlopConvention, got {conv!r}")
+    p = params.integer(past, "flops_table: past")
+    if p < 0:
+        raise ParameterError(f"flops_table: past must be >= 0 tokens, got {past}")
+    pairs, pairs_text = _attended_pairs(s, p, conv.causal_half)
     h, n, d, i, v, N = c.dim, c.n_heads, c.head_dim, c.ffn_dim, c.vocab_size, c.n_layers
     kv = c.n_kv_heads * d
     rms = FlopRow("RMSNorm", _rms_formula(conv), "normalisation",
@@ -173,9 +190,9 @@ def flops_table(
                 "attention", 2 * b * s * h * (h + 2 * kv), N),
         FlopRow("RoPE", f"{conv.rope_per_element}bs{'(n+n_kv)' if conv.rope_on_keys else 'n'}d",
                 "attention", conv.rope_per_element * b * s * rope_heads * d, N),
-        FlopRow("softmax(QKᵀ/√d)", f"2bs²nd + {conv.softmax_per_score}bs²n", "attention",
-                2 * b * s * s * n * d + conv.softmax_per_score * b * s * s * n, N),
-        FlopRow("PV", "2bs²nd", "attention", 2 * b * s * s * n * d, N),
+        FlopRow("softmax(QKᵀ/√d)", f"2b{pairs_text}nd + {conv.softmax_per_score}b{pairs_text}n",
+                "attention", 2 * b * pairs * n * d + conv.softmax_per_score * b * pairs * n, N),
+        FlopRow("PV", f"2b{pairs_text}nd", "attention", 2 * b * pairs * n * d, N),
         FlopRow("AW_O", "2bsh²", "attention", 2 * b * s * h * h, N),
         replace(residual, term="residual (attention)"),
         replace(rms, term="RMSNorm (MLP)"),
@@ -189,12 +206,24 @@ def flops_table(
         FlopRow("LM head", "2bshv", "LM head", 2 * b * s * h * v, 1),
     ]
     title = f"forward FLOPs, b={b}, s={s}, h={h}, n={n}, n_kv={c.n_kv_heads}, i={i}, v={v}, N={N}"
+    title += f", p={p}" * bool(p) + ", causal pairs only" * conv.causal_half
     return FlopTable(rows, title)
 
 
-def attention_overtakes_mlp(config: LlamaConfig, batch: int = 1) -> int:
+def _attended_pairs(s: int, p: int, causal_half: bool) -> tuple[int, str]:
+    """Query-key pairs per head and sequence (and how the rows write them): all s·(p + s)
+    scores, or only those the mask keeps, s·p + s(s+1)/2."""
+    if causal_half:
+        return s * p + s * (s + 1) // 2, "·(sp + s(s+1)/2)·" if p else "·s(s+1)/2·"
+    return s * (p + s), "·s(p+s)·" if p else "s²"
+
+
+def attention_overtakes_mlp(
+    config: LlamaConfig, batch: int = 1, convention: FlopConvention = LECTURE
+) -> int:
     """The shortest sequence at which the attention group of :func:`flops_table` costs more
-    than the MLP group (LLaMA-2-7B: 8275; the big terms alone give s > (6i − 8h)/4 = 8320).
+    than the MLP group (LLaMA-2-7B: 8275; the big terms alone give s > (6i − 8h)/4 = 8320;
+    16,548 when only the causal half of the scores is counted).
 
     The weight products grow like s, the scores and PV like s², so past this length they win.
     """
@@ -202,10 +231,40 @@ def attention_overtakes_mlp(config: LlamaConfig, batch: int = 1) -> int:
     positive_size(batch, "batch", "attention_overtakes_mlp")
 
     def attention_wins(seq: int) -> bool:
-        groups = flops_table(config, batch, seq).by_group()
+        groups = flops_table(config, batch, seq, convention).by_group()
         return groups["attention"] > groups["MLP"]
 
     return first_seq_where(attention_wins)
+
+
+#: Rows computed once per model, not once per block: what full recomputation does not redo.
+_MODEL_TERMS = ("embedding", "RMSNorm (final)", "LM head")
+#: The rows selective recomputation redoes: the attention's s² part (Korthikanti et al., 2022).
+_SELECTIVE_TERMS = ("softmax(QKᵀ/√d)", "PV")
+
+
+def recomputed_flops(
+    config: LlamaConfig,
+    batch: int,
+    seq: int,
+    recompute: str = "none",
+    convention: FlopConvention = LECTURE,
+) -> int:
+    """Forward FLOPs that the backward pass computes a second time when activations are
+    recomputed (:func:`~course_lib.models.memory.activation_elements`): 0 for ``"none"``; the
+    scores, softmax and PV of every block for ``"selective"``; every block's forward for
+    ``"full"`` (the LM head and the final norm are not redone).
+
+    They are hardware FLOPs, not model FLOPs: MFU counts a step as 3 × forward whatever
+    is recomputed, so recomputation lowers MFU for the same step time.
+    """
+    recompute = recompute_choice(recompute, "recomputed_flops")
+    table = flops_table(config, batch, seq, convention)
+    if recompute == "selective":
+        return sum(table.row(term).total for term in _SELECTIVE_TERMS)
+    if recompute == "full":
+        return sum(row.total for row in table.rows if row.term not in _MODEL_TERMS)
+    return 0
 
 
 def _rms_formula(conv: FlopConvention) -> str:
@@ -245,6 +304,23 @@ def training_flops(config: LlamaConfig, batch: int, seq: int) -> TrainingFlops:
     """
     convention = replace(LECTURE, embedding_as_matmul=True)
     return TrainingFlops(flops_table(config, batch, seq, convention))
+
+
+def training_flops_per_token(
+    config: LlamaConfig, seq: int, convention: FlopConvention = LECTURE
+) -> float:
+    """Model FLOPs of training on one token in sequences of ``seq``: 3 × the forward table
+    at b = 1 over s tokens. The popular 6·P counts only the weight products (and the
+    embedding as one); this adds the attention scores (the s² rows) and the small terms.
+
+    Examples
+    --------
+    >>> c = LlamaConfig.llama2_7b()
+    >>> round(training_flops_per_token(c, 4096) / (6 * param_count(c)), 3)
+    1.141
+    """
+    s = positive_size(seq, "seq", "training_flops_per_token")
+    return TRAINING_FACTOR * flops_table(config, 1, s, convention).total / s
 
 
 # -- counting a real graph --------------------------------------------------------------------

@@ -4,7 +4,7 @@ on rows of tokens, and LLaMA's SwiGLU MLP."""
 from __future__ import annotations
 
 from ..graph import Node
-from ..ops import causal_attention, matmul, reshape, rope, silu, transpose
+from ..ops import causal_attention, concat, matmul, reshape, rope, silu, transpose
 from .config import LlamaConfig
 
 
@@ -22,24 +22,38 @@ def attention_specs(config: LlamaConfig, prefix: str, names=("q", "k", "v", "o")
 
 
 def self_attention(
-    x: Node, weights: tuple, config: LlamaConfig, batch: int, seq: int, rotary: bool
-) -> tuple[Node, Node]:
+    x: Node,
+    weights: tuple,
+    config: LlamaConfig,
+    batch: int,
+    seq: int,
+    rotary: bool,
+    past: tuple[Node, Node] | None = None,
+) -> tuple[Node, Node, tuple[Node, Node]]:
     """Causal grouped-query self-attention on rows ``x`` (batch·seq, dim).
 
     ``weights`` are the (q, k, v, o) projection nodes; with ``rotary`` RoPE rotates q and k
-    before the heads are grouped. Returns (the projected output, the probabilities).
+    before the heads are grouped. ``past`` holds the keys (rotated) and values
+    (batch, p, n_kv, d) of p earlier tokens, a KV cache: the ``seq`` new tokens sit at
+    positions p, p + 1, ... and attend to those p tokens and to each other (causally).
+
+    Returns (the projected output, the probabilities (batch, n, seq, p + seq), the keys and
+    values of all p + seq tokens: the cache grown by the new ones).
     """
     c, d = config, config.head_dim
     wq, wk, wv, wo = weights
+    start = 0 if past is None else past[0].shape[1]
 
     def heads(w, n):
         return reshape(linear(x, w), (batch, seq, n, d))
 
-    q, k = heads(wq, c.n_heads), heads(wk, c.n_kv_heads)
+    q, k, v = heads(wq, c.n_heads), heads(wk, c.n_kv_heads), heads(wv, c.n_kv_heads)
     if rotary:
-        q, k = rope(q, c.rope_theta, seq_axis=1), rope(k, c.rope_theta, seq_axis=1)
-    out, probs = causal_attention(q, k, heads(wv, c.n_kv_heads))
-    return linear(reshape(out, (batch * seq, c.n_heads * d)), wo), probs
+        q, k = (rope(a, c.rope_theta, seq_axis=1, start=start) for a in (q, k))
+    if past is not None:
+        k, v = concat([past[0], k], axis=1), concat([past[1], v], axis=1)
+    out, probs = causal_attention(q, k, v)
+    return linear(reshape(out, (batch * seq, c.n_heads * d)), wo), probs, (k, v)
 
 
 def swiglu(x: Node, gate: Node, up: Node, down: Node) -> Node:

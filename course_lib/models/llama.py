@@ -12,7 +12,9 @@ import numpy as np
 
 from ..errors import FeedError, ShapeError
 from ..ops import reshape, rms_norm, take
+from ..runtime import Tensor, no_grad
 from .decoder import DecoderLM, flatten_rows
+from .kv_cache import KVCache
 from .layers import attention_specs, linear, self_attention, swiglu
 
 
@@ -43,27 +45,81 @@ class Llama(DecoderLM):
         return specs
 
     def build_logits(self, tokens, p):
+        logits, attention, _ = self.build_decoder(tokens, p)
+        return logits, attention
+
+    def build_decoder(self, tokens, p, past=None):
+        """The decoder on ``tokens`` (batch, seq) with parameters ``p`` (name -> node):
+        logits, each layer's attention probabilities, and each layer's (keys, values).
+
+        ``past`` is a KV cache, one (keys, values) pair per layer of earlier tokens, which
+        the new tokens follow (see :func:`~course_lib.models.layers.self_attention`). The
+        nodes may be symbolic (a graph to run or count) or eager tensors (computed now).
+        """
         c = self.config
         batch, seq = tokens.shape
         h = flatten_rows(take(p["model.embed_tokens.weight"], tokens))
-        attention = []
+        attention, present = [], []
         for i in range(c.n_layers):
             layer = f"model.layers.{i}"
             a = rms_norm(h, p[f"{layer}.input_layernorm.weight"], c.norm_eps)
             weights = tuple(p[f"{layer}.self_attn.{n}.weight"] for n in _PROJECTIONS)
-            out, probs = self_attention(a, weights, c, batch, seq, rotary=True)
+            layer_past = None if past is None else past[i]
+            out, probs, kv = self_attention(a, weights, c, batch, seq, True, layer_past)
             attention.append(probs)
+            present.append(kv)
             h = h + out
             m = rms_norm(h, p[f"{layer}.post_attention_layernorm.weight"], c.norm_eps)
             mlp = (p[f"{layer}.mlp.{n}_proj.weight"] for n in ("gate", "up", "down"))
             h = h + swiglu(m, *mlp)
         h = rms_norm(h, p["model.norm.weight"], c.norm_eps)
         logits = linear(h, p["lm_head.weight"])
-        return reshape(logits, (batch, seq, c.vocab_size)), attention
+        return reshape(logits, (batch, seq, c.vocab_size)), attention, present
+
+    def decode(self, tokens, cache: KVCache | None = None) -> tuple[np.ndarray, KVCache]:
+        """Logits (batch, seq, vocab) of ``tokens`` that follow the tokens in ``cache``, and
+        the cache grown by them; computed eagerly, one op at a time (no graph to compile
+        for each new length).
+
+        Without a cache this is the *prefill* (the same logits as :meth:`logits`); with one,
+        ``tokens`` are usually one new token per sequence. The cache's parameters are those
+        of the prefill: train the model further and the next prefill takes the new ones.
+
+        >>> logits, cache = model.decode(prompt)               # prefill: (1, T, vocab)
+        >>> logits, cache = model.decode([[next_id]], cache)   # one step: (1, 1, vocab)
+        """
+        tokens = self.check_tokens(tokens)
+        cache = KVCache.empty(self.params) if cache is None else cache
+        cache.check_room(tokens.shape[0], tokens.shape[1], self.config.max_seq_len)
+        with no_grad():
+            logits, _, present = self.build_decoder(Tensor(tokens), cache.params, cache.past())
+        keys, values = zip(*present)
+        return logits.numpy(), KVCache(cache.params, keys, values)
 
 
 _PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)  # buffers recomputed from the config
+
+
+def interleaved_to_half_split(weight, n_heads: int) -> np.ndarray:
+    """The rows of a query or key projection (n_heads·d, dim) reordered for half-split RoPE.
+
+    Meta's original LLaMA code rotates the pairs (x[2i], x[2i + 1]) (*interleaved*, as
+    complex numbers); Hugging Face and this package rotate (x[i], x[i + d/2]) (*half-split*,
+    ``rotate_half``). Within each head, put rows 0, 2, 4, ... first and 1, 3, 5, ... after:
+    the half-split rotation of the new projection is the interleaved rotation of the old one,
+    its entries reordered the same way, so every score q·k is unchanged. This is the
+    permutation Hugging Face applies when it converts Meta's checkpoints.
+    """
+    w = np.asarray(weight)
+    if w.ndim != 2 or w.shape[0] % n_heads or (w.shape[0] // n_heads) % 2:
+        raise ShapeError(
+            f"interleaved_to_half_split: need a (n_heads·d, dim) matrix with an even head size "
+            f"d, got shape {w.shape} for n_heads={n_heads}"
+        )
+    rows, cols = w.shape
+    pairs = w.reshape(n_heads, rows // n_heads // 2, 2, cols)  # head, pair i, (2i, 2i + 1)
+    return pairs.transpose(0, 2, 1, 3).reshape(rows, cols)
 
 
 def load_hf_state_dict(model: Llama, state_dict: Mapping) -> Llama:

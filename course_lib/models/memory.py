@@ -6,12 +6,17 @@ RMSNorm weight vectors, and one final RMSNorm. No biases.
 
 Training memory, in bytes, for a step with ``dtype_bytes`` per number (2 for bf16/fp16):
 
-* **weights** and **gradients**: one number per parameter each;
+* **weights** and **gradients**: one number per parameter each (``grad_bytes=4`` keeps the
+  gradients in fp32);
 * **optimizer**: AdamW keeps two fp32 moments (8 bytes per parameter); when training in a
   type narrower than fp32, an fp32 master copy of the weights (4 more) — ZeRO's 12 bytes per
   parameter, 16 with weights and gradients. SGD keeps no state (only the master copy);
 * **activations**: the tensors the backward pass reads, kept from the forward pass, with no
-  recomputation and no fused attention (see :func:`activation_elements`).
+  fused attention (see :func:`activation_elements`), by default with no recomputation.
+
+Bytes per parameter are a convention, not a law: ZeRO (Rajbhandari et al., 2020) counts 16
+(2 + 2 + 12, bf16 gradients); Hugging Face's "model training anatomy" counts 18 (6 for the
+weights in fp16 and fp32, 8 for the moments, 4 for fp32 gradients), ``grad_bytes=4`` here.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from dataclasses import dataclass
 
 from ..errors import ParameterError
 from ..tables import ShownAsTable, Table
-from .config import LlamaConfig, positive_size, require_config
+from .config import LlamaConfig, number_bytes, positive_size, recompute_choice, require_config
 from .crossover import first_seq_where
 
 #: Bytes of optimizer state per parameter: (moments in fp32, fp32 master copy when narrower).
@@ -46,7 +51,9 @@ def param_count(config: LlamaConfig) -> int:
     return sum(parameter_breakdown(config).values())
 
 
-def activation_elements(config: LlamaConfig, batch: int, seq: int) -> dict[str, int]:
+def activation_elements(
+    config: LlamaConfig, batch: int, seq: int, recompute: str = "none"
+) -> dict[str, int]:
     """Numbers kept for the backward pass, per kind of tensor (all layers included).
 
     Per block (b batch, s sequence, h hidden, i SwiGLU size, n heads, n_kv·d key/value width):
@@ -59,19 +66,30 @@ def activation_elements(config: LlamaConfig, batch: int, seq: int) -> dict[str, 
     * gate, up, Swish(gate) and their product, 4bsi.
 
     Once: the final RMSNorm's input and output (2bsh) and the logits with their softmax (2bsv).
+
+    ``recompute`` (Korthikanti et al., 2022) trades FLOPs for memory
+    (:func:`~course_lib.models.flops.recomputed_flops` counts them): ``"selective"`` keeps no
+    P (0 elements) and recomputes it from Q and K; ``"full"`` keeps only each block's input
+    (Nbsh) and recomputes one block at a time, whose activations (as above) are held while
+    its backward runs.
     """
     c = require_config(config, "activation_elements")
     b = positive_size(batch, "batch", "activation_elements")
     s = positive_size(seq, "seq", "activation_elements")
+    recompute = recompute_choice(recompute, "activation_elements")
     h, kv, i, N = c.dim, c.n_kv_heads * c.head_dim, c.ffn_dim, c.n_layers
-    return {
-        "block inputs and RMSNorm outputs": N * 4 * b * s * h,
-        "Q, K, V": N * b * s * (h + 2 * kv),
-        "attention probabilities P": N * b * c.n_heads * s * s,
-        "attention outputs": N * b * s * h,
-        "MLP (gate, up, Swish, product)": N * 4 * b * s * i,
-        "final RMSNorm, logits, softmax": 2 * b * s * h + 2 * b * s * c.vocab_size,
+    block = {
+        "block inputs and RMSNorm outputs": 4 * b * s * h,
+        "Q, K, V": b * s * (h + 2 * kv),
+        "attention probabilities P": 0 if recompute == "selective" else b * c.n_heads * s * s,
+        "attention outputs": b * s * h,
+        "MLP (gate, up, Swish, product)": 4 * b * s * i,
     }
+    final = {"final RMSNorm, logits, softmax": 2 * b * s * h + 2 * b * s * c.vocab_size}
+    if recompute == "full":
+        return {"block inputs (kept)": N * b * s * h,
+                "one block, recomputed for its backward": sum(block.values()), **final}
+    return {kind: N * count for kind, count in block.items()} | final
 
 
 @dataclass(frozen=True, repr=False)  # repr: the table
@@ -101,9 +119,18 @@ class TrainingMemory(ShownAsTable):
 
 
 def training_memory(
-    config: LlamaConfig, batch: int, seq: int, dtype_bytes: int = 2, optimizer: str = "adamw"
+    config: LlamaConfig,
+    batch: int,
+    seq: int,
+    dtype_bytes: int = 2,
+    optimizer: str = "adamw",
+    recompute: str = "none",
+    grad_bytes: int | None = None,
 ) -> TrainingMemory:
     """Estimate the memory of one training step (see the module docstring for the convention).
+
+    ``recompute`` is ``"none"``, ``"selective"`` or ``"full"`` (:func:`activation_elements`);
+    ``grad_bytes`` the bytes of a gradient (default ``dtype_bytes``; 4 for fp32 gradients).
 
     Examples
     --------
@@ -119,18 +146,20 @@ def training_memory(
             f"training_memory: unknown optimizer {optimizer!r}; use one of "
             f"{sorted(OPTIMIZER_STATE_BYTES)}"
         )
-    if isinstance(dtype_bytes, bool) or dtype_bytes not in (1, 2, 4, 8):
-        raise ParameterError(
-            f"training_memory: dtype_bytes must be 1, 2, 4 or 8, got {dtype_bytes!r}"
-        )
+    number_bytes(dtype_bytes, "dtype_bytes", "training_memory")
+    if grad_bytes is None:
+        grad_bytes = dtype_bytes
+    number_bytes(grad_bytes, "grad_bytes", "training_memory")
     params = param_count(config)
     master = _MASTER_COPY_BYTES if dtype_bytes < _MASTER_COPY_BYTES else 0
-    activations = sum(activation_elements(config, b, s).values())
+    activations = sum(activation_elements(config, b, s, recompute).values())
     title = (f"training memory, b={b}, s={s}, {dtype_bytes}-byte numbers, {optimizer}, "
              f"{params:,} parameters")
+    title += f", {grad_bytes}-byte gradients" * (grad_bytes != dtype_bytes)
+    title += f", {recompute} recomputation" * (recompute != "none")
     return TrainingMemory(
         weights=params * dtype_bytes,
-        gradients=params * dtype_bytes,
+        gradients=params * grad_bytes,
         optimizer=params * (OPTIMIZER_STATE_BYTES[optimizer] + master),
         activations=activations * dtype_bytes,
         title=title,
@@ -138,12 +167,19 @@ def training_memory(
 
 
 def activations_overtake_states(
-    config: LlamaConfig, batch: int = 1, dtype_bytes: int = 2, optimizer: str = "adamw"
+    config: LlamaConfig,
+    batch: int = 1,
+    dtype_bytes: int = 2,
+    optimizer: str = "adamw",
+    recompute: str = "none",
 ) -> int:
     """The shortest sequence at which the activations of :func:`training_memory` need more
-    bytes than weights, gradients and optimizer states together (LLaMA-2-7B, b = 1: 6125)."""
+    bytes than weights, gradients and optimizer states together (LLaMA-2-7B, b = 1: 6125;
+    with selective recomputation 21,309, with full recomputation 36,901)."""
+    recompute_choice(recompute, "activations_overtake_states")
+
     def activations_win(seq: int) -> bool:
-        mem = training_memory(config, batch, seq, dtype_bytes, optimizer)
+        mem = training_memory(config, batch, seq, dtype_bytes, optimizer, recompute)
         return mem.activations > mem.total - mem.activations
 
     return first_seq_where(activations_win)

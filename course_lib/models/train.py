@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import params
+from ..perf import median_seconds
 from ..runtime import Executor
 from .corpus import random_windows
 from .decoder import DecoderLM
@@ -16,11 +18,14 @@ from .optim import AdamW, Optimizer
 
 @dataclass
 class TrainHistory:
-    """Per-step loss, learning rate and elapsed seconds (since the first step started)."""
+    """Per-step loss, learning rate and elapsed seconds (since the first step started), and
+    the loss on held-out text after the steps in ``val_steps`` (0: before the first)."""
 
     losses: list = field(default_factory=list)
     lrs: list = field(default_factory=list)
     seconds: list = field(default_factory=list)
+    val_steps: list = field(default_factory=list)
+    val_losses: list = field(default_factory=list)
 
     @property
     def steps(self) -> np.ndarray:
@@ -84,6 +89,51 @@ class ProgressBar:
             self._handle.update(self.bar.container)
 
 
+def _step_feed(model, optimizer, tokens, batch, seq, rng, lr) -> dict:
+    """The feed of one step: random windows of ``tokens``, the parameters, the optimiser's
+    state (which advances its step count)."""
+    feed = model.feed(model.forward_graph(batch, seq), random_windows(tokens, batch, seq, rng))
+    feed.update(optimizer.feed(lr))
+    return feed
+
+
+def seconds_per_step(
+    model: DecoderLM,
+    tokens: np.ndarray,
+    batch: int = 16,
+    seq: int = 128,
+    optimizer: Optimizer | None = None,
+    repeats: int = 3,
+    optimize: bool = False,
+) -> float:
+    """The median wall time of one training step of :func:`train` with these arguments, to
+    say how long a training run will take before it starts.
+
+    The step is compiled (and cached for :func:`train`) and run ``repeats`` times without
+    writing its results back: the graph is pure, so the model and the optimiser (its step
+    count restored) are exactly as before.
+    """
+    optimizer = AdamW(model.params) if optimizer is None else optimizer
+    run = training_step(model, optimizer, batch, seq, optimize)
+    rng = np.random.default_rng(0)
+    step_count = optimizer.step_count
+    try:
+        feed = _step_feed(model, optimizer, tokens, batch, seq, rng, optimizer.lr)
+        return median_seconds(lambda: run.run(feed), repeats, warmup=0)
+    finally:
+        optimizer.step_count = step_count
+
+
+def held_out_loss(
+    model: DecoderLM, tokens: np.ndarray, batch: int, seq: int, batches: int = 4, seed: int = 0
+) -> Callable[[], float]:
+    """A function giving the model's mean loss on ``batches`` fixed batches of windows of
+    ``tokens`` (drawn once, so successive calls compare the same text)."""
+    rng = np.random.default_rng(seed)
+    windows = [random_windows(tokens, batch, seq, rng) for _ in range(batches)]
+    return lambda: float(np.mean([model.loss(w) for w in windows]))
+
+
 def train(
     model: DecoderLM,
     tokens: np.ndarray,
@@ -95,31 +145,41 @@ def train(
     seed: int = 0,
     progress: bool = True,
     optimize: bool = False,
+    validation: np.ndarray | None = None,
+    eval_every: int = 50,
 ) -> TrainHistory:
     """Train ``model`` on random windows of ``tokens`` (a 1-D id array) for ``steps`` steps.
 
     The optimiser defaults to :class:`AdamW` (lr 1e-3); ``lr_schedule(step)`` overrides the
     learning rate per step. After each step the new parameters are written into
     ``model.params`` in place. ``optimize`` compiles the step
-    after the graph optimisation passes (same values). Returns the loss history.
+    after the graph optimisation passes (same values). With ``validation`` tokens (text the
+    steps never see), the loss on 4 fixed batches of it is recorded before the first step,
+    every ``eval_every`` steps and after the last (:func:`held_out_loss`). Returns the
+    history.
     """
     optimizer = AdamW(model.params) if optimizer is None else optimizer
     run = training_step(model, optimizer, batch, seq, optimize)
-    graph = model.forward_graph(batch, seq)
     rng = np.random.default_rng(seed)
     history = TrainHistory()
+    evaluate = None if validation is None else held_out_loss(model, validation, batch, seq)
+    if evaluate is not None:
+        params.positive_size(eval_every, "train: eval_every")
+        history.val_steps.append(0)
+        history.val_losses.append(evaluate())
     start = time.perf_counter()
     bar = ProgressBar(steps, "training", progress)
     for step in bar:
         lr = optimizer.lr if lr_schedule is None else lr_schedule(step)
-        feed = model.feed(graph, random_windows(tokens, batch, seq, rng))
-        feed.update(optimizer.feed(lr))
-        loss, *new_values = run.run(feed)
+        loss, *new_values = run.run(_step_feed(model, optimizer, tokens, batch, seq, rng, lr))
         optimizer.write_back(model.params, new_values)  # the graph is pure: state changes here
         loss = float(loss)
         history.losses.append(loss)
         history.lrs.append(lr)
         history.seconds.append(time.perf_counter() - start)
+        if evaluate is not None and (step + 1 == steps or (step + 1) % eval_every == 0):
+            history.val_steps.append(step + 1)
+            history.val_losses.append(evaluate())
         bar.show(loss=f"{loss:.3f}")
     bar.close()
     return history

@@ -66,7 +66,7 @@ class VaswaniDecoder(DecoderLM):
                 return layer_norm(h, p[f"{layer}.{k}.weight"], p[f"{layer}.{k}.bias"], c.norm_eps)
 
             weights = tuple(p[f"{layer}.attn.{n}.weight"] for n in "qkvo")
-            out, probs = self_attention(x, weights, c, batch, seq, rotary=False)
+            out, probs, _ = self_attention(x, weights, c, batch, seq, rotary=False)
             attention.append(probs)
             z = norm(x + out, "norm1")
             mlp = linear(relu(linear(z, p[f"{layer}.mlp.w1.weight"])), p[f"{layer}.mlp.w2.weight"])

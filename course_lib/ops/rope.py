@@ -1,6 +1,8 @@
 """Rotary position embedding (RoPE), half-split like Hugging Face's ``rotate_half``.
 
-Position t rotates the pair (x[i], x[i + d/2]) by the angle ``t · θ^(−2i/d)``:
+Position t rotates the pair (x[i], x[i + d/2]) by the angle ``t · θ^(−2i/d)``; positions
+count from ``start`` (0 for a whole sequence; the number of cached tokens when a decoder
+feeds only new ones):
 ``y = x·cos + rotate_half(x)·sin`` with ``rotate_half(x) = (−x₂, x₁)``. A rotation's
 transpose is the rotation by the opposite angle, so the gradient is RoPE with −sin.
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from .. import params
+from ..errors import ParameterError
 from ..graph import Node, Op, apply
 from ..kernels.dispatch import run_on_gpu
 from ..kernels.reference import rope_tables
@@ -24,13 +27,14 @@ def _tables(seq_len: int, head_dim: int, theta: float, dtype):
 
 
 class Rope(Op):
-    """Rotate the last axis (head_dim d, even) by position along ``seq_axis`` (0, 1, ...).
+    """Rotate the last axis (head_dim d, even) by position along ``seq_axis`` (``start``,
+    ``start + 1``, ...).
 
     ``inverse=True`` rotates back (the adjoint). FLOPs: 3 per element.
     """
 
     name, flops_per_element = "rope", 3
-    attributes = ("theta", "seq_axis", "inverse")
+    attributes = ("theta", "seq_axis", "inverse", "start")
     linear = True
     family = "positions"
     flop_rows = ("RoPE",)
@@ -40,11 +44,16 @@ class Rope(Op):
         positions_last = x.ndim >= 2 and self.seq_axis % x.ndim == x.ndim - 2
         return launch.rope(x, cos, sin) if positions_last else None
 
-    def __init__(self, theta: float = 10000.0, seq_axis: int = -2, inverse: bool = False):
+    def __init__(
+        self, theta: float = 10000.0, seq_axis: int = -2, inverse: bool = False, start: int = 0
+    ):
+        if params.integer(start, "rope: start") < 0:
+            raise ParameterError(f"rope: start is a position, at least 0; got {start}")
         super().__init__(
             theta=params.real(theta, "rope: theta", positive=True),
             seq_axis=params.integer(seq_axis, "rope: seq_axis"),
             inverse=params.flag(inverse, "rope: inverse"),
+            start=int(start),
         )
 
     def infer_shape(self, shape):
@@ -63,7 +72,8 @@ class Rope(Op):
     def compute(self, xp, x):
         axis = self.seq_axis % x.ndim
         half = x.shape[-1] // 2
-        cos, sin = _tables(x.shape[axis], x.shape[-1], self.theta, x.dtype)
+        cos, sin = _tables(self.start + x.shape[axis], x.shape[-1], self.theta, x.dtype)
+        cos, sin = cos[self.start :], sin[self.start :]
         cos, sin = xp.asarray(cos), xp.asarray(-sin if self.inverse else sin)
         out = run_on_gpu(self, xp, x, cos, sin)  # rope.cu on a GPU
         if out is not None:
@@ -79,10 +89,10 @@ class Rope(Op):
         return out
 
     def gradient(self, node, g, needs):
-        return [apply(Rope(self.theta, self.seq_axis, not self.inverse), g)]
+        return [apply(Rope(self.theta, self.seq_axis, not self.inverse, self.start), g)]
 
 
-def rope(x, theta: float = 10000.0, seq_axis: int = -2) -> Node:
-    """Rotary embedding of ``x`` (..., positions, ..., head_dim): positions 0, 1, ... run
-    along ``seq_axis``, pairs ``(i, i + d/2)`` of the last axis rotate."""
-    return apply(Rope(theta, seq_axis), x)
+def rope(x, theta: float = 10000.0, seq_axis: int = -2, start: int = 0) -> Node:
+    """Rotary embedding of ``x`` (..., positions, ..., head_dim): positions ``start``,
+    ``start + 1``, ... run along ``seq_axis``, pairs ``(i, i + d/2)`` of the last axis rotate."""
+    return apply(Rope(theta, seq_axis, start=start), x)

@@ -1,10 +1,12 @@
 """Performance accounting: FLOPs and bytes of graphs, arithmetic intensity, measured machine
-ceilings (memory bandwidth, matmul rate), kernels placed on a roofline, median timings."""
+ceilings (memory bandwidth, matmul rate), kernels placed on a roofline, median timings,
+and how many threads NumPy's pools may use."""
 
 from .ceilings import Roofline, measure_bandwidth, measure_matmul_rate, measure_roofline
 from .counts import IntensityReport, OpCost, arithmetic_intensity, flops_by_node, op_cost
 from .points import KernelPoint, measure_graph, measure_kernel
 from .search import Candidate, search_fusions
+from .threads import ThreadLimits, limit_threads
 from .timing import best_seconds, blocked_medians, interleaved_medians, median_seconds
 
 __all__ = [
@@ -13,11 +15,13 @@ __all__ = [
     "KernelPoint",
     "OpCost",
     "Roofline",
+    "ThreadLimits",
     "arithmetic_intensity",
     "best_seconds",
     "blocked_medians",
     "flops_by_node",
     "interleaved_medians",
+    "limit_threads",
     "measure_bandwidth",
     "measure_graph",
     "measure_kernel",

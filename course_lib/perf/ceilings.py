@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import params
 from .timing import best_seconds, median_seconds
 
 
@@ -27,11 +28,8 @@ class Roofline:
     peak_flops: float
 
     def __post_init__(self):
-        if not (self.bandwidth > 0 and self.peak_flops > 0):
-            raise ValueError(
-                f"a roofline needs positive ceilings, got bandwidth={self.bandwidth} B/s and "
-                f"peak_flops={self.peak_flops} FLOP/s"
-            )
+        for ceiling in ("bandwidth", "peak_flops"):
+            params.real(getattr(self, ceiling), f"Roofline: {ceiling}", positive=True)
 
     @property
     def ridge(self) -> float:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from .. import params
 from ..graph import Node
 from ..runtime import Executor
 from .counts import arithmetic_intensity
@@ -21,11 +22,8 @@ class KernelPoint:
     seconds: float
 
     def __post_init__(self):
-        if self.flops <= 0 or self.bytes <= 0 or self.seconds <= 0:
-            raise ValueError(
-                f"kernel point {self.name!r} needs positive flops, bytes and seconds, got "
-                f"{self.flops}, {self.bytes}, {self.seconds}"
-            )
+        for count in ("flops", "bytes", "seconds"):
+            params.real(getattr(self, count), f"kernel point {self.name!r}: {count}", positive=True)
 
     @property
     def intensity(self) -> float:

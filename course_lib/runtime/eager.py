@@ -60,7 +60,19 @@ class Leaf(Op):
 
 
 _LEAF = Leaf()
-_ADD, _SUB, _MUL, _DIV = Add(), Sub(), Mul(), Div()  # the operators' ops, for the fast paths
+
+
+def _operators(op: Op):
+    """Python's pair of operators for ``op`` (``t + other`` and ``other + t`` for Add): the
+    op Node's operators build, applied at once, without the dispatch through course_lib.ops."""
+
+    def operator(self, other):
+        return self.apply_eager(op, (self, as_node(other)), None)
+
+    def reflected(self, other):
+        return self.apply_eager(op, (as_node(other), self), None)
+
+    return operator, reflected
 
 
 class Tensor(Node):
@@ -139,29 +151,10 @@ class Tensor(Node):
         return out
 
     # -- arithmetic fast paths (the same ops as Node's operators, minus the dispatch) -----
-    def __add__(self, other):
-        return self.apply_eager(_ADD, (self, as_node(other)), None)
-
-    def __radd__(self, other):
-        return self.apply_eager(_ADD, (as_node(other), self), None)
-
-    def __sub__(self, other):
-        return self.apply_eager(_SUB, (self, as_node(other)), None)
-
-    def __rsub__(self, other):
-        return self.apply_eager(_SUB, (as_node(other), self), None)
-
-    def __mul__(self, other):
-        return self.apply_eager(_MUL, (self, as_node(other)), None)
-
-    def __rmul__(self, other):
-        return self.apply_eager(_MUL, (as_node(other), self), None)
-
-    def __truediv__(self, other):
-        return self.apply_eager(_DIV, (self, as_node(other)), None)
-
-    def __rtruediv__(self, other):
-        return self.apply_eager(_DIV, (as_node(other), self), None)
+    __add__, __radd__ = _operators(Add())
+    __sub__, __rsub__ = _operators(Sub())
+    __mul__, __rmul__ = _operators(Mul())
+    __truediv__, __rtruediv__ = _operators(Div())
 
     # -- gradients -------------------------------------------------------------------------
     def backward(self, gradient=None, create_graph: bool = False) -> None:

@@ -1,0 +1,72 @@
+"""How many threads NumPy's work may use: one per pool by default, for a busy shared CPU.
+
+NumPy hands matrix products to a BLAS library (OpenBLAS in the wheels) whose pool starts one
+thread per core, and whose idle threads spin while they wait for work. When other programs
+share the cores (a lab machine, a Binder pod, a notebook next to a test run), the pool's
+threads wait for each other and for the other programs: on a shared 2-core machine a
+training step of notebook 08's model took about 4× longer with two BLAS threads than with
+one. The notebooks' matrices are at most a few hundred wide, small enough that one thread
+loses little even on an idle machine. :func:`limit_threads` sets every pool once, for the
+rest of the process; pass ``threads=os.cpu_count()`` to give them all cores back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .. import params
+from ..errors import ParameterError
+
+
+@dataclass
+class ThreadLimits:
+    """What :func:`limit_threads` did: the limit, and each pool's threads before it.
+
+    Attributes
+    ----------
+    threads : int
+        The threads each pool may now use.
+    before : dict
+        Pool (``"blas"``, ``"openmp"``, ``"numexpr"``) -> its threads before the limit
+        (the largest, when several libraries share one kind of pool).
+    """
+
+    threads: int
+    before: dict
+    _controller: object = field(repr=False)
+
+    def restore(self) -> None:
+        """Give every pool back the threads it had before."""
+        self._controller.restore_original_limits()
+        if "numexpr" in self.before:
+            import numexpr  # noqa: PLC0415  (loaded already: it was limited)
+
+            numexpr.set_num_threads(self.before["numexpr"])
+
+
+def limit_threads(threads: int = 1) -> ThreadLimits:
+    """Let BLAS, OpenMP (through threadpoolctl) and numexpr each use ``threads`` threads.
+
+    The limit holds for the whole process (every later NumPy call), until
+    :meth:`ThreadLimits.restore`. threadpoolctl finds the pools of the libraries loaded so
+    far; NumPy's BLAS is loaded with ``course_lib``.
+
+    Examples
+    --------
+    >>> limits = limit_threads()      # first cell of a notebook
+    >>> limits.threads
+    1
+    """
+    # imported here: neither is needed until a notebook asks
+    import numexpr  # noqa: PLC0415
+    from threadpoolctl import threadpool_info, threadpool_limits  # noqa: PLC0415
+
+    if params.integer(threads, "limit_threads: threads") < 1:
+        raise ParameterError(f"limit_threads: threads must be at least 1, got {threads}")
+    before: dict[str, int] = {}
+    for pool in threadpool_info():
+        api = pool["user_api"]
+        before[api] = max(before.get(api, 0), pool["num_threads"])
+    controller = threadpool_limits(limits=threads)
+    before["numexpr"] = numexpr.set_num_threads(threads)
+    return ThreadLimits(threads, before, controller)
