@@ -255,7 +255,8 @@ class Node:
         )
 
     def __repr__(self) -> str:
-        shape = "?" if self.shape is None else "x".join(map(str, self.shape)) or "scalar"
+        dims = ["?" if d is None else str(d) for d in self.shape or ()]
+        shape = "?" if self.shape is None else "x".join(dims) or "scalar"
         return f"<Node {self.name} = {self.op.label()} [{shape}]>"
 
     @property

@@ -74,3 +74,11 @@ def test_jit_refuses_a_function_that_returns_no_nodes():
     f = cl.jit(lambda a: 3.0)
     with pytest.raises(cl.GraphError, match=r"\(what the function returns\): .*got a float"):
         f(np.ones(2))
+
+
+@pytest.mark.parametrize(
+    "shape, shown",
+    [(None, "?"), ((), "scalar"), ((None, 4), "?x4"), ((0, 2), "0x2"), ((3,), "3")],
+)
+def test_repr_writes_an_unknown_shape_or_dimension_as_a_question_mark(shape, shown):
+    assert repr(cl.variable("x", shape=shape)) == f"<Node x = variable [{shown}]>"
