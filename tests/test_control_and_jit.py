@@ -109,3 +109,49 @@ def test_value_dependent_python_control_flow_points_to_cond():
 
     with pytest.raises(cl.GraphError, match=r"jit\(relu_by_hand\).*cond"):
         cl.jit(relu_by_hand)(np.ones(3))
+
+
+def test_a_full_cache_falls_back_to_eager_on_a_guard_miss():
+    compiled = cl.jit(lambda x: cl.sum(x * x, axis=1), max_traces=2)
+    rows = [2, 4, 5, 2, 5, 4, 0, 7]
+    for n in rows:
+        x = np.arange(3.0 * n).reshape(n, 3)
+        x[:, 0] = np.nan if n == 5 else x[:, 0]
+        np.testing.assert_array_equal(compiled(x), np.sum(x * x, axis=1))
+    # 2 and 4 are traced; 5, 0 and 7 miss every guard once the cache is full, so they run
+    # eagerly each time, and the repeated 2 and 4 hit the cache
+    assert compiled.stats["traces"] == 2 and len(compiled.cache) == 2
+    assert compiled.stats["hits"] == 2 and compiled.stats["eager"] == 4
+
+
+def test_eager_fallback_gives_the_compiled_values_and_gradients(rng):
+    compiled, eager = cl.jit(_model), cl.jit(_model, max_traces=0)
+    x, w = rng.standard_normal((5, 3)), rng.standard_normal((3, 2))
+    (loss, dw), (eager_loss, eager_dw) = compiled(x, w), eager(x, w)
+    assert eager_loss == pytest.approx(loss, rel=1e-12)
+    np.testing.assert_allclose(eager_dw, dw, rtol=1e-12)
+    assert np.all(dw != 0)  # a gradient that is really there, not zeros from no graph
+    assert eager.stats == {"traces": 0, "hits": 0, "eager": 1, "trace_seconds": 0.0}
+
+
+def test_eager_fallback_results_are_new_arrays_in_the_returned_form():
+    f = cl.jit(lambda a, k: (a, a * k, cl.constant(np.array([1.0, 2.0]))), max_traces=0)
+    for arg in (np.array([1.0, 2.0]), cl.Tensor([1.0, 2.0])):
+        same, scaled, const = f(arg, 3)
+        same[0] = 9.0
+        np.testing.assert_array_equal(np.asarray(arg), [1.0, 2.0])
+        np.testing.assert_array_equal(scaled, [3.0, 6.0])
+        np.testing.assert_array_equal(const, [1.0, 2.0])
+    ints = cl.jit(lambda a: a * 2, max_traces=0)(np.array([1, 2]))
+    assert ints.dtype == np.int64 and ints.tolist() == [2, 4]
+
+
+def test_eager_fallback_runs_a_python_if_the_tracer_refuses():
+    def relu_by_hand(x):
+        return x if cl.sum(x) > 0 else -x
+
+    eager = cl.jit(relu_by_hand, max_traces=0)
+    np.testing.assert_array_equal(eager(np.array([1.0, -3.0])), [-1.0, 3.0])
+    np.testing.assert_array_equal(eager(np.array([3.0, -1.0])), [3.0, -1.0])
+    with pytest.raises(cl.GraphError, match="truth value"):
+        cl.jit(relu_by_hand, max_traces=1)(np.ones(3))

@@ -5,6 +5,10 @@ the function runs on symbolic variables, producing a graph that is optimised and
 into an :class:`Executor`. Later calls that pass the same **guards** reuse it — that is the
 warm-up cost of ``torch.compile`` in miniature. Axes marked dynamic are left unknown in the
 graph and excluded from the guards, so one trace serves every size along them.
+
+A JIT that re-traced on every new shape could spend all its time compiling, so the cache may
+be capped (``max_traces``, ``torch.compile``'s recompile limit): once it is full, a call that
+misses every guard falls back to eager, running ``fn`` on Tensors (define-by-run).
 """
 
 from __future__ import annotations
@@ -26,7 +30,11 @@ class JitFunction:
     """A traced-and-cached version of ``fn`` (see :func:`jit`)."""
 
     def __init__(
-        self, fn: Callable, dynamic: Mapping[int, Sequence[int]] | None = None, optimize=True
+        self,
+        fn: Callable,
+        dynamic: Mapping[int, Sequence[int]] | None = None,
+        optimize=True,
+        max_traces: int | None = None,
     ):
         self.fn = fn
         if not isinstance(dynamic, (Mapping, type(None))):
@@ -36,13 +44,19 @@ class JitFunction:
             for k, v in (dynamic or {}).items()
         }
         self.optimize = params.flag(optimize, "jit: optimize")
+        if max_traces is not None and params.integer(max_traces, "jit: max_traces") < 0:
+            raise ParameterError(f"jit: max_traces must be at least 0 (or None), got {max_traces}")
+        self.max_traces = max_traces
         self.cache: dict = {}
-        self.stats = {"traces": 0, "hits": 0, "trace_seconds": 0.0}
+        self.stats = {"traces": 0, "hits": 0, "eager": 0, "trace_seconds": 0.0}
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args):
         key, arrays = self._guard(args)
         entry = self.cache.get(key)
+        if entry is None and self.max_traces is not None and len(self.cache) >= self.max_traces:
+            self.stats["eager"] += 1
+            return self._run_eagerly(args)
         if entry is None:
             entry = self.cache[key] = self._trace(args)
         else:
@@ -57,12 +71,9 @@ class JitFunction:
         for i, arg in enumerate(args):
             if isinstance(arg, Node) and not arg.is_eager:
                 raise GraphError(f"jit({self.__name__}): argument {i} is a graph node; pass arrays")
-            if isinstance(arg, Tensor) or hasattr(arg, "shape"):
-                array = arg.data if isinstance(arg, Tensor) else arg
-                dims = tuple(
-                    None if a in self.dynamic.get(i, ()) else d for a, d in enumerate(array.shape)
-                )
-                key.append(("array", dims, str(array.dtype)))
+            array = _array(arg)
+            if array is not None:
+                key.append(("array", self._dims(i, array), str(array.dtype)))
                 arrays.append(array)
             else:
                 try:
@@ -78,16 +89,38 @@ class JitFunction:
                 key.append(("constant", type(arg).__name__, value))
         return tuple(key), arrays
 
+    def _run_eagerly(self, args):
+        """``fn`` on Tensors, each op computed as it is called: the fallback of a full cache.
+
+        Floating-point arguments require grad, as every traced argument is a variable that
+        ``cl.grad`` may differentiate by. The results are new arrays, as the compiled ones.
+        """
+        eager = []
+        for arg in args:
+            array = _array(arg)
+            floating = array is not None and np.dtype(array.dtype).kind in "fc"
+            eager.append(arg if array is None else Tensor(array, requires_grad=floating))
+        out = self.fn(*eager)
+        results = [
+            node.data.copy() if node.is_eager else Executor(node).run()
+            for node in self._outputs(out)
+        ]
+        return results[0] if isinstance(out, Node) else tuple(results)
+
+    def _dims(self, i: int, array) -> tuple:
+        """The shape argument ``i`` is traced with: its dynamic axes unknown (None)."""
+        return tuple(None if a in self.dynamic.get(i, ()) else d for a, d in enumerate(array.shape))
+
+    def _outputs(self, out) -> list[Node]:
+        return node_list(out, f"jit({self.__name__}) (what the function returns)")
+
     def _trace(self, args):
         start = time.perf_counter()
         symbolic, variables = [], []
         for i, arg in enumerate(args):
-            if isinstance(arg, Tensor) or hasattr(arg, "shape"):
-                array = arg.data if isinstance(arg, Tensor) else arg
-                dims = tuple(
-                    None if a in self.dynamic.get(i, ()) else d for a, d in enumerate(array.shape)
-                )
-                var = variable(f"arg{i}", dims, array.dtype)
+            array = _array(arg)
+            if array is not None:
+                var = variable(f"arg{i}", self._dims(i, array), array.dtype)
                 symbolic.append(var)
                 variables.append(var)
             else:
@@ -96,15 +129,18 @@ class JitFunction:
             out = self.fn(*symbolic)
         except GraphError as exc:
             raise GraphError(f"jit({self.__name__}) could not trace the function: {exc}") from None
-        outputs = node_list(out, f"jit({self.__name__}) (what the function returns)")
-        executor = Executor(same_kind(out, outputs), optimize=self.optimize)
+        executor = Executor(same_kind(out, self._outputs(out)), optimize=self.optimize)
         self.stats["traces"] += 1
         self.stats["trace_seconds"] += time.perf_counter() - start
         return executor, variables, isinstance(out, Node)
 
 
 def jit(
-    fn: Callable | None = None, *, dynamic: Mapping[int, Sequence[int]] | None = None, optimize=True
+    fn: Callable | None = None,
+    *,
+    dynamic: Mapping[int, Sequence[int]] | None = None,
+    optimize=True,
+    max_traces: int | None = None,
 ):
     """Compile ``fn`` by tracing; use as ``@jit`` or ``@jit(dynamic={0: [0]})``.
 
@@ -115,14 +151,24 @@ def jit(
     optimize : bool, optional
         Apply the graph optimisation passes (:func:`course_lib.passes.optimize`: constant
         folding, CSE, merged matmuls, elementwise fusion) to each traced graph.
+    max_traces : int, optional
+        At most this many traced graphs (None: no limit). Once they are cached, a call that
+        misses every guard runs ``fn`` eagerly on Tensors instead of tracing again.
 
-    The jitted function returns NumPy (or CuPy) arrays; ``.stats`` counts traces, cache hits
-    and the seconds spent tracing. Python ``if`` on a traced value raises a ``GraphError``
-    that points to :func:`course_lib.cond`.
+    The jitted function returns NumPy (or CuPy) arrays; ``.stats`` counts traces, cache hits,
+    eager runs and the seconds spent tracing. Python ``if`` on a traced value raises a
+    ``GraphError`` that points to :func:`course_lib.cond`.
     """
     if fn is None:
-        return functools.partial(jit, dynamic=dynamic, optimize=optimize)
-    return JitFunction(fn, dynamic, optimize)
+        return functools.partial(jit, dynamic=dynamic, optimize=optimize, max_traces=max_traces)
+    return JitFunction(fn, dynamic, optimize, max_traces)
+
+
+def _array(arg):
+    """The array of an array argument (a Tensor's data), None for a Python constant."""
+    if isinstance(arg, Tensor):
+        return arg.data
+    return arg if hasattr(arg, "shape") else None
 
 
 def pad_to_bucket(
