@@ -19,7 +19,7 @@ from .errors import (
     ShapeError,
 )
 from .graph import Node, Op, constant, topological_order, variable
-from .jacobians import JacobianResult, jacobian
+from .jacobians import JacobianResult, jacobian, sharpness
 from .ops import *  # noqa: F403  (the op library is the public API)
 from .ops import __all__ as _ops_all
 from .runtime import Executor, JitFunction, Tensor, evaluate, jit, no_grad, pad_to_bucket, zero_grad
@@ -60,6 +60,7 @@ __all__ = [
     "no_grad",
     "pad_to_bucket",
     "set_device",
+    "sharpness",
     "strides",
     "topological_order",
     "variable",

@@ -60,6 +60,42 @@ def test_draw_graph_labels_stages_and_values(worked_example):
     assert fig.svg().lstrip().startswith("<?xml")
 
 
+def _cluster_members(source: str) -> dict[str, set[str]]:
+    """{stage: ids of the nodes declared in its cluster} from DOT text."""
+    members = {}
+    for stage, body in re.findall(r"subgraph cluster_(\w+) \{(.*?)\n\t\}", source, re.S):
+        members[stage] = set(re.findall(r"^\t\t(n\d+) \[", body, re.M))
+    return members
+
+
+def test_clusters_put_each_stage_in_its_own_labelled_box(worked_example):
+    v1, v4, grads, trace = worked_example
+    update = v1 - 0.1 * grads
+    plain = draw_graph(v4, backward=grads, update=update, trace=trace, rankdir="TB")
+    boxed = draw_graph(v4, backward=grads, update=update, trace=trace, rankdir="TB", clusters=True)
+    members = _cluster_members(boxed.source)
+    assert list(members) == ["forward", "backward", "update"]  # no empty tangent box
+    assert members["forward"] == {"n0", "n1", "n2", "n3"}  # v1 (a variable) … v4
+    every = set(re.findall(r"^\t(n\d+) \[", plain.source, re.M))
+    last = len(every) - 1
+    assert members["update"] == {f"n{last - 1}", f"n{last}"}  # 0.1 × v̄1 and v1 − that
+    assert sum(map(len, members.values())) == len(every)  # each node in exactly one box
+    assert set().union(*members.values()) == every
+    for stage in members:
+        assert f"label={stage}" in boxed.source
+    assert repr(boxed) == repr(plain) and "rankdir=TB" in boxed.source
+    assert "cluster" not in plain.source
+    assert boxed.svg().lstrip().startswith("<?xml")
+    tangents = _cluster_members(draw_graph(v4, tangents={v1: 1.0}, clusters=True).source)
+    assert list(tangents) == ["forward", "tangent"] and tangents["forward"] == members["forward"]
+
+
+def test_an_unknown_layout_direction_is_refused(worked_example):
+    _, v4, _, _ = worked_example
+    with pytest.raises(cl.ParameterError, match="rankdir must be one of"):
+        draw_graph(v4, rankdir="top-down")
+
+
 def test_draw_step_highlights_current_node_edge_and_new_partial(worked_example):
     *_, trace = worked_example
     fig = draw_step(trace, 4, feed={"v1": 0.5})  # i = 3, k = 2

@@ -24,3 +24,12 @@ def test_plot_breakdown_refuses_empty_or_negative_parts(parts):
 def test_plot_curve_log_x_axis_base_2():
     fig = plot_curve([512, 1024, 2048], {"a": [1, 2, 3], "b": [3, 2, 1]}, "s", "%", logx=True)
     assert fig.axes[0].get_xscale() == "log" and len(fig.axes[0].lines) == 2
+
+
+def test_plot_curve_draws_points_under_the_lines_with_a_legend():
+    fig = plot_curve([0, 1], {"fit": [0, 1]}, "x", "y", points={"data": ([0, 0.5, 1], [0, 1, 1])})
+    ax = fig.axes[0]
+    (dots,) = ax.collections
+    assert dots.get_offsets().tolist() == [[0, 0], [0.5, 1], [1, 1]]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["data", "fit"]
+    assert plot_curve([0, 1], {"fit": [0, 1]}, "x", "y").axes[0].get_legend() is None

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..autodiff import Trace, tangent_map
-from ..errors import GraphError
+from ..errors import GraphError, ParameterError
 from ..graph import Node, constant, node_list, topological_order
 from ..runtime import Executor
 from .figure import GraphFigure
@@ -35,6 +35,8 @@ EDGE_STYLES = {
     "update": {"color": "#15803d"},
 }
 GRAPH_ATTRS = {"rankdir": "LR", "fontname": "Helvetica", "nodesep": "0.25", "ranksep": "0.35"}
+RANKDIRS = ("LR", "TB", "RL", "BT")
+CLUSTER_ATTRS = {"style": "rounded,dashed", "color": "#94a3b8", "labeljust": "l", "fontsize": "12"}
 NODE_ATTRS = {"fontname": "Helvetica", "fontsize": "11"}
 
 
@@ -50,6 +52,7 @@ def draw_graph(
     labels: Mapping[Node, str] | None = None,
     title: str | None = None,
     rankdir: str = "LR",
+    clusters: bool = False,
     max_nodes: int = 200,
 ) -> GraphFigure:
     """Draw the graph of ``outputs`` (forward), and its tangent, backward and update stages.
@@ -82,9 +85,19 @@ def draw_graph(
         numbers the nodes as it did, so give one or the other.
     labels : mapping, optional
         Names that replace the lecture's for chosen nodes (e.g. ``{dw: "∂L/∂w"}``).
-    title, rankdir, max_nodes :
-        A heading, the layout direction, and the size above which drawing is refused.
+    title : str, optional
+        A heading.
+    rankdir : {"LR", "TB", "RL", "BT"}
+        The layout direction: "LR" draws data flowing left to right, "TB" top to bottom
+        (narrower: the picture fits a notebook's width).
+    clusters : bool
+        Draw each stage's nodes inside a box labelled with the stage's name (forward,
+        tangent, backward, update).
+    max_nodes : int
+        The size above which drawing is refused.
     """
+    if rankdir not in RANKDIRS:
+        raise ParameterError(f"draw_graph: rankdir must be one of {RANKDIRS}, not {rankdir!r}")
     forward = node_list(outputs, "draw_graph: outputs")
     numbers = _numbers(forward, trace, numbering)
     tangent_roots, roles = _tangents(forward, numbers, tangents)
@@ -117,14 +130,26 @@ def draw_graph(
         node_attr=NODE_ATTRS,
     )
     ids = {n: f"n{i}" for i, n in enumerate(order)}
-    for node in order:
-        text = node_text(node, names, values, roles.get(node, ()))
-        fig.node(ids[node], text, **_node_style(node, stage_of[node]))
+    texts = {n: node_text(n, names, values, roles.get(n, ())) for n in order}
+    _add_nodes(fig, order, ids, texts, stage_of, clusters)
     for node in order:
         for inp in node.inputs:
             if inp in ids:
                 fig.edge(ids[inp], ids[node], **EDGE_STYLES[stage_of[node]])
     return fig
+
+
+def _add_nodes(graph, nodes: list[Node], ids: dict, texts: dict, stage_of: dict, clusters: bool):
+    """Add ``nodes`` to ``graph``; with ``clusters``, each stage's nodes in a labelled box."""
+    if not clusters:
+        for node in nodes:
+            graph.node(ids[node], texts[node], **_node_style(node, stage_of[node]))
+        return
+    for stage in STAGES:
+        if members := [n for n in nodes if stage_of[n] == stage]:
+            with graph.subgraph(name=f"cluster_{stage}") as box:
+                box.attr(label=stage, **CLUSTER_ATTRS)
+                _add_nodes(box, members, ids, texts, stage_of, clusters=False)
 
 
 def _numbers(forward: list[Node], trace: Trace | None, numbering) -> dict[Node, int]:

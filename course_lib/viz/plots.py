@@ -54,10 +54,14 @@ def plot_curve(
     title: str = "",
     logy: bool = False,
     logx: bool = False,
+    points: Mapping[str, tuple[Sequence[float], Sequence[float]]] | None = None,
 ) -> Figure:
-    """Lines of ``ys`` (label -> values) against ``xs``."""
+    """Lines of ``ys`` (label -> values) against ``xs``, over the scattered ``points``
+    (label -> (x values, y values)), e.g. the data a model was fitted to."""
     fig = Figure(figsize=(6.4, 3.6))
     ax = fig.add_subplot()
+    for label, (px, py) in (points or {}).items():
+        ax.scatter(px, py, s=8, alpha=0.5, color="grey", label=label)
     for label, values in ys.items():
         ax.plot(xs, values, label=label)
     if logy:
@@ -68,7 +72,7 @@ def plot_curve(
     ax.set_ylabel(ylabel)
     if title:
         ax.set_title(title)
-    if len(ys) > 1:
+    if len(ys) + len(points or {}) > 1:
         ax.legend(fontsize=8)
     ax.grid(True, alpha=0.3)
     return fig
