@@ -306,8 +306,7 @@ def _cell(old, kind: str, source: str, tag: str):
     if old is not None and old.cell_type == kind and old.source == source:
         return old
     make = nbformat.v4.new_code_cell if kind == "code" else nbformat.v4.new_markdown_cell
-    metadata = {k: v for k, v in (old.metadata if old is not None else {}).items() if k != "tags"}
-    return make(source, id=old.get("id", tag) if old else tag, metadata={**metadata, "tags": [tag]})
+    return make(source, id=old.get("id", tag) if old else tag, metadata={"tags": [tag]})
 
 
 # ---------------------------------------------------------------- files
