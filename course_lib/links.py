@@ -194,7 +194,8 @@ def _table_end(lines: list[str], start: int) -> int:
 
 
 def _last_filled(lines: list[str], start: int, end: int) -> int:
-    """The index just after the last non-blank line of ``lines[start:end]``."""
+    """The index just after the last non-blank line of ``lines[start:end]`` (that line gets
+    its missing final newline, so a line can be inserted after it)."""
     filled = [i for i in range(start, end) if lines[i].strip()]
     if filled and not lines[filled[-1]].endswith("\n"):
         lines[filled[-1]] += "\n"
@@ -254,6 +255,7 @@ def link_notebooks(notebooks: dict, repository: Repository | None, folder: str) 
     """Give every notebook of ``notebooks`` (file name -> nbformat node, in course order) its
     generated cells, in place; ``folder`` is where they sit in the repository."""
     pages = [Page(name, title_of(nb, name)) for name, nb in notebooks.items()]
+    install = install_source(repository) if repository is not None else None
     for i, page in enumerate(pages):
         previous = pages[i - 1] if i > 0 else None
         following = pages[i + 1] if i + 1 < len(pages) else None
@@ -262,7 +264,6 @@ def link_notebooks(notebooks: dict, repository: Repository | None, folder: str) 
         if repository is not None:
             top.append(badges(repository, f"{folder}/{page.name}"))
         top.append(nav_line(previous, following))
-        install = install_source(repository) if repository is not None else None
         _set_cells(notebook, "\n\n".join(top), install, f"---\n\n{nav_line(previous, following)}")
 
 
