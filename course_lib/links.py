@@ -106,7 +106,7 @@ class Repository:
         if ref is not None and url_ref is not None and ref != url_ref:
             raise LinkError(f"the URL names ref {url_ref!r} but --ref says {ref!r}; give one")
         owner, name = parts[0], parts[1].removesuffix(".git")
-        return cls(owner, name, ref or url_ref or DEFAULT_REF)
+        return cls(owner, name, ref if ref is not None else url_ref or DEFAULT_REF)
 
     def __post_init__(self):
         checks = [
@@ -145,7 +145,12 @@ class Repository:
 
 def configured_repository(pyproject: Path) -> Repository | None:
     """The repository of ``[project.urls] Repository``, or None when there is none."""
-    project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
+    if not pyproject.is_file():
+        raise LinkError(f"{pyproject} is missing: it holds the repository URL the links use")
+    try:
+        project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
+    except tomllib.TOMLDecodeError as error:
+        raise LinkError(f"{pyproject} is not valid TOML: {error}") from None
     url = project.get("urls", {}).get(URL_KEY)
     if url is None:
         return None

@@ -400,6 +400,7 @@ def test_a_ref_given_twice_must_agree():
         (["--repository", "https://gitlab.com/me/course"], "GitHub repositories only"),
         (["--repository", "https://github.com/me/course", "--ref", "a/b"], "without '/'"),
         (["--ref", "main"], "--ref goes with --repository"),
+        (["--repository", "https://github.com/me/course", "--ref", ""], "ref '' is not valid"),
     ],
 )
 def test_the_command_refuses_bad_input_and_changes_nothing(copy, capsys, args, message):
@@ -416,6 +417,14 @@ def test_a_bad_url_in_pyproject_is_named_where_it_is(copy, capsys):
     assert links.main(["--root", str(copy), "--check"]) == 2
     err = capsys.readouterr().err
     assert "pyproject.toml, [project.urls] Repository: 'ftp://x/y' is not" in err
+
+
+def test_a_pyproject_that_is_not_toml_is_named(copy, capsys):
+    (copy / "pyproject.toml").write_text("[project\nname = 1\n")
+    assert links.main(["--root", str(copy), "--check"]) == 2
+    assert "pyproject.toml is not valid TOML" in capsys.readouterr().err
+    with pytest.raises(LinkError, match="is missing: it holds the repository URL"):
+        links.configured_repository(copy / "nowhere" / "pyproject.toml")
 
 
 def test_a_directory_without_the_course_is_refused(tmp_path, capsys):
