@@ -14,6 +14,7 @@ help:
 	@echo "make lab    - install what the notebooks need and open JupyterLab on notebooks/"
 	@echo "make test   - install everything and run every test (unit, property, oracle, notebooks, browser)"
 	@echo "make setup  - install everything 'make test' needs, run nothing"
+	@echo "make links  - regenerate the notebooks' links, badges and install cells (course_lib.links)"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -66,6 +67,12 @@ test-notebooks:
 .PHONY: student
 student: $(VENV)/.lab-stamp
 	$(BIN)/python -m course_lib.exercises.edition notebooks student
+
+# The notebooks' generated cells (course_lib.links): previous/next links, and with a Repository
+# URL in pyproject.toml the Binder/Colab badges and the install cell, in notebooks/ and student/.
+.PHONY: links
+links: $(VENV)/.lab-stamp
+	$(BIN)/python -m course_lib.links
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

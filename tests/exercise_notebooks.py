@@ -19,6 +19,8 @@ from pathlib import Path
 
 import nbformat
 
+from course_lib.links import INSTALL, has_tag
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS, STUDENT = ROOT / "notebooks", ROOT / "student"
 _HEADING = re.compile(r"^### Exercise (\d\d\.\w+)\s*$", re.MULTILINE)
@@ -70,8 +72,9 @@ def notebook_exercises() -> dict[str, NotebookExercise]:
 
 
 def first_code_cell(notebook: str) -> str:
-    cells = _cells(NOTEBOOKS / f"{notebook}.ipynb")
-    return next(source for kind, source in cells if kind == "code")
+    """The notebook's imports: its first code cell other than the generated install cell."""
+    cells = nbformat.read(NOTEBOOKS / f"{notebook}.ipynb", as_version=4).cells
+    return next(c.source for c in cells if c.cell_type == "code" and not has_tag(c, INSTALL))
 
 
 def reference_answer(exercise: NotebookExercise):

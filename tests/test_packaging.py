@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import tomllib
+from packaging.requirements import Requirement
 
 yaml = pytest.importorskip("yaml", reason="PyYAML (a repo2docker dependency) is not installed")
 
@@ -22,8 +23,13 @@ def _conda_packages(path: Path) -> set[str]:
 
 def test_environment_names_every_runtime_dependency():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    environment = yaml.safe_load((ROOT / "environment.yml").read_text())["dependencies"]
+    (python,) = [d.split("=")[1] for d in environment if str(d).startswith("python=")]
+    required = [Requirement(d) for d in project["dependencies"]]  # those for the env's Python:
     needed = {
-        CONDA_NAME.get(n, n) for n in (re.split(r"[=<>\[ ]", d)[0] for d in project["dependencies"])
+        CONDA_NAME.get(r.name, r.name)
+        for r in required
+        if r.marker is None or r.marker.evaluate({"python_version": python})
     }
     missing = needed - _conda_packages(ROOT / "environment.yml")
     assert not missing, f"environment.yml lacks {sorted(missing)}"

@@ -9,6 +9,7 @@ import pytest
 from exercise_notebooks import NOTEBOOKS, STUDENT
 from nbclient import NotebookClient
 
+from course_lib import links
 from course_lib.exercises.edition import (
     EditionError,
     student_notebook,
@@ -108,9 +109,13 @@ WITH_EXERCISES = [p.name for p in INSTRUCTOR if _with_exercises(p)]
 
 
 def test_notebooks_without_exercises_are_copied_unchanged():
-    for path in INSTRUCTOR:
-        if path.name not in WITH_EXERCISES:
-            assert (STUDENT / path.name).read_bytes() == path.read_bytes(), path.name
+    """Unchanged but for the generated cells, whose badges (with a repository) open student/."""
+    instructor = {p.name: nbformat.read(p, as_version=nbformat.NO_CONVERT) for p in INSTRUCTOR}
+    repository = links.configured_repository(NOTEBOOKS.parent / "pyproject.toml")
+    links.link_notebooks(instructor, repository, "student")
+    for name, notebook in instructor.items():
+        if name not in WITH_EXERCISES:
+            assert (STUDENT / name).read_text(encoding="utf-8") == links.notebook_text(notebook)
 
 
 @pytest.mark.parametrize("name", WITH_EXERCISES)

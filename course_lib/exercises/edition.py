@@ -16,7 +16,9 @@ marker lines, in Python or inside CUDA source held in a Python string::
 function exists and its check says "not done yet"; a CUDA solution becomes
 ``// YOUR CODE HERE`` (an empty kernel body). The outputs of exercise cells (cells with a
 solution, and ``check(...)`` cells) are cleared; every other cell, output and the notebook's
-metadata stay exactly as they are. A notebook without exercises is copied unchanged.
+metadata stay exactly as they are, except that the Binder and Colab badges of the generated
+cells (``course_lib.links``) open ``student/``. A notebook without exercises is otherwise copied
+unchanged.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ import copy
 import re
 import sys
 from pathlib import Path
+
+from .. import links
 
 _BEGIN = re.compile(r"^(?P<indent>\s*)(?P<mark>#|//) BEGIN SOLUTION\s*$")
 _END = re.compile(r"^\s*(?P<mark>#|//) END SOLUTION\s*$")
@@ -84,21 +88,29 @@ def student_notebook(notebook, name: str = "notebook"):
     return student
 
 
-def write_edition(source_dir: Path, target_dir: Path) -> list[Path]:
+def write_edition(source_dir: Path, target_dir: Path, folder: str = "student") -> list[Path]:
     """Write the student edition of every notebook of ``source_dir`` into ``target_dir``;
-    student notebooks whose instructor notebook is gone are removed. Returns the written paths."""
+    student notebooks whose instructor notebook is gone are removed. Returns the written paths.
+
+    The generated cells (``course_lib.links``) are written for the edition's ``folder`` in the
+    repository, so its Binder and Colab badges open the student notebooks; the repository is
+    the one of ``pyproject.toml`` next to ``source_dir``.
+    """
     import nbformat  # noqa: PLC0415  (an instructor tool: the lab extra brings nbformat)
 
     target_dir.mkdir(parents=True, exist_ok=True)
     sources = sorted(source_dir.glob("*.ipynb"))
     for stale in set(target_dir.glob("*.ipynb")) - {target_dir / p.name for p in sources}:
         stale.unlink()
-    written = []
-    for path in sources:
-        notebook = nbformat.read(path, as_version=nbformat.NO_CONVERT)
-        nbformat.write(student_notebook(notebook, path.name), target_dir / path.name)
-        written.append(target_dir / path.name)
-    return written
+    students = {
+        path.name: student_notebook(nbformat.read(path, as_version=nbformat.NO_CONVERT), path.name)
+        for path in sources
+    }
+    repository = links.configured_repository(source_dir.parent / "pyproject.toml")
+    links.link_notebooks(students, repository, folder)
+    for name, notebook in students.items():
+        (target_dir / name).write_text(links.notebook_text(notebook), encoding="utf-8")
+    return [target_dir / name for name in students]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         written = write_edition(args.source, args.target)
-    except EditionError as error:
+    except (EditionError, links.LinkError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     print(f"wrote {len(written)} student notebooks to {args.target}/")
