@@ -99,6 +99,14 @@ def test_rules_without_single_numbers_stay_symbolic():
         trace.rule(0)  # the first step sums: it applies no op's rule
 
 
+def test_constants_are_written_by_value_in_the_numbers():
+    x = cl.variable("x", shape=())
+    _, said = _described(x * cl.constant(3.0, name="c") + x**2, [x], {x: 0.5})
+    assert said[-2].endswith("= v̄2 × c = 1.000 × 3 = 3.000 to node_to_grad[1]")  # by value
+    assert said[-4].endswith("= v̄3 × (2 × v1) = 1.000 × 1.000 = 1.000 to node_to_grad[1]")
+    assert said[-1] == "i = 1: v̄1 = v̄(1→3) + v̄(1→2) = 1.000 + 3.000 = 4.000"
+
+
 def test_nan_and_infinite_values_are_written_as_they_are():
     x = cl.variable("x", shape=())
     _, said = _described(cl.log(x), [x], {x: np.inf})

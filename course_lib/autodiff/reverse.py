@@ -192,7 +192,10 @@ def _plugged_in(node: Node, values: Mapping) -> str | None:
     by their value. None when an input has no single number."""
     numbers = []
     for inp in node.inputs:
-        number = inp.name if inp.is_constant and inp.shape == () else _number(values.get(inp))
+        if inp in values:
+            number = _number(values[inp])
+        else:
+            number = inp.op.written(()) if inp.is_constant and inp.shape == () else None
         if number is None:
             return None
         numbers.append(_operand(number))
@@ -258,7 +261,9 @@ def gradient(out: Node, wrt: list[Node], seed: Node, order: list[Node], observer
     return adjoints
 
 
-def saved_for_backward(forward: Node | Sequence[Node], backward: Node | Sequence[Node]):
+def saved_for_backward(
+    forward: Node | Sequence[Node], backward: Node | Sequence[Node]
+) -> list[Node]:
     """The values of the forward graph that the backward graph reads, in creation order.
 
     A reverse pass must keep each of them from the moment the forward pass computes it until
