@@ -7,7 +7,7 @@ mode); run them with :class:`Executor` or :func:`evaluate`; or compute eagerly w
 """
 
 from . import backend, errors, gradcheck, passes, perf, strides
-from .autodiff import Dual, Step, Trace, grad, gradient_trace, jvp
+from .autodiff import Dual, Step, Trace, grad, gradient_trace, jvp, saved_for_backward
 from .backend import describe_device, get_device, set_device
 from .errors import (
     CourseLibError,
@@ -18,7 +18,7 @@ from .errors import (
     ParameterError,
     ShapeError,
 )
-from .graph import Node, Op, constant, topological_order, variable
+from .graph import Node, Op, constant, formula, topological_order, tree_size, variable
 from .jacobians import JacobianResult, jacobian, sharpness
 from .ops import *  # noqa: F403  (the op library is the public API)
 from .ops import __all__ as _ops_all
@@ -48,6 +48,7 @@ __all__ = [
     "describe_device",
     "errors",
     "evaluate",
+    "formula",
     "get_device",
     "grad",
     "gradcheck",
@@ -59,10 +60,12 @@ __all__ = [
     "perf",
     "no_grad",
     "pad_to_bucket",
+    "saved_for_backward",
     "set_device",
     "sharpness",
     "strides",
     "topological_order",
+    "tree_size",
     "variable",
     "zero_grad",
     *_ops_all,

@@ -44,7 +44,8 @@ class Op:
     * ``view``: NumPy computes it as a view (new shape and strides, same memory), so it
       moves no data (see :meth:`accesses`);
     * ``elementwise``: output element i depends on input elements i only (fusable);
-    * ``accepts_dead``: a control-flow op that looks at dead (untaken-branch) inputs.
+    * ``accepts_dead``: a control-flow op that looks at dead (untaken-branch) inputs;
+    * ``shape_only``: it reads nothing but its inputs' shapes and dtypes (``ones_like``).
     """
 
     name = "op"
@@ -54,6 +55,7 @@ class Op:
     view = False
     elementwise = False
     accepts_dead = False
+    shape_only = False
     flops_per_element = 0  # the cost per output element (see :meth:`flops`)
 
     def __init__(self, **values):
@@ -618,6 +620,67 @@ def consumers(order: Sequence[Node]) -> dict[Node, list[Node]]:
             if inp in users and (not users[inp] or users[inp][-1] is not node):
                 users[inp].append(node)
     return users
+
+
+def tree_size(node: Node) -> int:
+    """How many nodes ``node`` has written out as a formula, a tree: a value used twice is
+    written, and counted, twice (``x * x`` has 3). The graph shares it, so it has
+    ``len(topological_order(node))`` nodes; the two differ most for repeated uses, which
+    is where symbolic differentiation swells."""
+    size: dict[Node, int] = {}
+    for n in topological_order(node):
+        size[n] = 1 + sum(size[i] for i in n.inputs)
+    return size[node]
+
+
+def formula(node: Node, names: Mapping[Node, str] | None = None) -> str:
+    """``node`` written out as one formula over its inputs, e.g. ``(4 × x) × (1 − x)``.
+
+    Nodes in ``names`` are written by that name, variables and constants by their own;
+    every other node is its op written over its inputs' formulas (:meth:`Op.written`),
+    ``node`` itself included. A value used twice is written out twice, as on paper.
+    """
+    names = names or {}
+
+    def is_leaf(n: Node) -> bool:
+        return not n.inputs or (n is not node and n in names)
+
+    texts: dict[Node, str] = {}
+    stack = [node]
+    while stack:  # iterative post-order, stopping at named nodes and leaves
+        n = stack[-1]
+        missing = [] if is_leaf(n) else [i for i in n.inputs if i not in texts]
+        if missing:
+            stack.extend(missing)
+            continue
+        stack.pop()
+        if is_leaf(n):
+            texts[n] = names.get(n, n.name)
+        elif n not in texts:
+            texts[n] = _written(n.op, [(texts[i], is_leaf(i)) for i in n.inputs])
+    return texts[node]
+
+
+def _written(op: Op, operands: list[tuple[str, bool]]) -> str:
+    """``op`` written over its operands (text, is a leaf): a call such as ``cos(x × x)``
+    as it is, else every compound operand that is not a call in parentheses."""
+    plain = op.written([text for text, _ in operands])
+    if _is_call(plain):
+        return plain
+    return op.written([t if leaf or _is_call(t) else f"({t})" for t, leaf in operands])
+
+
+def _is_call(text: str) -> bool:
+    """Whether ``text`` is one call ``name(...)``: its first parenthesis closes at its end."""
+    head, paren, _ = text.partition("(")
+    if not (paren and head.isidentifier() and text.endswith(")")):
+        return False
+    depth = 0
+    for position, char in enumerate(text[len(head) :], start=len(head)):
+        depth += (char == "(") - (char == ")")
+        if depth == 0:
+            return position == len(text) - 1
+    return False
 
 
 # -- shared helpers: output lists, static shapes, weak scalars, the reference interpreter ---

@@ -82,3 +82,46 @@ def test_jit_refuses_a_function_that_returns_no_nodes():
 )
 def test_repr_writes_an_unknown_shape_or_dimension_as_a_question_mark(shape, shown):
     assert repr(cl.variable("x", shape=shape)) == f"<Node x = variable [{shown}]>"
+
+
+def test_tree_size_counts_every_use_and_the_graph_shares_them():
+    x = cl.variable("x", shape=())
+    assert cl.tree_size(x) == 1 and cl.tree_size(x * x) == 3  # x written twice
+    y = x
+    for depth in range(1, 6):
+        y = y * y  # the graph grows by one node, the formula doubles
+        assert cl.tree_size(y) == 2 ** (depth + 1) - 1
+        assert len(cl.topological_order(y)) == depth + 1
+    deep = x
+    for _ in range(5000):  # iterative: a long chain needs no recursion
+        deep = cl.sin(deep)
+    assert cl.tree_size(deep) == 5001
+
+
+def test_formula_writes_shared_values_out_and_stops_at_names():
+    x, z = cl.variable("x", shape=()), cl.variable("z", shape=())
+    u = (x - 1) * x
+    assert cl.formula(u * u) == "((x − 1) × x) × ((x − 1) × x)"
+    assert cl.formula(u * u, {u: "u"}) == "u × u"  # named nodes are leaves
+    assert cl.formula(u, {u: "u"}) == "(x − 1) × x"  # ... but the node itself is written
+    assert cl.formula(cl.cos(x * z)) == "cos(x × z)"  # a call needs no more parentheses
+    assert cl.formula(cl.cos(x) * cl.sin(z)) == "cos(x) × sin(z)"
+    assert cl.formula(cl.exp(x) + cl.exp(x)) == "exp(x) + exp(x)"  # one call, not "(…) + (…)"
+    assert cl.formula(-(x + z)) == "−(x + z)" and cl.formula(x) == "x"
+    assert cl.formula(cl.log(x) / 2.0) == "ln(x) / 2"  # the op's own writing (Log: ln)
+    assert cl.formula(cl.sum_n(x, x * z, z)) == "x + (x × z) + z"
+    deep = x
+    for _ in range(3000):
+        deep = cl.exp(deep)
+    assert cl.formula(deep).count("exp(") == 3000
+
+
+def test_formula_size_is_the_tree_size_for_a_symbolic_derivative():
+    x = cl.variable("x", shape=())
+    logistic = 4 * x * (1 - x)
+    derivative = cl.jvp(4 * logistic * (1 - logistic), {x: 1.0})
+    text = cl.formula(derivative)
+    leaves = text.count("x") + sum(text.count(c) for c in "14")  # each leaf is one symbol
+    operators = sum(text.count(c) for c in "×+−")
+    assert leaves + operators == cl.tree_size(derivative) == 52
+    assert len(cl.topological_order(derivative)) == 19  # the graph shares what the text repeats

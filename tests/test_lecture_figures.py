@@ -5,6 +5,7 @@ import math
 import numpy as np
 
 import course_lib as cl
+from course_lib.viz.steps import trace_values
 
 FEED = {"x1": 2.0, "x2": 5.0}
 
@@ -47,17 +48,36 @@ def test_node_to_grad_states_of_the_worked_example(worked_example):
     states = [trace.state_text(i) for i in range(len(trace.steps))]
     assert described == [
         "i = 4: v̄4 = sum([1]) = 1",
-        "i = 4, k = 2: append v̄(2→4) = v̄4·∂v4/∂v2 to node_to_grad[2]",
-        "i = 4, k = 3: append v̄(3→4) = v̄4·∂v4/∂v3 to node_to_grad[3]",
+        "i = 4, k = 2: append v̄(2→4) = v̄4·∂v4/∂v2 = v̄4 × v3 to node_to_grad[2]",
+        "i = 4, k = 3: append v̄(3→4) = v̄4·∂v4/∂v3 = v̄4 × v2 to node_to_grad[3]",
         "i = 3: v̄3 = v̄(3→4)",
-        "i = 3, k = 2: append v̄(2→3) = v̄3·∂v3/∂v2 to node_to_grad[2]",
+        "i = 3, k = 2: append v̄(2→3) = v̄3·∂v3/∂v2 = v̄3 to node_to_grad[2]",  # no new node
         "i = 2: v̄2 = v̄(2→4) + v̄(2→3)",
-        "i = 2, k = 1: append v̄(1→2) = v̄2·∂v2/∂v1 to node_to_grad[1]",
+        "i = 2, k = 1: append v̄(1→2) = v̄2·∂v2/∂v1 = v̄2 × v2 to node_to_grad[1]",  # v2 = e^v1
         "i = 1: v̄1 = v̄(1→2)",
     ]
     assert states[2] == "{4: [v̄4], 3: [v̄(3→4)], 2: [v̄(2→4)]}"
     assert states[4] == "{4: [v̄4], 3: [v̄(3→4)], 2: [v̄(2→4), v̄(2→3)]}"
     assert states[-1] == "{4: [v̄4], 3: [v̄(3→4)], 2: [v̄(2→4), v̄(2→3)], 1: [v̄(1→2)]}"
+
+
+def test_steps_worked_out_with_the_forward_values(worked_example):
+    *_, trace = worked_example
+    values = trace_values(trace, {"v1": 0.5})
+    e = math.exp(0.5)  # v2; v3 = e + 1; v̄2 = (e + 1) + e; v̄1 = v̄2·e = 2e^{2v1} + e^{v1}
+    assert [trace.describe(i, values) for i in range(len(trace.steps))] == [
+        "i = 4: v̄4 = sum([1]) = 1",
+        f"i = 4, k = 2: append v̄(2→4) = v̄4·∂v4/∂v2 = v̄4 × v3 = 1.000 × {e + 1:.3f} = "
+        f"{e + 1:.3f} to node_to_grad[2]",
+        f"i = 4, k = 3: append v̄(3→4) = v̄4·∂v4/∂v3 = v̄4 × v2 = 1.000 × {e:.3f} = {e:.3f} "
+        "to node_to_grad[3]",
+        f"i = 3: v̄3 = v̄(3→4) = {e:.3f}",
+        f"i = 3, k = 2: append v̄(2→3) = v̄3·∂v3/∂v2 = v̄3 = {e:.3f} to node_to_grad[2]",
+        f"i = 2: v̄2 = v̄(2→4) + v̄(2→3) = {e + 1:.3f} + {e:.3f} = {2 * e + 1:.3f}",
+        f"i = 2, k = 1: append v̄(1→2) = v̄2·∂v2/∂v1 = v̄2 × v2 = {2 * e + 1:.3f} × {e:.3f} = "
+        f"{(2 * e + 1) * e:.3f} to node_to_grad[1]",
+        f"i = 1: v̄1 = v̄(1→2) = {(2 * e + 1) * e:.3f}",
+    ]
 
 
 def test_one_backward_graph_serves_every_input():

@@ -100,7 +100,8 @@ def test_draw_step_highlights_current_node_edge_and_new_partial(worked_example):
     *_, trace = worked_example
     fig = draw_step(trace, 4, feed={"v1": 0.5})  # i = 3, k = 2
     assert repr(fig).splitlines() == [
-        "gradient(out) step 5/8: i = 3, k = 2: append v̄(2→3) = v̄3·∂v3/∂v2 to node_to_grad[2]",
+        "gradient(out) step 5/8: i = 3, k = 2: append v̄(2→3) = v̄3·∂v3/∂v2 = v̄3 = 1.649 "
+        "to node_to_grad[2]",
         "node_to_grad = {4: [v̄4], 3: [v̄(3→4)], 2: [v̄(2→4), v̄(2→3)]}",
     ]
     src = fig.source
@@ -131,6 +132,15 @@ def test_step_through_is_one_self_contained_html_output(worked_example):
     assert [picture for _, picture in frames] == player.pages  # each step drawn once
     assert [picture.count("<svg") for picture in player.pages] == [1] * 8
     assert frames[4][0].startswith("<b>step 5 / 8</b> &#160; <code>i = 3, k = 2: append v̄(2→3)")
+    assert frames[1][0].endswith(  # the step worked out with the forward values, v1 = 0.5
+        "v̄(2→4) = v̄4·∂v4/∂v2 = v̄4 × v3 = 1.000 × 2.649 = 2.649 to node_to_grad[2]</code>"
+    )
+    assert (
+        bundle["text/plain"].splitlines()[2].endswith("= 1.000 × 2.649 = 2.649 to node_to_grad[2]")
+    )
+    assert 'label="i = 4, k = 2: append v̄(2→4) = v̄4·∂v4/∂v2 = v̄4 × v3 = 1.000' in (
+        player.figures[1].source  # the picture says it too
+    )
     scripts = re.findall(r"<script(.*?)>(.*?)</script>", page, re.S)
     assert len(scripts) == 1 and scripts[0][0] == ""  # inline: nothing to fetch
     assert page.endswith("</script></div>")  # the script finds the player as its parent

@@ -17,11 +17,11 @@ evaluated for any input values, optimised, and differentiated again.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import GraphError, ShapeError
-from ..graph import Node, as_node, node_list, same_kind, topological_order
+from ..graph import Node, as_node, formula, node_list, same_kind, topological_order
 from ..ops import ones_like, sum_n, zeros_like
 
 
@@ -126,17 +126,89 @@ class Trace:
         )
         return "{" + ", ".join(items) + "}"
 
-    def describe(self, step: int) -> str:
-        """What line of the algorithm did at ``step``, in the lecture's notation."""
+    def names(self, upto: int) -> dict[Node, str]:
+        """The lecture's names known after steps ``0..upto - 1``: vi for the forward nodes,
+        and for each backward node built so far its first role (:meth:`roles`)."""
+        names = {n: f"v{i}" for n, i in self._numbers.items()}
+        for s in self.steps[:upto]:
+            if s.created in self._numbers:
+                continue  # a rule that returned a forward value: it keeps its vi
+            if s.kind == "adjoint" or s.created not in names:
+                names[s.created] = self._role(s)  # an adjoint's name comes first
+        return names
+
+    def rule(self, step: int) -> str:
+        """The partial adjoint of a ``"partial"`` step as the op's rule built it, over the
+        names known before the step: ``v̄4 × v3`` for v̄(2→4) (Mul's rule), ``v̄5 × cos(v2)``
+        for a sine, or just ``v̄3`` when the rule built no new node (``v3 = v2 + 1``)."""
+        s = self.steps[step]
+        if s.kind != "partial":
+            raise ValueError(f"step {step} sums node_to_grad[{self._numbers[s.node]}]: no rule")
+        names = self.names(step)
+        return names.get(s.created) or formula(s.created, names)
+
+    def describe(self, step: int, values: Mapping | None = None) -> str:
+        """What line of the algorithm did at ``step``, in the lecture's notation.
+
+        A partial-adjoint step shows the rule, e.g. ``v̄(2→4) = v̄4·∂v4/∂v2 = v̄4 × v3``.
+        With ``values`` ({node: array} for the trace's nodes, e.g.
+        ``course_lib.viz.steps.trace_values``), the step is also worked out with the
+        forward values plugged in: ``… = v̄4 × v3 = 1.000 × 2.649 = 2.649``.
+        """
         s = self.steps[step]
         i = self._numbers[s.node]
+        values = values or {}
         if s.kind == "adjoint":
-            sources = self.state(step)[1][s.node]
-            if sources == [None]:
+            node_to_grad, sources = self.state(step)
+            if sources[s.node] == [None]:
                 return f"i = {i}: v̄{i} = sum([1]) = 1"
-            return f"i = {i}: v̄{i} = {' + '.join(self._entry(s.node, src) for src in sources)}"
+            parts = [" + ".join(self._entry(s.node, src) for src in sources[s.node])]
+            numbers = [_number(values.get(p)) for p in node_to_grad[s.node]]
+            if len(numbers) > 1 and None not in numbers:
+                parts.append(" + ".join(_operand(n) for n in numbers))
+            return f"i = {i}: v̄{i} = {_equation(parts, values.get(s.created))}"
         k = self._numbers[s.input]
-        return f"i = {i}, k = {k}: append v̄({k}→{i}) = v̄{i}·∂v{i}/∂v{k} to node_to_grad[{k}]"
+        parts = [f"v̄{i}·∂v{i}/∂v{k}", self.rule(step)]
+        if s.created not in self.names(step):  # a new node: its op over the numbers
+            parts.append(_plugged_in(s.created, values))
+        equation = _equation(parts, values.get(s.created))
+        return f"i = {i}, k = {k}: append v̄({k}→{i}) = {equation} to node_to_grad[{k}]"
+
+
+def _number(value) -> str | None:
+    """A value as a number with 3 decimals, or None if it is not one number."""
+    if value is None or getattr(value, "size", 1) != 1:
+        return None
+    number = float(value.reshape(()) if hasattr(value, "reshape") else value)
+    return f"{number:.3f}".replace("-", "−")  # the minus sign ops write (Neg, Sub)
+
+
+def _operand(number: str) -> str:
+    return f"({number})" if number.startswith("−") else number
+
+
+def _plugged_in(node: Node, values: Mapping) -> str | None:
+    """``node``'s op written over its inputs' values (``1.000 × 2.649``); scalar constants
+    by their value. None when an input has no single number."""
+    numbers = []
+    for inp in node.inputs:
+        if inp in values:
+            number = _number(values[inp])
+        else:
+            number = inp.op.written(()) if inp.is_constant and inp.shape == () else None
+        if number is None:
+            return None
+        numbers.append(_operand(number))
+    return node.op.written(numbers)
+
+
+def _equation(parts: list, value) -> str:
+    """``a = b = c`` from the parts that are known, then the value, each said once."""
+    said: list[str] = []
+    for part in [*parts, _number(value)]:
+        if part is not None and part not in said:
+            said.append(part)
+    return " = ".join(said)
 
 
 def grad(out: Node, wrt: Node | Sequence[Node], seed: Node | None = None) -> list[Node] | Node:
@@ -187,6 +259,31 @@ def gradient(out: Node, wrt: list[Node], seed: Node, order: list[Node], observer
             if observer is not None:
                 observer.on_partial(i, k, vki_bar)
     return adjoints
+
+
+def saved_for_backward(
+    forward: Node | Sequence[Node], backward: Node | Sequence[Node]
+) -> list[Node]:
+    """The values of the forward graph that the backward graph reads, in creation order.
+
+    A reverse pass must keep each of them from the moment the forward pass computes it until
+    the backward pass has used it (PyTorch calls them saved tensors): that is its memory
+    cost. ``forward`` are the forward outputs, ``backward`` the gradients built from them.
+    Variables count (the caller holds them anyway), constants do not, nor do the inputs of
+    ``shape_only`` ops (``ones_like(out)``, the seed, needs no value of ``out``). A ``like``
+    input that a rule reads for its shape (``unreduce(v̄, like)``) counts: the executor
+    keeps it alive until then.
+    """
+    forward_nodes = set(topological_order(node_list(forward, "saved_for_backward: forward")))
+    backward_nodes = node_list(backward, "saved_for_backward: backward")
+    saved = {
+        inp
+        for node in topological_order(backward_nodes)
+        if node not in forward_nodes and not node.op.shape_only
+        for inp in node.inputs
+        if inp in forward_nodes and not inp.is_constant
+    }
+    return sorted(saved, key=lambda n: n.seq)
 
 
 def _checked_seed(out: Node, seed) -> Node:

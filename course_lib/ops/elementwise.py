@@ -452,6 +452,7 @@ class Fill(Op):
     """``zeros_like`` / ``ones_like``: a constant array shaped like the input."""
 
     attributes = ("value",)
+    shape_only = True
 
     def written(self, args):
         return "1" if self.value == 1 else super().written(args)
