@@ -153,15 +153,26 @@ def _compile(cxx: str, flags: tuple[str, ...], unit: str, output: Path, counting
 
 
 def build_library(
-    unit: str, filename: str = "module.cu", native: bool = False, counting: bool = False
+    unit: str,
+    filename: str = "module.cu",
+    native: bool = False,
+    counting: bool = False,
+    extra_flags: tuple[str, ...] = (),
 ) -> Path:
     """Compile a C++ translation unit into a shared library in :func:`cache_dir`.
 
     Cached by hash and verified before reuse (rebuilt if it does not verify).
     ``native=True`` adds :data:`NATIVE_FLAGS` (optimised for this CPU's vector units);
-    ``counting=True`` adds :data:`COUNTING_FLAGS` (every memory access calls a hook).
+    ``counting=True`` adds :data:`COUNTING_FLAGS` (every memory access calls a hook);
+    ``extra_flags`` come last, so they override the others (``-fno-tree-vectorize``
+    builds the same source without SIMD instructions). All flags are part of the cache key.
     """
-    flags = FLAGS + (NATIVE_FLAGS if native else ()) + (COUNTING_FLAGS if counting else ())
+    flags = (
+        FLAGS
+        + (NATIVE_FLAGS if native else ())
+        + (COUNTING_FLAGS if counting else ())
+        + tuple(extra_flags)
+    )
     cxx = compiler()
     if cxx is None:
         raise KernelCompileError(
@@ -187,10 +198,14 @@ def build_library(
 
 
 def load_library(
-    unit: str, filename: str = "module.cu", native: bool = False, counting: bool = False
+    unit: str,
+    filename: str = "module.cu",
+    native: bool = False,
+    counting: bool = False,
+    extra_flags: tuple[str, ...] = (),
 ) -> ctypes.CDLL:
-    """Build (or reuse) the library of ``unit`` and load it into this process."""
-    library = build_library(unit, filename, native, counting)
+    """Build (or reuse) the library of ``unit`` (see :func:`build_library`) and load it."""
+    library = build_library(unit, filename, native, counting, extra_flags)
     try:
         return ctypes.CDLL(str(library))
     except OSError as exc:  # verified bytes that do not load: the compiler's fault, not ours
