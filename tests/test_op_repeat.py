@@ -67,28 +67,37 @@ def test_out_receives_every_op_and_values_stay_normal():
         chained_ops(x, 2.0)
 
 
-def synthetic(loop_flops, seconds=1.0):
+def synthetic(in_cache_seconds, seconds=1e-3):
+    """An OpRepeat with ks 1..64, 8 bytes per element fused, and the given in-cache times."""
     ks = (1, 2, 4, 8, 16, 32, 64)
     fused = tuple(KernelPoint(f"fused k={k}", k * N, 8 * N, seconds) for k in ks)
     unfused = tuple(KernelPoint(f"unfused k={k}", k * N, 8 * k * N, seconds) for k in ks)
-    return OpRepeat(ks, fused, unfused, loop_flops)
+    cached = tuple(
+        KernelPoint(f"in cache k={k}", k * N, 8 * N, t) for k, t in zip(ks, in_cache_seconds)
+    )
+    return OpRepeat(ks, fused, unfused, cached)
 
 
-def test_the_turn_is_where_the_fused_intensity_passes_the_loops_ridge():
-    roof = Roofline(bandwidth=8e9, peak_flops=1e12)
-    result = synthetic(loop_flops=8e9)  # the loop's ridge: 1 FLOP per byte, so k = 8
-    assert result.loop_roofline(roof) == Roofline(8e9, 8e9)
-    assert result.turn(roof) == 16  # k = 8 sits on the ridge, k = 16 is the first past it
-    bounds = result.bound_seconds(roof)
-    assert bounds == pytest.approx([8 * N / 8e9] * 4 + [k * N / 8e9 for k in (16, 32, 64)])
-    assert synthetic(loop_flops=1e15).turn(roof) is None  # never compute-bound
-    assert synthetic(loop_flops=1e6).turn(roof) == 1  # compute-bound from the start
+def test_the_turn_is_the_first_k_whose_arithmetic_outlasts_its_bytes():
+    roof = Roofline(bandwidth=8e9, peak_flops=1e12)  # 8 N bytes take 1 µs
+    arithmetic = [k * N / 8e9 for k in (1, 2, 4, 8, 16, 32, 64)]  # the loop: 8 GFLOP/s
+    result = synthetic(arithmetic)
+    assert result.memory_seconds(roof) == pytest.approx([1e-6] * 7)
+    assert result.loop_flops == pytest.approx(8e9)
+    assert result.loop_roofline(roof) == Roofline(8e9, result.loop_flops)
+    assert result.turn(roof) == 16  # k = 8 ties with its bytes, k = 16 is the first past
+    assert synthetic([t / 1e6 for t in arithmetic]).turn(roof) is None  # never compute-bound
+    assert synthetic([t * 1e6 for t in arithmetic]).turn(roof) == 1  # compute-bound at once
+    slow_long_chains = arithmetic[:4] + [2 * t for t in arithmetic[4:]]
+    assert synthetic(slow_long_chains).loop_flops == pytest.approx(8e9)  # the best rate
 
 
 @needs_compiler
 def test_measure_op_repeat_counts_and_times_every_k():
     result = measure_op_repeat(ks=(1, 2, 4), n=2**12, repeats=1)
     assert result.ks == (1, 2, 4) and result.loop_flops > 0
+    for fused, cached in zip(result.fused, result.in_cache):  # the same work, counted alike
+        assert (cached.flops, cached.bytes) == (fused.flops, fused.bytes)
     assert [p.flops for p in result.fused] == [k * 2**12 for k in result.ks]
     assert [p.name for p in result.unfused] == ["unfused k=1", "unfused k=2", "unfused k=4"]
     assert [p.intensity for p in result.fused[1:]] == [2 / 8, 4 / 8]
@@ -117,10 +126,10 @@ def test_measure_op_repeat_refuses_bad_chains_and_sizes(ks, n, error):
 def test_plots_say_the_compute_ceiling_is_measured_blas_not_peak():
     roof = Roofline(bandwidth=8e9, peak_flops=64e9)
     assert "measured BLAS, not peak" in roof.describe()
-    fig = plot_op_repeat(synthetic(loop_flops=8e9, seconds=1e-3), roof)
+    fig = plot_op_repeat(synthetic([k * N / 8e9 for k in (1, 2, 4, 8, 16, 32, 64)]), roof)
     assert repr(fig) == (
         "op repeat, k = 1, 2, 4, 8, 16, 32, 64: fused and unfused times against k, and the "
-        "kernels on the roofline; on the fused loop's roofline, compute-bound from k = 16"
+        "kernels on the roofline; the fused kernel is compute-bound from k = 16"
     )
     timing, roofline_axes = fig.axes
     ceiling = "matmul ceiling: measured BLAS, not peak"

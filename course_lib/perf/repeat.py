@@ -11,8 +11,8 @@ the time grows with k from the start.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -25,10 +25,10 @@ from ..passes.fusion.regions import MAX_OPS
 from .ceilings import Roofline
 from .counts import arithmetic_intensity
 from .points import KernelPoint
-from .timing import best_seconds, interleaved_medians
+from .timing import interleaved_medians
 
 STEPS = (np.multiply, np.add)  # the ops, in turn: x·½, then + ½
-CACHE_ELEMENTS = 2**16  # 256 KiB in, 256 KiB out: the in-cache runs stay in L2
+CACHE_ELEMENTS = 2**16  # 256 KiB in, 256 KiB out: the in-cache runs stay in L2 cache
 
 
 def chained_ops(x, k: int, out=None):
@@ -49,7 +49,7 @@ def chained_ops(x, k: int, out=None):
 
 @dataclass(frozen=True)
 class OpRepeat:
-    """Chains of ``k`` ops timed fused and unfused, and the fused loop's arithmetic ceiling.
+    """Chains of ``k`` ops, timed fused and unfused, and fused again on data in cache.
 
     Attributes
     ----------
@@ -58,45 +58,52 @@ class OpRepeat:
     fused, unfused : tuple of KernelPoint
         For each k: the chain after the fusion pass (one kernel; for k = 1 there is nothing
         to fuse), and op by op (k kernels), with their counted FLOPs and bytes.
-    loop_flops : float
-        The best FLOP/s of the fused kernels on :data:`CACHE_ELEMENTS` elements that stay in
-        cache: how fast this loop does arithmetic when it never waits for memory.
+    in_cache : tuple of KernelPoint
+        For each k: the fused kernel doing the same work on a slice that stays in cache
+        (the slice over and over), so it never waits for memory: its time is the
+        arithmetic's, its FLOP rate the loop's. Counted as the fused kernel.
     """
 
     ks: tuple[int, ...]
     fused: tuple[KernelPoint, ...]
     unfused: tuple[KernelPoint, ...]
-    loop_flops: float
+    in_cache: tuple[KernelPoint, ...]
+
+    @property
+    def loop_flops(self) -> float:
+        """The fused loops' best FLOP/s in cache: their arithmetic ceiling."""
+        return max(p.flops_per_second for p in self.in_cache)
 
     def loop_roofline(self, roofline: Roofline) -> Roofline:
-        """The fused loop's own roofline: ``roofline``'s bandwidth, the loop's FLOP rate."""
+        """The fused loop's roofline: ``roofline``'s bandwidth, the loop's FLOP rate."""
         return Roofline(roofline.bandwidth, self.loop_flops)
 
-    def bound_seconds(self, roofline: Roofline) -> tuple[float, ...]:
-        """Each fused kernel's least time on the loop's roofline: the larger of its bytes at
-        the bandwidth and its FLOPs at the loop's rate."""
-        roof = self.loop_roofline(roofline)
-        return tuple(p.flops / float(roof.attainable(p.intensity)) for p in self.fused)
+    def memory_seconds(self, roofline: Roofline) -> tuple[float, ...]:
+        """Each fused kernel's bytes at ``roofline``'s bandwidth: its time if only memory
+        counted (the arithmetic time is ``in_cache``'s)."""
+        return tuple(p.bytes / roofline.bandwidth for p in self.fused)
 
     def turn(self, roofline: Roofline) -> int | None:
-        """The first k right of the loop's ridge: from there on the fused kernel is
-        compute-bound and every further op costs time (None: all are memory-bound)."""
-        ridge = self.loop_roofline(roofline).ridge
-        return next((k for k, p in zip(self.ks, self.fused) if p.intensity > ridge), None)
+        """The first k whose arithmetic (in cache) takes longer than its bytes at the
+        bandwidth: from there on the fused kernel is compute-bound and every further op
+        costs time. None if no k is."""
+        times = zip(self.ks, self.memory_seconds(roofline), self.in_cache)
+        return next((k for k, memory, cached in times if cached.seconds > memory), None)
 
 
 def measure_op_repeat(
     ks: Sequence[int] = (1, 2, 4, 8, 16, 32, 64), n: int = 2**23, repeats: int = 3
 ) -> OpRepeat:
-    """Time ``chained_ops`` fused (the fusion pass's generated C++ loop) and unfused (one
-    NumPy kernel per op) on ``n`` float32 elements for each k in ``ks``, and fused on the
-    first :data:`CACHE_ELEMENTS` of them. ``n`` should make an array several times larger
-    than the last-level cache.
+    """Time ``chained_ops`` on ``n`` float32 elements for each k in ``ks``: fused (the
+    fusion pass's generated C++ loop), unfused (one NumPy kernel per op), and fused on the
+    first :data:`CACHE_ELEMENTS` elements, ``n // CACHE_ELEMENTS`` times over (the same work
+    with no memory traffic; its time is scaled to exactly ``n`` elements). ``n`` should make
+    an array several times larger than the last-level cache.
 
-    Every run writes into one preallocated output. The medians of ``repeats`` runs are taken
-    in turn (each k fused and unfused, round after round); the in-cache runs take the best
-    of ``repeats`` (at least 9), as a ceiling should: short chains spend their time in the
-    call, not the arithmetic, so the best rate over all k is the loop's.
+    Every run writes into one preallocated output whose pages are mapped, and every loop is
+    compiled before the timings, so no warm-up round is needed. The medians of ``repeats``
+    runs are taken in turn (every run of a round, round after round), so a busy machine
+    slows all alike.
     """
     ks = tuple(params.positive_size(k, "measure_op_repeat: k") for k in ks)
     n = params.positive_size(n, "measure_op_repeat: n")
@@ -106,17 +113,19 @@ def measure_op_repeat(
             f"fusion pass splits longer chains into several kernels), got {ks}"
         )
     x = np.random.default_rng(0).standard_normal(n, dtype=np.float32)
-    out = np.empty_like(x)
+    out = x.copy()  # written once already: no first-touch page faults in the timings
     small = min(n, CACHE_ELEMENTS)
-    graphs, runs, rates = {}, {}, []
+    times = n // small
+    graphs, runs = {}, {}
     for k in ks:
         graphs[k, "unfused"] = chained_ops(variable("x", (n,), np.float32), k)
-        graphs[k, "fused"] = fuse_elementwise(graphs[k, "unfused"])
+        graphs[k, "fused"] = fused = fuse_elementwise(graphs[k, "unfused"])
         runs[k, "unfused"] = lambda k=k: chained_ops(x, k, out)
-        runs[k, "fused"] = _runner(graphs[k, "fused"], k, x, out)
-        in_cache = _runner(graphs[k, "fused"], k, x[:small], out[:small])
-        rates.append(k * small / best_seconds(in_cache, repeats=max(repeats, 9)))
-    seconds = interleaved_medians(runs, repeats=repeats)
+        runs[k, "fused"] = _runner(fused, k, x, out)
+        in_cache = _runner(fused, k, x[:small], out[:small])
+        in_cache()  # compiles the loop, outside the timings
+        runs[k, "in cache"] = _repeated(in_cache, times)
+    seconds = interleaved_medians(runs, repeats=repeats, warmup=0)
     points = {}
     for (k, kind), graph in graphs.items():
         report = arithmetic_intensity(graph)
@@ -125,13 +134,27 @@ def measure_op_repeat(
         ks,
         tuple(points[k, "fused"] for k in ks),
         tuple(points[k, "unfused"] for k in ks),
-        max(rates),
+        tuple(
+            replace(points[k, "fused"], name=f"in cache k={k}",
+                    seconds=seconds[k, "in cache"] * n / (times * small))  # fmt: skip
+            for k in ks
+        ),
     )
 
 
-def _runner(fused, k: int, x: np.ndarray, out: np.ndarray):
+def _runner(fused, k: int, x: np.ndarray, out: np.ndarray) -> Callable[[], object]:
     """Run the fusion pass's result on ``x`` into ``out``: its compiled loop, or, when the
     pass left one op (k = 1), that op as NumPy's kernel."""
     if isinstance(fused.op, Fused):
         return lambda: run_cpu_loop(fused.op.kernel, [x], out=out)
     return lambda: chained_ops(x, k, out)
+
+
+def _repeated(run: Callable[[], object], times: int) -> Callable[[], None]:
+    """``run`` ``times`` times in a row, as one call."""
+
+    def repeated():
+        for _ in range(times):
+            run()
+
+    return repeated
