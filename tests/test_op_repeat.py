@@ -88,6 +88,8 @@ def test_the_turn_is_the_first_k_whose_arithmetic_outlasts_its_bytes():
     assert result.turn(roof) == 16  # k = 8 ties with its bytes, k = 16 is the first past
     assert synthetic([t / 1e6 for t in arithmetic]).turn(roof) is None  # never compute-bound
     assert synthetic([t * 1e6 for t in arithmetic]).turn(roof) == 1  # compute-bound at once
+    noisy = [arithmetic[0], 1.0, *arithmetic[2:]]  # k = 2 slow in cache: a busy moment
+    assert synthetic(noisy).turn(roof) == 16
     slow_long_chains = arithmetic[:4] + [2 * t for t in arithmetic[4:]]
     assert synthetic(slow_long_chains).loop_flops == pytest.approx(8e9)  # the best rate
 

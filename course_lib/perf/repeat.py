@@ -84,11 +84,17 @@ class OpRepeat:
         return tuple(p.bytes / roofline.bandwidth for p in self.fused)
 
     def turn(self, roofline: Roofline) -> int | None:
-        """The first k whose arithmetic (in cache) takes longer than its bytes at the
-        bandwidth: from there on the fused kernel is compute-bound and every further op
-        costs time. None if no k is."""
+        """The k from which on every chain's arithmetic (in cache) takes longer than its bytes
+        at ``roofline``'s bandwidth: the fused kernel is compute-bound there and every further
+        op costs time. None if the longest chain is memory-bound. (A short chain that comes
+        out slow in cache on a busy machine does not move the turn.)"""
+        turn = None
         times = zip(self.ks, self.memory_seconds(roofline), self.in_cache)
-        return next((k for k, memory, cached in times if cached.seconds > memory), None)
+        for k, memory, cached in reversed(list(times)):
+            if cached.seconds <= memory:
+                break
+            turn = k
+        return turn
 
 
 def measure_op_repeat(
