@@ -1,13 +1,11 @@
 """The op-repeat experiment: k chained ops, fused and unfused, against the roofline."""
 
-import os
-
 import numpy as np
 import pytest
 
 import course_lib as cl
+from conftest import needs_gxx
 from course_lib.errors import GraphError, ParameterError, ShapeError
-from course_lib.kernels import emulator
 from course_lib.passes import Fused, fuse_elementwise
 from course_lib.perf import (
     KernelPoint,
@@ -19,10 +17,7 @@ from course_lib.perf import (
 )
 from course_lib.viz import plot_op_repeat, plot_roofline
 
-needs_compiler = pytest.mark.skipif(  # CI has g++: fail there rather than skip
-    not emulator.emulator_available() and not os.environ.get("CI"),
-    reason="the fused C++ loop needs g++ on PATH",
-)
+needs_compiler = needs_gxx("the fused C++ loop")
 N = 1000
 
 
