@@ -20,7 +20,7 @@ from .. import params
 from ..errors import ParameterError
 from ..graph import variable
 from ..passes import Fused, fuse_elementwise
-from ..passes.fusion.cpu_loop import run_cpu_loop
+from ..passes.fusion.cpu_loop import bind_cpu_loop
 from ..passes.fusion.regions import MAX_OPS
 from .ceilings import Roofline
 from .counts import arithmetic_intensity
@@ -107,9 +107,9 @@ def measure_op_repeat(
     an array several times larger than the last-level cache.
 
     Every run writes into one preallocated output whose pages are mapped, and every loop is
-    compiled before the timings, so no warm-up round is needed. The medians of ``repeats``
-    runs are taken in turn (every run of a round, round after round), so a busy machine
-    slows all alike.
+    compiled before the timings (when it is bound), so no warm-up round is needed. The
+    medians of ``repeats`` runs are taken in turn (every run of a round, round after round),
+    so a busy machine slows all alike.
     """
     ks = tuple(params.positive_size(k, "measure_op_repeat: k") for k in ks)
     n = params.positive_size(n, "measure_op_repeat: n")
@@ -128,9 +128,7 @@ def measure_op_repeat(
         graphs[k, "fused"] = fused = fuse_elementwise(graphs[k, "unfused"])
         runs[k, "unfused"] = lambda k=k: chained_ops(x, k, out)
         runs[k, "fused"] = _runner(fused, k, x, out)
-        in_cache = _runner(fused, k, x[:small], out[:small])
-        in_cache()  # compiles the loop, outside the timings
-        runs[k, "in cache"] = _repeated(in_cache, times)
+        runs[k, "in cache"] = _repeated(_runner(fused, k, x[:small], out[:small]), times)
     seconds = interleaved_medians(runs, repeats=repeats, warmup=0)
     points = {}
     for (k, kind), graph in graphs.items():
@@ -149,10 +147,11 @@ def measure_op_repeat(
 
 
 def _runner(fused, k: int, x: np.ndarray, out: np.ndarray) -> Callable[[], object]:
-    """Run the fusion pass's result on ``x`` into ``out``: its compiled loop, or, when the
-    pass left one op (k = 1), that op as NumPy's kernel."""
+    """Run the fusion pass's result on ``x`` into ``out``: its compiled loop (bound once,
+    so a call costs about what NumPy's does), or, when the pass left one op (k = 1), that
+    op as NumPy's kernel."""
     if isinstance(fused.op, Fused):
-        return lambda: run_cpu_loop(fused.op.kernel, [x], out=out)
+        return bind_cpu_loop(fused.op.kernel, [x], out)
     return lambda: chained_ops(x, k, out)
 
 
