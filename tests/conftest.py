@@ -63,6 +63,16 @@ def oracle_import(module: str) -> ModuleType:
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
+def needs_gxx(what: str) -> pytest.MarkDecorator:
+    """Skip a test when g++ is missing; CI has g++, so there a missing one fails instead."""
+    from course_lib.kernels import emulator  # noqa: PLC0415  (only tests that compile ask)
+
+    return pytest.mark.skipif(
+        not emulator.emulator_available() and not os.environ.get("CI"),
+        reason=f"{what} needs g++ on PATH",
+    )
+
+
 def run_benchmark(script: str, *args: str, timeout: float = 300) -> str:
     """Run ``benchmarks/<script>`` with ``args`` in a fresh interpreter; return its stdout
     (the run must exit 0; its stderr is the failure message otherwise)."""

@@ -11,7 +11,13 @@ from course_lib.errors import GraphError, ShapeError
 from course_lib.kernels import emulator, nvrtc
 from course_lib.passes import fuse_elementwise
 from course_lib.passes.fusion.codegen import cpu_source, numexpr_program
-from course_lib.passes.fusion.cpu_loop import LOOP_MIN_SIZE, _compiled, loop_worthy, run_cpu_loop
+from course_lib.passes.fusion.cpu_loop import (
+    LOOP_MIN_SIZE,
+    _compiled,
+    bind_cpu_loop,
+    loop_worthy,
+    run_cpu_loop,
+)
 
 needs_emulator = pytest.mark.skipif(  # CI has g++: fail there rather than skip
     not emulator.emulator_available() and not os.environ.get("CI"),
@@ -152,3 +158,24 @@ def test_cpu_loop_checks_its_arrays():
     with pytest.raises(ShapeError, match="C-contiguous float32"):
         run_cpu_loop(kernel, [ones, ones.astype(np.float64), ones])
     assert not loop_worthy([ones, ones, ones])  # small: numexpr runs it
+
+
+@needs_emulator
+def test_a_bound_loop_reads_its_arrays_at_each_call_and_keeps_them_alive():
+    x = cl.variable("x", (1000,), np.float32)
+    kernel = fuse_elementwise(x * 3.0 + 1.0).op.kernel
+    values = np.linspace(-1, 1, 1000, dtype=np.float32)
+    out = np.full(1000, np.nan, np.float32)
+    loop = bind_cpu_loop(kernel, [values], out)
+    loop()
+    np.testing.assert_array_equal(out, values * 3.0 + 1.0)  # no FMA: NumPy's float32 steps
+    values[:] = 0.5  # the loop holds pointers, so it sees the new numbers
+    loop()
+    np.testing.assert_array_equal(out, np.full(1000, 2.5, np.float32))
+    del values, out  # the loop keeps its arrays alive
+    loop()
+    np.testing.assert_array_equal(loop.arrays[-1], np.full(1000, 2.5, np.float32))
+    empty = np.empty(0, np.float32)
+    bind_cpu_loop(kernel, [empty], empty)()  # nothing to run, nothing compiled
+    with pytest.raises(ShapeError, match="one shape"):
+        bind_cpu_loop(kernel, [np.ones(3, np.float32)], np.ones(4, np.float32))

@@ -1,10 +1,12 @@
 """Performance accounting: FLOPs and bytes of graphs, arithmetic intensity, measured machine
-ceilings (memory bandwidth, matmul rate), kernels placed on a roofline, median timings,
-and how many threads NumPy's pools may use."""
+ceilings (memory bandwidth, matmul rate), kernels placed on a roofline, the op-repeat
+experiment (how many fused ops are free), median timings, and how many threads NumPy's pools
+may use."""
 
 from .ceilings import Roofline, measure_bandwidth, measure_matmul_rate, measure_roofline
 from .counts import IntensityReport, OpCost, arithmetic_intensity, flops_by_node, op_cost
 from .points import KernelPoint, measure_graph, measure_kernel
+from .repeat import OpRepeat, chained_ops, measure_op_repeat
 from .search import Candidate, search_fusions
 from .threads import ThreadLimits, limit_threads
 from .timing import best_seconds, blocked_medians, interleaved_medians, median_seconds
@@ -14,10 +16,12 @@ __all__ = [
     "IntensityReport",
     "KernelPoint",
     "OpCost",
+    "OpRepeat",
     "Roofline",
     "ThreadLimits",
     "arithmetic_intensity",
     "best_seconds",
+    "chained_ops",
     "blocked_medians",
     "flops_by_node",
     "interleaved_medians",
@@ -26,6 +30,7 @@ __all__ = [
     "measure_graph",
     "measure_kernel",
     "measure_matmul_rate",
+    "measure_op_repeat",
     "measure_roofline",
     "median_seconds",
     "op_cost",

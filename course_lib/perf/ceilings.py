@@ -3,8 +3,10 @@
 * Memory bandwidth: copy a large array (bigger than the caches); bytes read + written
   divided by the median time.
 * Compute: a float32 matrix product through BLAS, ``2·n³`` FLOPs over the *best* time — a
-  peak is what the machine can do, and on a shared machine a BLAS call is often delayed by
-  its worker threads waiting for a core.
+  ceiling is what the machine can do, and on a shared machine a BLAS call is often delayed by
+  its worker threads waiting for a core. It is what NumPy's BLAS reaches, not the processor's
+  peak (every core's vector units busy every cycle): a kernel that beats BLAS can sit above
+  it, and most kernels have a lower ceiling of their own.
 
 Attainable FLOP/s at arithmetic intensity AI (FLOPs per byte) is
 ``min(peak FLOP/s, AI × bandwidth)``; the two meet at the ridge point.
@@ -22,7 +24,8 @@ from .timing import best_seconds, median_seconds
 
 @dataclass(frozen=True)
 class Roofline:
-    """Measured ceilings: ``bandwidth`` in bytes/s and ``peak_flops`` in FLOP/s."""
+    """Measured ceilings: ``bandwidth`` in bytes/s and ``peak_flops`` in FLOP/s (the rate of a
+    BLAS matmul when measured, not the hardware's peak)."""
 
     bandwidth: float
     peak_flops: float
@@ -43,7 +46,7 @@ class Roofline:
     def describe(self) -> str:
         return (
             f"bandwidth {self.bandwidth / 1e9:.1f} GB/s, matmul {self.peak_flops / 1e9:.1f} "
-            f"GFLOP/s, ridge at {self.ridge:.1f} FLOPs/byte"
+            f"GFLOP/s (measured BLAS, not peak), ridge at {self.ridge:.1f} FLOPs/byte"
         )
 
 

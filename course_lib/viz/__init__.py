@@ -4,7 +4,7 @@ from .figure import GraphFigure
 from .graphs import draw_graph
 from .layout import plot_layout
 from .plots import plot_attention, plot_breakdown, plot_curve, plot_difference_errors
-from .roofline import plot_roofline
+from .roofline import plot_op_repeat, plot_roofline
 from .steps import StepThrough, draw_step
 from .tables import Table, adjoint_trace, evaluation_trace
 
@@ -21,5 +21,6 @@ __all__ = [
     "plot_curve",
     "plot_difference_errors",
     "plot_layout",
+    "plot_op_repeat",
     "plot_roofline",
 ]

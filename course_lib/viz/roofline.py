@@ -1,4 +1,5 @@
-"""``plot_roofline``: measured kernels placed under the measured ceilings of this machine."""
+"""Rooflines: measured kernels placed under the measured ceilings of this machine
+(``plot_roofline``), and the op-repeat experiment against them (``plot_op_repeat``)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ..perf import KernelPoint, Roofline
+from ..perf import KernelPoint, OpRepeat, Roofline
 
 
 class RooflineFigure(Figure):
@@ -23,8 +25,9 @@ class RooflineFigure(Figure):
 def plot_roofline(points: Sequence[KernelPoint], roofline: Roofline, title: str = "") -> Figure:
     """Log-log roofline: attainable FLOP/s = min(peak, AI × bandwidth), and each kernel.
 
-    The text form names the kernels in order of intensity and says which side of the
-    ridge each one is on (memory- or compute-bound), not its noisy timings.
+    The ceilings are measured (a copy, a BLAS matmul), not the hardware's data-sheet peaks,
+    and their legend says so. The text form names the kernels in order of intensity and says
+    which side of the ridge each one is on (memory- or compute-bound), not their noisy timings.
     """
     points = list(points)
     if not points:
@@ -32,25 +35,83 @@ def plot_roofline(points: Sequence[KernelPoint], roofline: Roofline, title: str 
     for p in points:
         if not isinstance(p, KernelPoint):
             raise TypeError(f"plot_roofline takes KernelPoint values, got {type(p).__name__}")
-    intensities = np.array([p.intensity for p in points])
-    low = min(intensities.min(), roofline.ridge) / 4
-    high = max(intensities.max(), roofline.ridge) * 4
-    xs = np.geomspace(low, high, 200)
     fig = plt.figure(figsize=(6.8, 4.2), layout="constrained", FigureClass=RooflineFigure)
     plt.close(fig)
     ax = fig.add_subplot()
-    ax.loglog(xs, roofline.attainable(xs) / 1e9, color="black", linewidth=2, label="roofline")
-    ax.axvline(roofline.ridge, color="grey", linestyle=":", linewidth=1)
+    _ceilings(ax, roofline, [p.intensity for p in points])
     for p in points:
         ax.loglog(p.intensity, p.flops_per_second / 1e9, "o", markersize=7, label=p.name)
-    ax.set_xlabel("arithmetic intensity (FLOPs / byte)")
-    ax.set_ylabel("GFLOP/s")
-    ax.set_title(title or f"Roofline of this machine ({roofline.describe()})", fontsize=9)
+    ax.set_title(title or f"Roofline of this machine\n{roofline.describe()}", fontsize=9)
     ax.legend(fontsize=8, loc="lower right")
-    ax.grid(True, which="both", alpha=0.3)
     lines = [f"roofline with {len(points)} measured kernels (ridge between memory and compute):"]
     for p in sorted(points, key=lambda p: p.intensity):
         side = "memory-bound" if p.intensity < roofline.ridge else "compute-bound"
         lines.append(f"  {p.name}: AI {p.intensity:.3g} FLOPs/byte, {side}")
     fig.summary = "\n".join(lines)
     return fig
+
+
+def plot_op_repeat(result: OpRepeat, roofline: Roofline) -> Figure:
+    """The op-repeat experiment: time against k (left), and the kernels on the roofline (right).
+
+    Left: fused and unfused times, the fused kernel's memory time (its bytes at the measured
+    bandwidth) and arithmetic time (the same work in cache), with a dotted line at the first
+    k whose arithmetic takes longer. Right: the machine's ceilings, the fused loop's
+    arithmetic ceiling, the fused kernels climbing the bandwidth slope as k grows, and the
+    unfused ones, all at 1/8 FLOP per byte.
+    """
+    if not isinstance(result, OpRepeat):
+        raise TypeError(f"plot_op_repeat takes an OpRepeat, got {type(result).__name__}")
+    fig = plt.figure(figsize=(10, 4), layout="constrained", FigureClass=RooflineFigure)
+    plt.close(fig)
+    timing, roof = fig.subplots(1, 2)
+    turn = result.turn(roofline)
+    _time_against_k(timing, result, roofline, turn)
+    _ceilings(roof, roofline, [p.intensity for p in result.fused])
+    roof.axhline(result.loop_flops / 1e9, color="tab:green", linestyle="--", linewidth=1,
+                 label="fused loop in cache (one core)")  # fmt: skip
+    for name, points, style in (("fused", result.fused, "o-"), ("unfused", result.unfused, "o")):
+        rates = [p.flops_per_second / 1e9 for p in points]
+        roof.loglog([p.intensity for p in points], rates, style, label=name)
+    for k, p in zip(result.ks, result.fused):
+        roof.annotate(f"k={k}", (p.intensity, p.flops_per_second / 1e9), fontsize=7,
+                      textcoords="offset points", xytext=(4, -10))  # fmt: skip
+    roof.set_title("the fused kernels on the roofline", fontsize=9)
+    roof.legend(fontsize=7, loc="lower right")
+    bound = "every k memory-bound" if turn is None else f"compute-bound from k = {turn}"
+    fig.summary = (
+        f"op repeat, k = {', '.join(map(str, result.ks))}: fused and unfused times against k, "
+        f"and the kernels on the roofline; the fused kernel is {bound}"
+    )
+    return fig
+
+
+def _time_against_k(ax: Axes, result: OpRepeat, roofline: Roofline, turn: int | None) -> None:
+    ks = np.array(result.ks)
+    for name, points in (("fused (one kernel)", result.fused), ("unfused", result.unfused)):
+        ax.loglog(ks, [p.seconds * 1e3 for p in points], "o-", label=name)
+    ax.loglog(ks, np.array(result.memory_seconds(roofline)) * 1e3, "k--", linewidth=1,
+              label="fused: bytes / measured bandwidth")  # fmt: skip
+    ax.loglog(ks, [p.seconds * 1e3 for p in result.in_cache], "--", color="tab:green",
+              linewidth=1, label="fused: same work in cache")  # fmt: skip
+    if turn is not None:
+        ax.axvline(turn, color="grey", linestyle=":", linewidth=1)
+    ax.set_xscale("log", base=2)
+    ax.set(xlabel="k, ops in the chain", ylabel="ms", title="time against k")
+    ax.legend(fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
+
+
+def _ceilings(ax: Axes, roofline: Roofline, intensities: Sequence[float]) -> None:
+    """Draw the two measured ceilings over the intensities shown, and label the axes."""
+    low = min(min(intensities), roofline.ridge) / 4
+    high = max(max(intensities), roofline.ridge) * 4
+    slope = np.geomspace(low, roofline.ridge, 100)
+    ax.loglog(slope, slope * roofline.bandwidth / 1e9, color="black", linewidth=2,
+              label="memory ceiling: measured copy bandwidth")  # fmt: skip
+    ax.loglog([roofline.ridge, high], [roofline.peak_flops / 1e9] * 2, color="dimgrey",
+              linewidth=2, label="matmul ceiling: measured BLAS, not peak")  # fmt: skip
+    ax.axvline(roofline.ridge, color="grey", linestyle=":", linewidth=1)
+    ax.set_xlabel("arithmetic intensity (FLOPs / byte)")
+    ax.set_ylabel("GFLOP/s")
+    ax.grid(True, which="both", alpha=0.3)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -68,10 +68,20 @@ def run_cpu_loop(
     ``out`` (optional) receives the result, as in the lecture's programs where every
     array is allocated beforehand.
     """
+    if out is None:
+        out = np.empty(arrays[0].shape if len(arrays) else (), np.float32)
+    bind_cpu_loop(kernel, arrays, out)()
+    return out
+
+
+def bind_cpu_loop(
+    kernel: FusedElementwise, arrays: Sequence[np.ndarray], out: np.ndarray
+) -> Callable[[], None]:
+    """``kernel``'s compiled loop bound to ``arrays`` and ``out``, checked and compiled once:
+    each call of the result runs the loop and nothing else (for timing arrays small enough
+    that Python's per-call work would count)."""
     if len(arrays) != len(kernel.inputs):
         raise ShapeError(f"{kernel.name} takes inputs {kernel.inputs}, got {len(arrays)} arrays")
-    if out is None:
-        out = np.empty(arrays[0].shape if arrays else (), np.float32)
     everything = [*arrays, out]
     if len({a.shape for a in everything}) != 1 or any(
         a.dtype != np.float32 or not a.flags.c_contiguous for a in everything
@@ -80,8 +90,14 @@ def run_cpu_loop(
             f"{kernel.name} runs on C-contiguous float32 arrays of one shape (output "
             f"included), got {[(a.shape, str(a.dtype)) for a in everything]}"
         )
-    if out.size:
-        function = _compiled(cpu_source(kernel), kernel.name)
-        pointers = [ctypes.c_void_p(a.ctypes.data) for a in everything]
-        function(*pointers, ctypes.c_longlong(out.size))
-    return out
+    if not out.size:
+        return lambda: None
+    function = _compiled(cpu_source(kernel), kernel.name)
+    pointers = [ctypes.c_void_p(a.ctypes.data) for a in everything]
+    size = ctypes.c_longlong(out.size)
+
+    def loop() -> None:
+        function(*pointers, size)
+
+    loop.arrays = everything  # the arrays live as long as the loop that points into them
+    return loop
