@@ -75,7 +75,7 @@ def reference_logits(model, tokens):
     c, p = model.config, model.params
     h = p["model.embed_tokens.weight"][tokens].astype(np.float64)
     if c.positions == "sinusoidal":
-        h = h + sinusoids(tokens.shape[1], c.dim)
+        h = h * np.sqrt(c.dim) + sinusoids(tokens.shape[1], c.dim)
     for i in range(c.n_layers):
         layer = f"model.layers.{i}"
         if c.norm_position == "pre":  # h + f(norm(h))

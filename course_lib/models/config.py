@@ -39,8 +39,10 @@ class LlamaConfig:
         each residual add, ``norm(h + f(h))`` ("pre" or "post"); RMSNorm or LayerNorm with a
         bias ("rms" or "layer"); the MLP ``down(silu(gate(x)) · up(x))`` or
         ``down(relu(up(x)))`` ("swiglu" or "relu"); RoPE rotating queries and keys or
-        sinusoids added to the embeddings ("rope" or "sinusoidal"). The calculators
-        (FLOPs, memory, inference) count LLaMA's choices only.
+        sinusoids added to the embeddings, which are multiplied by √dim first so that the
+        tokens are not drowned by the positions, as in the paper ("rope" or
+        "sinusoidal"). The calculators (FLOPs, memory, inference) count LLaMA's choices
+        only.
     """
 
     dim: int

@@ -12,7 +12,7 @@ switch         LLaMA (the default)             original
 norm_position  "pre": ``h + f(norm(h))``       "post": ``norm(h + f(h))``, no final norm
 norm           "rms": RMSNorm (scale only)     "layer": LayerNorm (centre, scale, bias)
 mlp            "swiglu": gate, up, down        "relu": ``down(relu(up(x)))``
-positions      "rope": rotating q and k        "sinusoidal": added to the embeddings
+positions      "rope": rotating q and k        "sinusoidal": added to embeddings · √h
 =============  ==============================  ===================================
 """
 
@@ -78,10 +78,10 @@ class Llama(DecoderLM):
         c = self.config
         batch, seq = tokens.shape
         x = take(p["model.embed_tokens.weight"], tokens)
-        if c.positions == "sinusoidal":
+        if c.positions == "sinusoidal":  # the embeddings scaled by √dim, as in the paper
             start = 0 if past is None else past[0][0].shape[1]
             table = sinusoidal_positions(seq, c.dim, start).astype(self.dtype)
-            x = x + constant(table, "positions")
+            x = x * float(np.sqrt(c.dim)) + constant(table, "positions")
         h = flatten_rows(x)
         attention, present = [], []
         for i in range(c.n_layers):
