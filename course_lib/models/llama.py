@@ -146,9 +146,9 @@ class Llama(DecoderLM):
 
 
 _PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
-#: Each block's two norms, in Hugging Face's names: before attention and before the MLP
-#: (pre-norm, LLaMA's names), or after attention's residual add and after the MLP's
-#: (post-norm; the names Gemma-2 gives its norms after each sublayer).
+#: Each block's two norms, in Hugging Face's style of names: before attention and before the
+#: MLP (pre-norm, LLaMA's names), or after attention's residual add and after the MLP's
+#: (post-norm, each named after the sublayer it follows).
 _NORMS = {"pre": ("input_layernorm", "post_attention_layernorm"),
           "post": ("post_attention_layernorm", "post_feedforward_layernorm")}  # fmt: skip
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)  # buffers recomputed from the config
