@@ -7,7 +7,15 @@ import numpy as np
 import pytest
 
 import course_lib as cl
-from course_lib.models import Llama, LlamaConfig, VaswaniDecoder, count_flops, flops_table, generate
+from course_lib.models import (
+    ARCHITECTURE,
+    DecoderLM,
+    Llama,
+    LlamaConfig,
+    count_flops,
+    flops_table,
+    generate,
+)
 from course_lib.models.flops import COURSE_LIB
 from course_lib.models.inference import kv_cache_bytes
 
@@ -128,6 +136,32 @@ def test_generate_with_a_cache_gives_the_same_tokens(temperature, top_k, prompt,
     assert generate(model, prompt, new, temperature, top_k, seed=4, kv_cache=True) == recomputed
 
 
+class Bigram(DecoderLM):
+    """A decoder with logits but no decode method: each token's row of one matrix."""
+
+    def parameter_specs(self):
+        return {"table": ((CONFIG.vocab_size, CONFIG.vocab_size), "normal")}
+
+    def build_logits(self, tokens, p):
+        return cl.take(p["table"], tokens), []
+
+
 def test_generate_with_a_cache_needs_a_decode_method():
-    with pytest.raises(cl.GraphError, match="VaswaniDecoder has none"):
-        generate(VaswaniDecoder(CONFIG), [1, 2], 3, kv_cache=True)
+    assert len(generate(Bigram(CONFIG), [1, 2], 3)) == 5  # recomputing needs only logits
+    with pytest.raises(cl.GraphError, match="Bigram has none"):
+        generate(Bigram(CONFIG), [1, 2], 3, kv_cache=True)
+
+
+@pytest.mark.parametrize("switches", [{f: c[1]} for f, c in ARCHITECTURE.items()]
+                         + [{f: c[1] for f, c in ARCHITECTURE.items()}],
+                         ids=[*(c[1] for c in ARCHITECTURE.values()), "original"])  # fmt: skip
+def test_every_architecture_decodes_as_it_recomputes(switches, tokens):
+    """Sinusoids at the cache's positions, post-norm, LayerNorm and ReLU decode as well."""
+    model = Llama(dataclasses.replace(CONFIG, **switches), seed=0, dtype=np.float64, init_std=0.4)
+    full = model.logits(tokens)
+    logits, cache = model.decode(tokens[:, :4])
+    steps = [logits]
+    for t in range(4, tokens.shape[1]):
+        logits, cache = model.decode(tokens[:, t : t + 1], cache)
+        steps.append(logits)
+    np.testing.assert_allclose(np.concatenate(steps, axis=1), full, rtol=0, atol=1e-12)

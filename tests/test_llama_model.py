@@ -9,12 +9,12 @@ import course_lib as cl
 from conftest import oracle_import
 from course_lib.gradcheck import check_gradients, check_tangents, numerical_gradient
 from course_lib.models import (
+    ARCHITECTURE,
     SGD,
     AdamW,
     ByteTokenizer,
     Llama,
     LlamaConfig,
-    VaswaniDecoder,
     cosine_schedule,
     generate,
     load_hf_state_dict,
@@ -31,6 +31,8 @@ from course_lib.models.train import held_out_loss
 
 SMALL = LlamaConfig(dim=16, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=24, vocab_size=32,
                     max_seq_len=16)  # fmt: skip
+#: The original Transformer's block (post-norm LayerNorm, ReLU MLP, sinusoidal positions).
+ORIGINAL = {field: choices[1] for field, choices in ARCHITECTURE.items()}
 
 
 @pytest.fixture
@@ -38,9 +40,9 @@ def tokens():
     return np.random.default_rng(0).integers(0, SMALL.vocab_size, (2, 7))
 
 
-@pytest.mark.parametrize("cls", [Llama, VaswaniDecoder])
-def test_parameter_gradients_match_central_differences(cls, tokens):
-    model = cls(SMALL, seed=1, dtype=np.float64, init_std=0.3)
+@pytest.mark.parametrize("switches", [{}, ORIGINAL], ids=["LLaMA", "original"])
+def test_parameter_gradients_match_central_differences(switches, tokens):
+    model = Llama(dataclasses.replace(SMALL, **switches), seed=1, dtype=np.float64, init_std=0.3)
     _, grads = model.loss_and_grads(tokens)
     rng = np.random.default_rng(2)
     for name in rng.choice(sorted(model.params), size=6, replace=False):
@@ -91,12 +93,12 @@ def test_seeded_initialisation():
     np.testing.assert_array_equal(a.params["model.norm.weight"], 1.0)
 
 
-@pytest.mark.parametrize("cls", [Llama, VaswaniDecoder])
-def test_short_training_run_lowers_the_loss(cls):
+@pytest.mark.parametrize("switches", [{}, ORIGINAL], ids=["LLaMA", "original"])
+def test_short_training_run_lowers_the_loss(switches):
     config = LlamaConfig(dim=32, n_layers=1, n_heads=4, n_kv_heads=2, ffn_dim=64,
-                         vocab_size=256, max_seq_len=32)  # fmt: skip
+                         vocab_size=256, max_seq_len=32, **switches)  # fmt: skip
     data = ByteTokenizer().encode(stdlib_docstrings())
-    model = cls(config, seed=0)
+    model = Llama(config, seed=0)
     history = train(model, data, steps=60, batch=8, seq=32,
                     optimizer=AdamW(model.params, lr=1e-2), progress=False)  # fmt: skip
     assert len(history.losses) == 60

@@ -224,7 +224,9 @@ def test_decode_step_by_hand():
     assert step.flops == 4 * decode_step(LLAMA2_7B, 1, 100, "A100").flops  # linear in batch
     assert step.compute_seconds == step.flops / 312e12
     assert step.memory_seconds == (step.weight_bytes + step.kv_bytes) / 1555e9
-    assert step.bound == "memory" and step.seconds == step.memory_seconds
+    assert step.roofline == cl.perf.Roofline(bandwidth=1555e9, peak_flops=312e12)
+    assert step.bound == "memory" and step.intensity < step.roofline.ridge
+    assert step.seconds == pytest.approx(step.memory_seconds, rel=1e-12)
     assert step.tokens_per_second == 4 / step.seconds
     assert step.intensity == pytest.approx(step.flops / (step.weight_bytes + step.kv_bytes))
     with pytest.raises(cl.ParameterError, match="decode_step: context must be >= 0"):
@@ -239,6 +241,11 @@ def test_decoding_becomes_compute_bound_at_the_crossover_batch():
     assert b == math.ceil(by_hand) == 203
     assert decode_step(LLAMA2_7B, b - 1, 0, "A100").bound == "memory"
     assert decode_step(LLAMA2_7B, b, 0, "A100").bound == "compute"
+    for batch in (1, b - 1, b, 4 * b):  # the roofline's bound is the slower of the two
+        step = decode_step(LLAMA2_7B, batch, 0, "A100")
+        slower = max(step.compute_seconds, step.memory_seconds)
+        assert step.seconds == pytest.approx(slower, rel=1e-12)
+        assert (step.bound == "compute") == (step.compute_seconds >= step.memory_seconds)
     # grouped-query attention reads 4x less cache per sequence: compute-bound sooner
     assert decode_crossover_batch(GQA_7B, 100, "A100") < decode_crossover_batch(LLAMA2_7B, 100,
                                                                                 "A100")

@@ -1,7 +1,8 @@
-"""Models built on course_lib: the LLaMA-style transformer, the original Transformer block
-for comparison, and what training them needs (tokenizer, corpus, optimisers, loop, sampling)."""
+"""Models built on course_lib: the LLaMA-style transformer (switchable back to the original
+Transformer's block for an ablation), and what training it needs (tokenizer, corpus,
+optimisers, loop, sampling)."""
 
-from .config import LlamaConfig
+from .config import ARCHITECTURE, LlamaConfig
 from .corpus import load_text, random_windows, split_tokens, stdlib_docstrings
 from .decoder import DecoderLM, ForwardGraph
 from .flops import count_flops, flops_table, training_flops
@@ -12,12 +13,10 @@ from .optim import SGD, AdamW, cosine_schedule
 from .sampling import generate
 from .tokenizer import ByteTokenizer
 from .train import TrainHistory, train
-from .vaswani import VaswaniDecoder, sinusoidal_positions
 
 __all__ = [
-    "SGD", "AdamW", "ByteTokenizer", "DecoderLM", "ForwardGraph", "KVCache", "Llama",
-    "LlamaConfig", "TrainHistory", "VaswaniDecoder", "cosine_schedule", "count_flops",
-    "flops_table", "generate", "load_hf_state_dict", "load_text", "param_count",
-    "random_windows", "sinusoidal_positions", "split_tokens", "stdlib_docstrings", "train",
-    "training_flops", "training_memory",
+    "ARCHITECTURE", "SGD", "AdamW", "ByteTokenizer", "DecoderLM", "ForwardGraph", "KVCache",
+    "Llama", "LlamaConfig", "TrainHistory", "cosine_schedule", "count_flops", "flops_table",
+    "generate", "load_hf_state_dict", "load_text", "param_count", "random_windows",
+    "split_tokens", "stdlib_docstrings", "train", "training_flops", "training_memory",
 ]  # fmt: skip

@@ -25,13 +25,24 @@ class LlamaConfig:
         Key/value heads (``num_key_value_heads``): ``n_heads`` is multi-head attention,
         1 is multi-query, anything in between is grouped-query attention.
     ffn_dim : int
-        SwiGLU inner size i (``intermediate_size``).
+        The MLP's inner size i (``intermediate_size``).
     vocab_size : int
         Vocabulary size v.
     max_seq_len : int
-        Longest sequence the RoPE tables cover (``max_position_embeddings``).
+        Longest sequence the position tables cover (``max_position_embeddings``).
     rope_theta, norm_eps : float
-        RoPE base and the epsilon inside RMSNorm's square root.
+        RoPE base and the epsilon inside the norm's square root.
+    norm_position, norm, mlp, positions : str
+        The four changes from the original Transformer, switchable one at a time for an
+        ablation; LLaMA's choice is the default, the original's the other
+        (:data:`ARCHITECTURE`): a norm before each sublayer, ``h + f(norm(h))``, or after
+        each residual add, ``norm(h + f(h))`` ("pre" or "post"); RMSNorm or LayerNorm with a
+        bias ("rms" or "layer"); the MLP ``down(silu(gate(x)) · up(x))`` or
+        ``down(relu(up(x)))`` ("swiglu" or "relu"); RoPE rotating queries and keys or
+        sinusoids added to the embeddings, which are multiplied by √dim first so that the
+        tokens are not drowned by the positions, as in the paper ("rope" or
+        "sinusoidal"). The calculators (FLOPs, memory, inference) count LLaMA's choices
+        only.
     """
 
     dim: int
@@ -43,11 +54,17 @@ class LlamaConfig:
     max_seq_len: int
     rope_theta: float = 10000.0
     norm_eps: float = 1e-5
+    norm_position: str = "pre"
+    norm: str = "rms"
+    mlp: str = "swiglu"
+    positions: str = "rope"
 
     def __post_init__(self):
         sizes = ("dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim", "vocab_size", "max_seq_len")
         for field in sizes:
             params.positive_size(getattr(self, field), f"LlamaConfig.{field}")
+        for field, choices in ARCHITECTURE.items():
+            one_of(getattr(self, field), choices, f"LlamaConfig.{field}")
         params.real(self.norm_eps, "LlamaConfig.norm_eps", minimum=0.0)
         if params.real(self.rope_theta, "LlamaConfig.rope_theta") <= 1:
             raise ParameterError(f"LlamaConfig.rope_theta must be > 1, got {self.rope_theta}")
@@ -73,6 +90,12 @@ class LlamaConfig:
         """How many query heads share one key/value head."""
         return self.n_heads // self.n_kv_heads
 
+    @property
+    def changes_from_llama(self) -> dict[str, str]:
+        """The switches of :data:`ARCHITECTURE` not set to LLaMA's choice (empty for LLaMA)."""
+        return {field: getattr(self, field) for field, choices in ARCHITECTURE.items()
+                if getattr(self, field) != choices[0]}  # fmt: skip
+
     @classmethod
     def llama2_7b(cls) -> LlamaConfig:
         """LLaMA-2-7B: h = 4096, N = 32, n = 32 (MHA), i = 11008, v = 32000, s <= 4096."""
@@ -86,11 +109,36 @@ class LlamaConfig:
                    max_seq_len=128)  # fmt: skip
 
 
+#: The switchable parts of the block: LLaMA's choice first, the original Transformer's
+#: (Vaswani et al., 2017) second.
+ARCHITECTURE = {
+    "norm_position": ("pre", "post"),
+    "norm": ("rms", "layer"),
+    "mlp": ("swiglu", "relu"),
+    "positions": ("rope", "sinusoidal"),
+}
+
+
+def one_of(value, choices: tuple, what: str):
+    """``value`` if it is one of the strings ``choices``, else a ParameterError naming
+    ``what``."""
+    if not isinstance(value, str) or value not in choices:
+        raise ParameterError(f"{what} must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
 def require_config(config, caller: str) -> LlamaConfig:
-    """``config`` itself if it is a :class:`LlamaConfig`, else a GraphError (a TypeError)
-    naming ``caller``."""
+    """``config`` itself if it is a :class:`LlamaConfig` of LLaMA's architecture, the one
+    the calculators count; else a GraphError (a TypeError) or a ParameterError naming
+    ``caller``."""
     if not isinstance(config, LlamaConfig):
         raise GraphError(f"{caller} needs a LlamaConfig, got {type(config).__name__}")
+    if config.changes_from_llama:
+        changed = ", ".join(f"{k}={v!r}" for k, v in config.changes_from_llama.items())
+        raise ParameterError(
+            f"{caller} counts LLaMA's block (pre-norm RMSNorm, SwiGLU, RoPE); the config has "
+            f"{changed}"
+        )
     return config
 
 
@@ -102,11 +150,7 @@ RECOMPUTE = ("none", "selective", "full")
 
 def recompute_choice(value, caller: str) -> str:
     """``value`` if it is one of :data:`RECOMPUTE`, else a ParameterError naming ``caller``."""
-    if not isinstance(value, str) or value not in RECOMPUTE:
-        raise ParameterError(
-            f"{caller}: recompute must be one of {', '.join(RECOMPUTE)}, got {value!r}"
-        )
-    return value
+    return one_of(value, RECOMPUTE, f"{caller}: recompute")
 
 
 def number_bytes(value, name: str, caller: str) -> int:

@@ -61,7 +61,7 @@ class DecoderLM:
     Parameters
     ----------
     config : LlamaConfig
-        The sizes (the Vaswani variant reads the same fields).
+        The sizes, and the architecture switches a subclass may read.
     seed : int
         Seeds the initialisation (``numpy.random.default_rng(seed)``).
     dtype : numpy dtype

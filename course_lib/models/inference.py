@@ -12,8 +12,10 @@ the step can stay memory-bound at any batch.
 Conventions: one step reads every parameter but the embedding (a gather of b rows, which
 is left out) and the whole cache of every sequence (``context`` tokens plus the new one's K
 and V); activations are not counted (they stay small at one token per sequence). FLOPs are
-those of :func:`~course_lib.models.flops.flops_table` with ``seq=1, past=context``. Time is a
-roofline bound: the larger of FLOPs ÷ peak and bytes ÷ bandwidth.
+those of :func:`~course_lib.models.flops.flops_table` with ``seq=1, past=context``. Time is the
+roofline bound (:class:`~course_lib.perf.Roofline` with the GPU's peak and bandwidth): FLOPs ÷
+the attainable FLOP/s at the step's intensity, min(peak, intensity × bandwidth), which is the
+larger of FLOPs ÷ peak and bytes ÷ bandwidth.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from .. import params
 from ..errors import ParameterError
 from ..kernels.gpus import GPU, get_gpu
+from ..perf import Roofline
 from .config import LlamaConfig, number_bytes, positive_size, require_config
 from .flops import flops_table
 from .gpu_time import peak_flops
@@ -58,8 +61,7 @@ class DecodeStep:
     flops: int
     weight_bytes: int
     kv_bytes: int
-    peak_flops: float  # FLOP/s
-    bandwidth: float  # bytes/s
+    roofline: Roofline  # the GPU's peak FLOP/s and DRAM bytes/s
 
     @property
     def bytes(self) -> int:
@@ -72,21 +74,23 @@ class DecodeStep:
 
     @property
     def compute_seconds(self) -> float:
-        return self.flops / self.peak_flops
+        """The FLOPs at the peak rate."""
+        return self.flops / self.roofline.peak_flops
 
     @property
     def memory_seconds(self) -> float:
-        return self.bytes / self.bandwidth
+        """The bytes at the DRAM bandwidth."""
+        return self.bytes / self.roofline.bandwidth
 
     @property
     def seconds(self) -> float:
-        """The roofline bound on the step's time."""
-        return max(self.compute_seconds, self.memory_seconds)
+        """The roofline bound on the step's time: FLOPs ÷ attainable FLOP/s."""
+        return self.flops / float(self.roofline.attainable(self.intensity))
 
     @property
     def bound(self) -> str:
-        """``"compute"`` or ``"memory"``: which of the two takes longer."""
-        return "compute" if self.compute_seconds >= self.memory_seconds else "memory"
+        """``"compute"`` at or past the ridge point, else ``"memory"``."""
+        return "compute" if self.intensity >= self.roofline.ridge else "memory"
 
     @property
     def tokens_per_second(self) -> float:
@@ -119,8 +123,7 @@ def decode_step(
         weight_bytes=(param_count(c) - c.vocab_size * c.dim)
         * number_bytes(dtype_bytes, "dtype_bytes", "decode_step"),
         kv_bytes=kv_cache_bytes(c, p + 1, b, dtype_bytes),
-        peak_flops=peak_flops(gpu, precision),
-        bandwidth=gpu.dram_gb_per_s * 1e9,
+        roofline=Roofline(bandwidth=gpu.dram_gb_per_s * 1e9, peak_flops=peak_flops(gpu, precision)),
     )
 
 
@@ -139,10 +142,11 @@ def decode_crossover_batch(
     sequence's cache alone takes longer to read than its FLOPs take to compute).
     """
     one = decode_step(config, 1, context, gpu, dtype_bytes, precision)
-    per_sequence = one.flops / one.peak_flops - one.kv_bytes / one.bandwidth
+    roof = one.roofline
+    per_sequence = one.flops / roof.peak_flops - one.kv_bytes / roof.bandwidth
     if per_sequence <= 0:
         return None
-    return max(1, math.ceil(one.weight_bytes / one.bandwidth / per_sequence))
+    return max(1, math.ceil(one.weight_bytes / roof.bandwidth / per_sequence))
 
 
 def max_batch(config: LlamaConfig, context: int, gpu: GPU | str, dtype_bytes: int = 2) -> int:

@@ -67,5 +67,5 @@ class KVCache:
         if self.length + new > max_seq_len:
             raise ShapeError(
                 f"KVCache: {self.length} cached + {new} new tokens exceed max_seq_len="
-                f"{max_seq_len} (the RoPE tables' length); prefill a shorter window"
+                f"{max_seq_len} (the position tables' length); prefill a shorter window"
             )

@@ -1,10 +1,13 @@
-"""Layers shared by the decoders: linear maps with (out, in) weights, causal self-attention
-on rows of tokens, and LLaMA's SwiGLU MLP."""
+"""The layers of the decoder: linear maps with (out, in) weights, causal self-attention on
+rows of tokens, LLaMA's SwiGLU MLP and the original Transformer's ReLU MLP and sinusoidal
+positions."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..graph import Node
-from ..ops import causal_attention, concat, matmul, reshape, rope, silu, transpose
+from ..ops import causal_attention, concat, matmul, relu, reshape, rope, silu, transpose
 from .config import LlamaConfig
 
 
@@ -59,3 +62,18 @@ def self_attention(
 def swiglu(x: Node, gate: Node, up: Node, down: Node) -> Node:
     """LLaMA's MLP: ``down(silu(gate(x)) · up(x))``."""
     return linear(silu(linear(x, gate)) * linear(x, up), down)
+
+
+def relu_mlp(x: Node, up: Node, down: Node) -> Node:
+    """The original Transformer's MLP: ``down(relu(up(x)))``, ReLU(x W₁) W₂ without biases."""
+    return linear(relu(linear(x, up)), down)
+
+
+def sinusoidal_positions(seq: int, dim: int, start: int = 0) -> np.ndarray:
+    """The original Transformer's positions ``start .. start + seq − 1``, added to the
+    embeddings: ``PE[t, 2i] = sin(t / 10000^(2i/dim))``, ``PE[t, 2i+1] = cos(...)``."""
+    angles = np.arange(start, start + seq)[:, None] / 10000.0 ** (np.arange(0, dim, 2) / dim)
+    table = np.zeros((seq, dim))
+    table[:, 0::2] = np.sin(angles)
+    table[:, 1::2] = np.cos(angles[:, : dim // 2])
+    return table

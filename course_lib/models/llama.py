@@ -2,6 +2,18 @@
 ``LlamaForCausalLM``: pre-norm RMSNorm (ε inside the square root), RoPE (half-split) on
 queries and keys, causal grouped-query attention (query head h reads kv head h // (H/KV)),
 SwiGLU MLP ``down(silu(gate(x)) · up(x))``, weights (out, in) used as ``x @ W.T``, no biases.
+
+The config switches each of the four back to the original Transformer (Vaswani et al., 2017)
+for an ablation, one at a time, in the same block:
+
+=============  ==============================  ===================================
+switch         LLaMA (the default)             original
+=============  ==============================  ===================================
+norm_position  "pre": ``h + f(norm(h))``       "post": ``norm(h + f(h))``, no final norm
+norm           "rms": RMSNorm (scale only)     "layer": LayerNorm (centre, scale, bias)
+mlp            "swiglu": gate, up, down        "relu": ``down(relu(up(x)))``
+positions      "rope": rotating q and k        "sinusoidal": added to embeddings · √h
+=============  ==============================  ===================================
 """
 
 from __future__ import annotations
@@ -11,11 +23,12 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..errors import FeedError, ShapeError
-from ..ops import reshape, rms_norm, take
+from ..graph import constant
+from ..ops import layer_norm, reshape, rms_norm, take
 from ..runtime import Tensor, no_grad
 from .decoder import DecoderLM, flatten_rows
 from .kv_cache import KVCache
-from .layers import attention_specs, linear, self_attention, swiglu
+from .layers import attention_specs, linear, relu_mlp, self_attention, sinusoidal_positions, swiglu
 
 
 class Llama(DecoderLM):
@@ -30,18 +43,24 @@ class Llama(DecoderLM):
     def parameter_specs(self):
         c = self.config
         specs = {"model.embed_tokens.weight": ((c.vocab_size, c.dim), "normal")}
+        mlp = ("gate", "up") if c.mlp == "swiglu" else ("up",)
         for i in range(c.n_layers):
             layer = f"model.layers.{i}"
             specs.update(attention_specs(c, f"{layer}.self_attn", _PROJECTIONS))
-            specs.update({
-                f"{layer}.mlp.gate_proj.weight": ((c.ffn_dim, c.dim), "normal"),
-                f"{layer}.mlp.up_proj.weight": ((c.ffn_dim, c.dim), "normal"),
-                f"{layer}.mlp.down_proj.weight": ((c.dim, c.ffn_dim), "normal"),
-                f"{layer}.input_layernorm.weight": ((c.dim,), "ones"),
-                f"{layer}.post_attention_layernorm.weight": ((c.dim,), "ones"),
-            })  # fmt: skip
-        specs["model.norm.weight"] = ((c.dim,), "ones")
+            specs.update({f"{layer}.mlp.{n}_proj.weight": ((c.ffn_dim, c.dim), "normal")
+                          for n in mlp})  # fmt: skip
+            specs[f"{layer}.mlp.down_proj.weight"] = ((c.dim, c.ffn_dim), "normal")
+            for norm in _NORMS[c.norm_position]:
+                specs.update(self._norm_specs(f"{layer}.{norm}"))
+        if c.norm_position == "pre":
+            specs.update(self._norm_specs("model.norm"))
         specs["lm_head.weight"] = ((c.vocab_size, c.dim), "normal")
+        return specs
+
+    def _norm_specs(self, name: str) -> dict:
+        specs = {f"{name}.weight": ((self.config.dim,), "ones")}
+        if self.config.norm == "layer":
+            specs[f"{name}.bias"] = ((self.config.dim,), "zeros")
         return specs
 
     def build_logits(self, tokens, p):
@@ -58,23 +77,52 @@ class Llama(DecoderLM):
         """
         c = self.config
         batch, seq = tokens.shape
-        h = flatten_rows(take(p["model.embed_tokens.weight"], tokens))
+        x = take(p["model.embed_tokens.weight"], tokens)
+        if c.positions == "sinusoidal":  # the embeddings scaled by √dim, as in the paper
+            start = 0 if past is None else past[0][0].shape[1]
+            table = sinusoidal_positions(seq, c.dim, start).astype(self.dtype)
+            x = x * float(np.sqrt(c.dim)) + constant(table, "positions")
+        h = flatten_rows(x)
         attention, present = [], []
         for i in range(c.n_layers):
-            layer = f"model.layers.{i}"
-            a = rms_norm(h, p[f"{layer}.input_layernorm.weight"], c.norm_eps)
-            weights = tuple(p[f"{layer}.self_attn.{n}.weight"] for n in _PROJECTIONS)
-            layer_past = None if past is None else past[i]
-            out, probs, kv = self_attention(a, weights, c, batch, seq, True, layer_past)
+            h, probs, kv = self.block(h, p, i, batch, seq, None if past is None else past[i])
             attention.append(probs)
             present.append(kv)
-            h = h + out
-            m = rms_norm(h, p[f"{layer}.post_attention_layernorm.weight"], c.norm_eps)
-            mlp = (p[f"{layer}.mlp.{n}_proj.weight"] for n in ("gate", "up", "down"))
-            h = h + swiglu(m, *mlp)
-        h = rms_norm(h, p["model.norm.weight"], c.norm_eps)
+        if c.norm_position == "pre":  # a post-norm block already ends with a norm
+            h = self.norm(h, p, "model.norm")
         logits = linear(h, p["lm_head.weight"])
         return reshape(logits, (batch, seq, c.vocab_size)), attention, present
+
+    def block(self, h, p, i, batch, seq, past=None):
+        """Block ``i`` on the rows ``h`` (batch·seq, dim): attention, then the MLP, each a
+        residual sublayer, ``h + f(norm(h))`` (pre-norm) or ``norm(h + f(h))`` (post-norm).
+
+        Returns the new rows, the attention probabilities and the keys and values (those of
+        ``past``, the layer's KV cache, and the new ones).
+        """
+        c, pre, layer = self.config, self.config.norm_position == "pre", f"model.layers.{i}"
+        norm1, norm2 = (f"{layer}.{name}" for name in _NORMS[c.norm_position])
+        weights = tuple(p[f"{layer}.self_attn.{n}.weight"] for n in _PROJECTIONS)
+        x = self.norm(h, p, norm1) if pre else h
+        out, probs, kv = self_attention(x, weights, c, batch, seq, c.positions == "rope", past)
+        h = h + out if pre else self.norm(h + out, p, norm1)
+        out = self.mlp(self.norm(h, p, norm2) if pre else h, p, layer)
+        h = h + out if pre else self.norm(h + out, p, norm2)
+        return h, probs, kv
+
+    def norm(self, x, p, name: str):
+        """RMSNorm or LayerNorm (the config's ``norm``) with the weights called ``name``."""
+        weight, eps = p[f"{name}.weight"], self.config.norm_eps
+        if self.config.norm == "rms":
+            return rms_norm(x, weight, eps)
+        return layer_norm(x, weight, p[f"{name}.bias"], eps)
+
+    def mlp(self, x, p, layer: str):
+        """SwiGLU or the ReLU MLP (the config's ``mlp``) of block ``layer``."""
+        up, down = p[f"{layer}.mlp.up_proj.weight"], p[f"{layer}.mlp.down_proj.weight"]
+        if self.config.mlp == "swiglu":
+            return swiglu(x, p[f"{layer}.mlp.gate_proj.weight"], up, down)
+        return relu_mlp(x, up, down)
 
     def decode(self, tokens, cache: KVCache | None = None) -> tuple[np.ndarray, KVCache]:
         """Logits (batch, seq, vocab) of ``tokens`` that follow the tokens in ``cache``, and
@@ -98,6 +146,11 @@ class Llama(DecoderLM):
 
 
 _PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
+#: Each block's two norms, in Hugging Face's style of names: before attention and before the
+#: MLP (pre-norm, LLaMA's names), or after attention's residual add and after the MLP's
+#: (post-norm, each named after the sublayer it follows).
+_NORMS = {"pre": ("input_layernorm", "post_attention_layernorm"),
+          "post": ("post_attention_layernorm", "post_feedforward_layernorm")}  # fmt: skip
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)  # buffers recomputed from the config
 
 
