@@ -11,6 +11,10 @@ import course_lib as cl
 from course_lib.viz import draw_graph, draw_step
 from course_lib.viz.graphs import STAGE_STYLES
 
+# The lecture's evaluation trace of y = ln x1 + x1·x2 − sin x2: sin v2 comes before the sum.
+LECTURE_TRACE = ["v1 = x1", "v2 = x2", "v3 = ln(v1)", "v4 = v1 × v2", "v5 = sin(v2)",
+                 "v6 = v3 + v4", "v7 = v6 − v5"]  # fmt: skip
+
 
 def _lines(fig) -> list[str]:
     """The node lines of a picture's text summary."""
@@ -48,13 +52,7 @@ def test_lecture_graph_adjoints_are_the_lectures(lecture_graph):
     grads, trace = cl.gradient_trace(v7, [v1, v2])
     fig = draw_graph(v7, {v1: 2.0, v2: 5.0}, backward=grads, trace=trace)
     assert _lines(fig) == [
-        "v1 = x1",
-        "v2 = x2",
-        "v3 = ln(v1)",
-        "v4 = v1 × v2",
-        "v5 = sin(v2)",
-        "v6 = v3 + v4",
-        "v7 = v6 − v5",
+        *LECTURE_TRACE,
         "v̄7 = 1 ≡ v̄6 ≡ v̄4 ≡ v̄3 ≡ v̄(6→7) ≡ v̄(3→6) ≡ v̄(4→6)",  # + and − pass v̄ on
         "v̄5 = −v̄7 ≡ v̄(5→7)",
         "t1 = cos(v2)",  # an intermediate of sin's rule, not a value of the lecture
@@ -198,15 +196,7 @@ def test_one_expression_numbers_in_creation_order_unless_given_the_lectures():
     assert _lines(draw_graph(y))[4:] == ["v5 = v3 + v4", "v6 = sin(v2)", "v7 = v5 − v6"]
     v6, v5 = y.inputs
     fig = draw_graph(y, numbering=[x1, x2, *v6.inputs, v5, v6, y])
-    assert _lines(fig) == [
-        "v1 = x1",
-        "v2 = x2",
-        "v3 = ln(v1)",
-        "v4 = v1 × v2",
-        "v5 = sin(v2)",
-        "v6 = v3 + v4",
-        "v7 = v6 − v5",
-    ]
+    assert _lines(fig) == LECTURE_TRACE
 
 
 def test_a_second_backward_pass_has_its_own_style_and_box(worked_example):
