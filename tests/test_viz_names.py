@@ -11,6 +11,10 @@ import course_lib as cl
 from course_lib.viz import draw_graph, draw_step
 from course_lib.viz.graphs import STAGE_STYLES
 
+# The lecture's evaluation trace of y = ln x1 + x1·x2 − sin x2: sin v2 comes before the sum.
+LECTURE_TRACE = ["v1 = x1", "v2 = x2", "v3 = ln(v1)", "v4 = v1 × v2", "v5 = sin(v2)",
+                 "v6 = v3 + v4", "v7 = v6 − v5"]  # fmt: skip
+
 
 def _lines(fig) -> list[str]:
     """The node lines of a picture's text summary."""
@@ -19,7 +23,7 @@ def _lines(fig) -> list[str]:
 
 def _labels(fig) -> dict[str, str]:
     """Each DOT node's label, its first line (the definition) mapped to its whole DOT line."""
-    found = re.findall(r'^\t(n\d+) \[label="([^"]*)"(.*)\]$', fig.source, re.M)
+    found = re.findall(r'^\t+(n\d+) \[label="([^"]*)"(.*)\]$', fig.source, re.M)
     return {label.split("\n")[0]: attrs for _, label, attrs in found}
 
 
@@ -48,13 +52,7 @@ def test_lecture_graph_adjoints_are_the_lectures(lecture_graph):
     grads, trace = cl.gradient_trace(v7, [v1, v2])
     fig = draw_graph(v7, {v1: 2.0, v2: 5.0}, backward=grads, trace=trace)
     assert _lines(fig) == [
-        "v1 = x1",
-        "v2 = x2",
-        "v3 = ln(v1)",
-        "v4 = v1 × v2",
-        "v5 = sin(v2)",
-        "v6 = v3 + v4",
-        "v7 = v6 − v5",
+        *LECTURE_TRACE,
         "v̄7 = 1 ≡ v̄6 ≡ v̄4 ≡ v̄3 ≡ v̄(6→7) ≡ v̄(3→6) ≡ v̄(4→6)",  # + and − pass v̄ on
         "v̄5 = −v̄7 ≡ v̄(5→7)",
         "t1 = cos(v2)",  # an intermediate of sin's rule, not a value of the lecture
@@ -187,3 +185,33 @@ def test_seeds_that_reach_nothing_draw_no_tangent(lecture_graph):
     assert draw_graph(v3, tangents={x2: 1.0}).source == plain  # ln(x1) does not use x2
     with pytest.raises(cl.GraphError, match="constant"):
         draw_graph(v3, tangents={cl.constant(2.0): 1.0})
+
+
+def test_one_expression_numbers_in_creation_order_unless_given_the_lectures():
+    """Python builds ``ln x1 + x1·x2 − sin x2`` left to right: the add before the sin, so
+    creation order calls the add v5; the lecture's trace computes sin v2 first (v5), and
+    ``numbering`` draws it with the lecture's numbers."""
+    x1, x2 = cl.variable("x1", shape=()), cl.variable("x2", shape=())
+    y = cl.log(x1) + x1 * x2 - cl.sin(x2)
+    assert _lines(draw_graph(y))[4:] == ["v5 = v3 + v4", "v6 = sin(v2)", "v7 = v5 − v6"]
+    v6, v5 = y.inputs
+    fig = draw_graph(y, numbering=[x1, x2, *v6.inputs, v5, v6, y])
+    assert _lines(fig) == LECTURE_TRACE
+
+
+def test_a_second_backward_pass_has_its_own_style_and_box(worked_example):
+    v1, v4, dv1, trace = worked_example
+    d2 = cl.grad(dv1, v1)
+    fig = draw_graph(v4, backward=dv1, second_backward=d2, trace=trace, clusters=True)
+    assert (
+        repr(fig).splitlines()[0]
+        == "graph with 16 nodes (4 forward, 5 backward, 7 second backward)"
+    )
+    labels = _labels(fig)
+    first, second = STAGE_STYLES["backward"], STAGE_STYLES["second backward"]
+    assert first["color"] != second["color"]
+    assert f'color="{first["color"]}"' in labels["v̄1 = v̄2 × v2"]  # first order keeps its style
+    assert f'color="{second["color"]}"' in labels["t6 = t3 + t4 + t5"]
+    assert 'label="second backward"' in fig.source and "cluster_second_backward" in fig.source
+    alone = draw_graph(v4, backward=[dv1, d2], trace=trace)  # one pass: one style, as before
+    assert second["color"] not in alone.source and _lines(alone) == _lines(fig)

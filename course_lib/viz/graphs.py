@@ -18,11 +18,12 @@ def _style(shape: str, style: str, fill: str, color: str | None = None) -> dict:
     return {"shape": shape, "style": style, "fillcolor": fill} | ({"color": color} if color else {})
 
 
-STAGES = ("forward", "tangent", "backward", "update")
+STAGES = ("forward", "tangent", "backward", "second backward", "update")
 STAGE_STYLES = {
     "forward": _style("box", "rounded,filled", "#f8fafc"),
     "tangent": _style("box", "rounded,filled", "#ede9fe", "#6d28d9"),
     "backward": _style("box", "rounded,filled,dashed", "#ffedd5", "#c2410c"),
+    "second backward": _style("box", "rounded,filled,dashed", "#fce7f3", "#be185d"),
     "update": _style("box", "rounded,filled", "#dcfce7", "#15803d"),
 }
 VARIABLE_STYLE = _style("ellipse", "filled", "#dbeafe", "#1d4ed8")
@@ -32,6 +33,7 @@ EDGE_STYLES = {
     "forward": {},
     "tangent": {"color": "#6d28d9", "style": "dotted"},
     "backward": {"color": "#c2410c", "style": "dashed"},
+    "second backward": {"color": "#be185d", "style": "dashed"},
     "update": {"color": "#15803d"},
 }
 GRAPH_ATTRS = {"rankdir": "LR", "fontname": "Helvetica", "nodesep": "0.25", "ranksep": "0.35"}
@@ -46,6 +48,7 @@ def draw_graph(
     *,
     tangents: Mapping[Node, object] | None = None,
     backward: Node | Sequence[Node] = (),
+    second_backward: Node | Sequence[Node] = (),
     update: Node | Sequence[Node] = (),
     trace: Trace | None = None,
     numbering: Sequence[Node] | None = None,
@@ -55,13 +58,15 @@ def draw_graph(
     clusters: bool = False,
     max_nodes: int = 200,
 ) -> GraphFigure:
-    """Draw the graph of ``outputs`` (forward), and its tangent, backward and update stages.
+    """Draw the graph of ``outputs`` (forward), and its tangent, backward, second backward
+    and update stages.
 
     Names are the lecture's. Forward values are v1, v2, … in topological order, inputs
     included (``v1 = x1``), constants not counted; each node is written as its definition
     (``v4 = v2 × v3``, scalar constants inline). Variables are blue ellipses, tangent nodes
-    violet, backward nodes dashed orange, update nodes green; with ``feed`` every node also
-    shows its value. The DOT text is identical on every run.
+    violet, backward nodes dashed orange (a second backward pass dashed pink), update nodes
+    green; with ``feed`` every node also shows its value. The DOT text is identical on every
+    run.
 
     Parameters
     ----------
@@ -74,6 +79,9 @@ def draw_graph(
         tangent graph, each tangent named after its node (v̇1 = 1, v̇4 = t1 + t2).
     backward, update : Node or list of Node
         Nodes of a backward graph (gradients) and of an update (new parameters).
+    second_backward : Node or list of Node
+        Nodes of a second backward pass (``grad`` of a gradient: second derivatives); its
+        new nodes are drawn in a style and box of their own.
     trace : Trace, optional
         The :class:`~course_lib.Trace` of the ``gradient_trace`` run that built
         ``backward``: adjoints get their names (v̄4, v̄(2→4)), and a node with several
@@ -81,7 +89,8 @@ def draw_graph(
         are t1, t2, ….
     numbering : list of Node, optional
         The lecture's forward nodes in order, named v1, v2, … (to draw part of a larger
-        example with its numbers); drawn forward nodes not in it count on. A ``trace``
+        example with its numbers, or to number a graph built in one expression in the
+        lecture's order); drawn forward nodes not in it count on. A ``trace``
         numbers the nodes as it did, so give one or the other.
     labels : mapping, optional
         Names that replace the lecture's for chosen nodes (e.g. ``{dw: "∂L/∂w"}``).
@@ -92,7 +101,7 @@ def draw_graph(
         (narrower: the picture fits a notebook's width).
     clusters : bool
         Draw each stage's nodes inside a box labelled with the stage's name (forward,
-        tangent, backward, update).
+        tangent, backward, second backward, update).
     max_nodes : int
         The size above which drawing is refused.
     """
@@ -105,9 +114,12 @@ def draw_graph(
         ("forward", forward),
         ("tangent", tangent_roots),
         ("backward", node_list(backward, "draw_graph: backward")),
+        ("second backward", node_list(second_backward, "draw_graph: second_backward")),
         ("update", node_list(update, "draw_graph: update")),
     ]
-    everything = topological_order([r for _, roots in stages for r in roots])
+    everything = _in_numbers_order(
+        topological_order([r for _, roots in stages for r in roots]), numbers
+    )
     if trace is not None:
         roles.update((n, r) for n in everything if (r := trace.roles(n)))
     order = [n for n in everything if n in roles or not is_inline_constant(n)]
@@ -147,7 +159,7 @@ def _add_nodes(graph, nodes: list[Node], ids: dict, texts: dict, stage_of: dict,
         return
     for stage in STAGES:
         if members := [n for n in nodes if stage_of[n] == stage]:
-            with graph.subgraph(name=f"cluster_{stage}") as box:
+            with graph.subgraph(name=f"cluster_{stage.replace(' ', '_')}") as box:
                 box.attr(label=stage, **CLUSTER_ATTRS)
                 _add_nodes(box, members, ids, texts, stage_of, clusters=False)
 
@@ -168,6 +180,13 @@ def _numbers(forward: list[Node], trace: Trace | None, numbering) -> dict[Node, 
             count += 1
             numbers[node] = count
     return numbers
+
+
+def _in_numbers_order(nodes: list[Node], numbers: dict) -> list[Node]:
+    """``nodes`` with the numbered ones in the order of their numbers (the lecture's order may
+    differ from the order Python created them in) and every other node in its place."""
+    numbered = iter(sorted((n for n in nodes if n in numbers), key=numbers.__getitem__))
+    return [next(numbered) if n in numbers else n for n in nodes]
 
 
 def _tangents(forward: list[Node], numbers: dict, tangents: Mapping | None):
@@ -192,7 +211,7 @@ def _own_constant(value):
 
 
 def _stages(stages: list[tuple[str, list[Node]]]) -> dict[Node, str]:
-    """Each node's stage: the first of forward, tangent, backward, update that reaches it."""
+    """Each node's stage: the first of ``STAGES`` (in order) that reaches it."""
     stage_of: dict[Node, str] = {}
     for stage, roots in stages:
         for node in topological_order(roots):
