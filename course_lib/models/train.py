@@ -151,8 +151,9 @@ def train(
     """Train ``model`` on random windows of ``tokens`` (a 1-D id array) for ``steps`` steps.
 
     The optimiser defaults to :class:`AdamW` (lr 1e-3); ``lr_schedule(step)`` overrides the
-    learning rate per step. After each step the new parameters are written into
-    ``model.params`` in place. ``optimize`` compiles the step
+    learning rate per step; ``seed`` fixes which windows each step reads (two runs with
+    different seeds read the text in a different order). After each step the new parameters
+    are written into ``model.params`` in place. ``optimize`` compiles the step
     after the graph optimisation passes (same values). With ``validation`` tokens (text the
     steps never see), the loss on 4 fixed batches of it is recorded before the first step,
     every ``eval_every`` steps and after the last (:func:`held_out_loss`). Returns the
