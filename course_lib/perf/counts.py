@@ -71,9 +71,7 @@ class IntensityReport(Intensities):
         lines = [f"{'op':28s} {'flops':>10s} {'loads+stores':>13s} {'bytes':>11s}  AI"]
         for c in self.ops:
             name = _row_name(c.node.name, c.node.op.label(), 28)
-            lines.append(
-                f"{name:28s} {c.flops:10d} {c.elements:13d} {c.bytes:11d}  {c.intensity}"
-            )
+            lines.append(f"{name:28s} {c.flops:10d} {c.elements:13d} {c.bytes:11d}  {c.intensity}")
         lines.append(
             f"{'total':28s} {self.flops:10d} {self.elements:13d} {self.bytes:11d}  {self.intensity}"
         )
