@@ -47,6 +47,15 @@ def test_program_1_and_program_2_from_the_graphs():
     assert "total" in program_1.table() and program_2.table().endswith("3/5")
 
 
+def test_a_long_node_name_is_cut_so_the_op_label_stays_in_the_table():
+    x = cl.variable("x", (N,), np.float32)
+    chain = fuse_elementwise(((x * 0.5 + 0.5) * 0.5 + 0.5) * 0.5)
+    row = arithmetic_intensity(chain).table().splitlines()[1]
+    assert row[:28].endswith("… = fused[5 ops]") and row[:28].startswith("((((")
+    short = arithmetic_intensity(x + x).table().splitlines()[1]
+    assert short.startswith("(x+x) = add ")
+
+
 def test_bytes_follow_the_dtype_and_weak_scalars():
     (x,) = vectors("x", np.float64)
     report = arithmetic_intensity(x * 2.0 - 1.0)

@@ -70,10 +70,8 @@ class IntensityReport(Intensities):
         """One line per op and a total line (a deterministic text)."""
         lines = [f"{'op':28s} {'flops':>10s} {'loads+stores':>13s} {'bytes':>11s}  AI"]
         for c in self.ops:
-            name = f"{c.node.name} = {c.node.op.label()}"
-            lines.append(
-                f"{name[:28]:28s} {c.flops:10d} {c.elements:13d} {c.bytes:11d}  {c.intensity}"
-            )
+            name = _row_name(c.node.name, c.node.op.label(), 28)
+            lines.append(f"{name:28s} {c.flops:10d} {c.elements:13d} {c.bytes:11d}  {c.intensity}")
         lines.append(
             f"{'total':28s} {self.flops:10d} {self.elements:13d} {self.bytes:11d}  {self.intensity}"
         )
@@ -81,6 +79,15 @@ class IntensityReport(Intensities):
 
     def __repr__(self) -> str:
         return self.table()
+
+
+def _row_name(node: str, label: str, width: int) -> str:
+    """``node = label`` in ``width`` characters: a long node name is cut (ending in "…"),
+    so the op's label, which says what kernel the row is, stays readable."""
+    room = width - len(" = ") - len(label)
+    if len(node) > room:
+        node = node[: max(room - 1, 0)] + "…"
+    return f"{node} = {label}"[:width]
 
 
 def op_nodes(outputs: Node | Iterable[Node]) -> list[Node]:

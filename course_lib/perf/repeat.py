@@ -1,5 +1,5 @@
 """The op-repeat experiment (after Horace He, "Making Deep Learning Go Brrrr"): how many
-elementwise ops can one fused kernel do before fusing more stops paying?
+elementwise ops can one fused kernel do before the extra ops stop being free?
 
 ``chained_ops(x, k)`` applies k cheap elementwise ops in a row. Fused, they are one kernel
 that reads x once and writes the result once: 8 bytes per float32 element for k FLOPs, so
@@ -60,8 +60,9 @@ class OpRepeat:
         to fuse), and op by op (k kernels), with their counted FLOPs and bytes.
     in_cache : tuple of KernelPoint
         For each k: the fused kernel doing the same work on a slice that stays in cache
-        (the slice over and over), so it never waits for memory: its time is the
-        arithmetic's, its FLOP rate the loop's. Counted as the fused kernel.
+        (the slice over and over), so it never waits for main memory: its time is the
+        arithmetic's, or for short chains the cache's bandwidth, and its best FLOP rate the
+        loop's. Counted as the fused kernel.
     """
 
     ks: tuple[int, ...]
