@@ -79,7 +79,6 @@ def test_the_turn_is_the_first_k_whose_arithmetic_outlasts_its_bytes():
     result = synthetic(arithmetic)
     assert result.memory_seconds(roof) == pytest.approx([1e-6] * 7)
     assert result.loop_flops == pytest.approx(8e9)
-    assert result.loop_roofline(roof) == Roofline(8e9, result.loop_flops)
     assert result.turn(roof) == 16  # k = 8 ties with its bytes, k = 16 is the first past
     assert synthetic([t / 1e6 for t in arithmetic]).turn(roof) is None  # never compute-bound
     assert synthetic([t * 1e6 for t in arithmetic]).turn(roof) == 1  # compute-bound at once

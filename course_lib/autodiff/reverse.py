@@ -144,8 +144,7 @@ class Trace:
         s = self.steps[step]
         if s.kind != "partial":
             raise ValueError(f"step {step} sums node_to_grad[{self._numbers[s.node]}]: no rule")
-        names = self.names(step)
-        return names.get(s.created) or formula(s.created, names)
+        return _written(s.created, self.names(step))
 
     def describe(self, step: int, values: Mapping | None = None) -> str:
         """What line of the algorithm did at ``step``, in the lecture's notation.
@@ -168,11 +167,17 @@ class Trace:
                 parts.append(" + ".join(_operand(n) for n in numbers))
             return f"i = {i}: v̄{i} = {_equation(parts, values.get(s.created))}"
         k = self._numbers[s.input]
-        parts = [f"v̄{i}·∂v{i}/∂v{k}", self.rule(step)]
-        if s.created not in self.names(step):  # a new node: its op over the numbers
+        names = self.names(step)
+        parts = [f"v̄{i}·∂v{i}/∂v{k}", _written(s.created, names)]
+        if s.created not in names:  # a new node: its op over the numbers
             parts.append(_plugged_in(s.created, values))
         equation = _equation(parts, values.get(s.created))
         return f"i = {i}, k = {k}: append v̄({k}→{i}) = {equation} to node_to_grad[{k}]"
+
+
+def _written(node: Node, names: Mapping) -> str:
+    """``node`` by its name, or written out as a formula over the named nodes."""
+    return names.get(node) or formula(node, names)
 
 
 def _number(value) -> str | None:

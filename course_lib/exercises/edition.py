@@ -88,13 +88,13 @@ def student_notebook(notebook, name: str = "notebook"):
     return student
 
 
-def write_edition(source_dir: Path, target_dir: Path, folder: str = "student") -> list[Path]:
+def write_edition(source_dir: Path, target_dir: Path) -> list[Path]:
     """Write the student edition of every notebook of ``source_dir`` into ``target_dir``;
     student notebooks whose instructor notebook is gone are removed. Returns the written paths.
 
-    The generated cells (``course_lib.links``) are written for the edition's ``folder`` in the
-    repository, so its Binder and Colab badges open the student notebooks; the repository is
-    the one of ``pyproject.toml`` next to ``source_dir``.
+    The generated cells (``course_lib.links``) are written for the edition's folder in the
+    repository (``student/``), so its Binder and Colab badges open the student notebooks; the
+    repository is the one of ``pyproject.toml`` next to ``source_dir``.
     """
     import nbformat  # noqa: PLC0415  (an instructor tool: the lab extra brings nbformat)
 
@@ -107,7 +107,7 @@ def write_edition(source_dir: Path, target_dir: Path, folder: str = "student") -
         for path in sources
     }
     repository = links.configured_repository(source_dir.parent / "pyproject.toml")
-    links.link_notebooks(students, repository, folder)
+    links.link_notebooks(students, repository, links.FOLDERS[1])
     for name, notebook in students.items():
         (target_dir / name).write_text(links.notebook_text(notebook), encoding="utf-8")
     return [target_dir / name for name in students]

@@ -40,9 +40,11 @@ NATIVE_FLAGS = ("-O3", "-march=native", "-ffp-contract=off")
 # hooks (no sanitizer runtime is linked, so compiling and linking are two steps). Without
 # vectorisation and scalar replacement of aggregates, each access keeps the width the source
 # wrote: a float4 load stays one 16-byte access instead of four 4-byte ones.
+#: Keep every operation scalar: loop and straight-line (SLP) vectorisation off.
+SCALAR_FLAGS = ("-fno-tree-vectorize", "-fno-tree-slp-vectorize")
 COUNTING_FLAGS = (
     "-DCLEMU_COUNT", "-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0",
-    "-fno-tree-vectorize", "-fno-tree-slp-vectorize", "-fno-tree-sra",
+    *SCALAR_FLAGS, "-fno-tree-sra",
 )  # fmt: skip
 
 

@@ -143,7 +143,7 @@ def decode_crossover_batch(
     """
     one = decode_step(config, 1, context, gpu, dtype_bytes, precision)
     roof = one.roofline
-    per_sequence = one.flops / roof.peak_flops - one.kv_bytes / roof.bandwidth
+    per_sequence = one.compute_seconds - one.kv_bytes / roof.bandwidth
     if per_sequence <= 0:
         return None
     return max(1, math.ceil(one.weight_bytes / roof.bandwidth / per_sequence))

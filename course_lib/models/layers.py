@@ -16,8 +16,9 @@ def linear(x: Node, weight: Node) -> Node:
     return matmul(x, transpose(weight))
 
 
-def attention_specs(config: LlamaConfig, prefix: str, names=("q", "k", "v", "o")) -> dict:
-    """Parameter specs of the q, k, v, o projections called ``{prefix}.{name}.weight``."""
+def attention_specs(config: LlamaConfig, prefix: str, names: tuple[str, ...]) -> dict:
+    """Parameter specs of the q, k, v, o projections called ``{prefix}.{name}.weight`` (the
+    four ``names`` in that order)."""
     c, d = config, config.head_dim
     shapes = [(c.n_heads * d, c.dim), (c.n_kv_heads * d, c.dim), (c.n_kv_heads * d, c.dim),
               (c.dim, c.n_heads * d)]  # fmt: skip

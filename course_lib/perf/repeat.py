@@ -75,10 +75,6 @@ class OpRepeat:
         """The fused loops' best FLOP/s in cache: their arithmetic ceiling."""
         return max(p.flops_per_second for p in self.in_cache)
 
-    def loop_roofline(self, roofline: Roofline) -> Roofline:
-        """The fused loop's roofline: ``roofline``'s bandwidth, the loop's FLOP rate."""
-        return Roofline(roofline.bandwidth, self.loop_flops)
-
     def memory_seconds(self, roofline: Roofline) -> tuple[float, ...]:
         """Each fused kernel's bytes at ``roofline``'s bandwidth: its time if only memory
         counted (the arithmetic time is ``in_cache``'s)."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,19 +52,20 @@ EXPORT void horner(const float* __restrict__ a, const float* __restrict__ b,
 #: Floating-point operations per element of each loop in :data:`SOURCE`.
 FLOPS_PER_ELEMENT = {"add": 1, "horner": 2 * HORNER_STEPS}
 BYTES_PER_ELEMENT = 12  # two float32 loads and one float32 store
-#: Added to the native build to keep every operation scalar (loop and straight-line SIMD off).
-SCALAR_FLAGS = ("-fno-tree-vectorize", "-fno-tree-slp-vectorize")
-_BUILD = {True: {"extra_flags": ()}, False: {"extra_flags": SCALAR_FLAGS}}
+
+
+def _flags(vectorize: bool) -> tuple[str, ...]:
+    return () if vectorize else native.SCALAR_FLAGS
 
 
 def library_path(vectorize: bool) -> Path:
     """The shared library of :data:`SOURCE`, built with (True) or without SIMD (cached)."""
-    return native.build_library(SOURCE, "loops.cpp", native=True, **_BUILD[vectorize])
+    return native.build_library(SOURCE, "loops.cpp", native=True, extra_flags=_flags(vectorize))
 
 
 @functools.lru_cache(maxsize=2)
 def _library(vectorize: bool) -> ctypes.CDLL:
-    return native.load_library(SOURCE, "loops.cpp", native=True, **_BUILD[vectorize])
+    return native.load_library(SOURCE, "loops.cpp", native=True, extra_flags=_flags(vectorize))
 
 
 def run_loop(
@@ -84,9 +85,18 @@ def run_loop(
         A writeable C-contiguous float32 array of the same shape that overlaps neither
         input (the loops declare their pointers ``__restrict__``); allocated if omitted.
     """
-    _check_name(name)
     if out is None:
         out = np.empty(np.shape(a), np.float32)
+    bind_loop(name, a, b, vectorize, out)()
+    return out
+
+
+def bind_loop(
+    name: str, a: np.ndarray, b: np.ndarray, vectorize: bool, out: np.ndarray
+) -> Callable[[], None]:
+    """:func:`run_loop`'s arrays checked and its library loaded once: each call of the result
+    runs the C loop and nothing else (what :func:`measure_vectorization` times)."""
+    _check_name(name)
     arrays = (a, b, out)
     if len({np.shape(x) for x in arrays}) != 1 or not all(
         isinstance(x, np.ndarray) and x.dtype == np.float32 and x.flags.c_contiguous for x in arrays
@@ -101,10 +111,17 @@ def run_loop(
             f"loop {name!r}: out must be writeable and overlap neither input (the C loop "
             "reads a and b through __restrict__ pointers); pass a fresh array"
         )
-    if out.size:
-        pointers = [ctypes.c_void_p(x.ctypes.data) for x in arrays]
-        getattr(_library(vectorize), name)(*pointers, ctypes.c_longlong(out.size))
-    return out
+    if not out.size:
+        return lambda: None
+    function = getattr(_library(vectorize), name)
+    pointers = [ctypes.c_void_p(x.ctypes.data) for x in arrays]
+    size = ctypes.c_longlong(out.size)
+
+    def loop() -> None:
+        function(*pointers, size)
+
+    loop.arrays = arrays  # the arrays live as long as the loop that points into them
+    return loop
 
 
 def reference(name: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -152,7 +169,7 @@ class VectorizationTiming:
 def measure_vectorization(
     name: str, n: int, repeats: int = 5, seed: int = 0
 ) -> VectorizationTiming:
-    """Time :func:`run_loop` on ``n`` random float32 elements with and without SIMD.
+    """Time the loop ``name`` on ``n`` random float32 elements with and without SIMD.
 
     The inputs lie in [-0.5, 0.5] (``horner``'s polynomial stays bounded there); both builds
     write the same output array, runs interleaved after one warm-up each (which also
@@ -162,7 +179,7 @@ def measure_vectorization(
     rng = np.random.default_rng(seed)
     a, b = (rng.uniform(-0.5, 0.5, n).astype(np.float32) for _ in range(2))
     out = np.empty(n, np.float32)
-    runs = {v: functools.partial(run_loop, name, a, b, v, out) for v in (False, True)}
+    runs = {v: bind_loop(name, a, b, v, out) for v in (False, True)}
     times = interleaved_medians(runs, repeats=repeats)
     return VectorizationTiming(name, n, times[False], times[True])
 
