@@ -8,7 +8,7 @@ mode); run them with :class:`Executor` or :func:`evaluate`; or compute eagerly w
 
 from . import backend, errors, gradcheck, passes, perf, strides
 from .autodiff import Dual, Step, Trace, grad, gradient_trace, jvp, saved_for_backward
-from .backend import describe_device, get_device, set_device
+from .backend import describe_device, get_device, set_device, to_device, to_numpy
 from .errors import (
     CourseLibError,
     DeviceError,
@@ -64,6 +64,8 @@ __all__ = [
     "set_device",
     "sharpness",
     "strides",
+    "to_device",
+    "to_numpy",
     "topological_order",
     "tree_size",
     "variable",

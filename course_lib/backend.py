@@ -1,9 +1,17 @@
-"""Which array module runs the numbers: NumPy on the CPU, CuPy on a GPU.
+"""Which array module runs the numbers: NumPy on the CPU, CuPy on a GPU, or the strict
+stand-in for a GPU that CI uses (:mod:`course_lib.strict_device`).
 
 The device is detected once (CuPy importable *and* a GPU present), can be forced
-with the environment variable ``COURSE_LIB_DEVICE=cpu|gpu`` or changed at run time
+with the environment variable ``COURSE_LIB_DEVICE=cpu|gpu|strict`` or changed at run time
 with :func:`set_device`. Besides this module only the GPU side of ``kernels`` (loading
 and launching kernels, NVRTC) imports CuPy.
+
+**One device boundary.** Every array a user hands in (feeds, constants, ``Tensor`` data,
+model parameters, tokens) passes :func:`to_device` where it enters: host data (Python
+numbers, lists, NumPy arrays) is copied to the current device, an array of another device
+is refused with :class:`DeviceError`. Inside the engine every array is on the current
+device; results leave it only through :func:`to_numpy` (``.numpy()``, printing, tables,
+plots, pictures, exercise checks).
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ import numpy
 
 from .errors import DeviceError
 
-_DEVICES = ("cpu", "gpu")
+_DEVICES = ("cpu", "gpu", "strict")
 _state: dict = {"device": None, "xp": None}  # the device name and its array module
 
 
@@ -34,54 +42,117 @@ def gpu_available() -> bool:
 def _detect() -> str:
     wanted = os.environ.get("COURSE_LIB_DEVICE", "").strip().lower()
     if wanted:
-        if wanted not in _DEVICES:
-            raise DeviceError(
-                f"COURSE_LIB_DEVICE={wanted!r} is not a device; use one of {', '.join(_DEVICES)}"
-            )
-        if wanted == "gpu" and not gpu_available():
-            raise DeviceError("COURSE_LIB_DEVICE=gpu but CuPy sees no GPU; unset it to use the CPU")
+        _check_device(wanted, "COURSE_LIB_DEVICE=")
         return wanted
     return "gpu" if gpu_available() else "cpu"
 
 
+def _check_device(device, where: str) -> None:
+    if device not in _DEVICES:
+        raise DeviceError(f"{where}{device!r} is not a device; use one of {', '.join(_DEVICES)}")
+    if device == "gpu" and not gpu_available():
+        raise DeviceError(
+            f"{where}'gpu' asks for the GPU, but CuPy is not installed or sees no CUDA device "
+            "(pip install cupy-cuda12x on a GPU machine); use 'cpu'"
+        )
+
+
 def get_device() -> str:
-    """The current device name, ``"cpu"`` or ``"gpu"``."""
+    """The current device name: ``"cpu"``, ``"gpu"`` or ``"strict"``."""
     if _state["device"] is None:
         _state["device"] = _detect()
     return _state["device"]
 
 
 def set_device(device: str) -> None:
-    """Run subsequent computations on ``device`` (``"cpu"`` or ``"gpu"``)."""
-    if device not in _DEVICES:
-        raise DeviceError(f"unknown device {device!r}; use one of {', '.join(_DEVICES)}")
-    if device == "gpu" and not gpu_available():
-        raise DeviceError("no GPU is available (CuPy missing or no CUDA device); stay on 'cpu'")
+    """Run subsequent computations on ``device`` (``"cpu"``, ``"gpu"`` or ``"strict"``).
+
+    Arrays made before keep their device: feeding them afterwards is a :class:`DeviceError`
+    (models move with ``model.to(device)``)."""
+    _check_device(device, "set_device: ")
     _state["device"] = device
     _state["xp"] = None
 
 
 def xp() -> ModuleType:
-    """The array module of the current device (``numpy`` or ``cupy``)."""
+    """The array module of the current device (``numpy``, ``cupy`` or the strict one)."""
     module = _state["xp"]
     if module is None:
-        if get_device() == "gpu":
-            import cupy as module  # noqa: PLC0415
-        else:
-            module = numpy
+        module = array_module(get_device())
         _state["xp"] = module
     return module
 
 
+def array_module(device: str) -> ModuleType:
+    """The array module of ``device``."""
+    if device == "gpu":
+        import cupy  # noqa: PLC0415
+
+        return cupy
+    if device == "strict":
+        from . import strict_device  # noqa: PLC0415
+
+        return strict_device
+    return numpy
+
+
+def on_host(xp_module: ModuleType) -> bool:
+    """Whether ``xp_module`` computes on the CPU (NumPy), where the native code paths run."""
+    return xp_module is numpy
+
+
+def device_of(array) -> str | None:
+    """The device an array lives on (``"cpu"`` for NumPy arrays and scalars), or None for
+    what is not an array (numbers, lists)."""
+    if isinstance(array, (numpy.ndarray, numpy.generic)):
+        return "cpu"
+    module = type(array).__module__
+    if module.startswith("cupy"):
+        return "gpu"
+    if module == "course_lib.strict_device":
+        return "strict"
+    return None
+
+
+def to_device(value, what: str = "an array"):
+    """``value`` as an array of the current device: host data (a number, a list, a NumPy
+    array) is copied there; an array already there is returned as it is; an array of another
+    device is refused, naming both devices and ``what`` it was meant for."""
+    device = get_device()
+    found = device_of(value)
+    if found == device:
+        return value
+    if found not in (None, "cpu"):
+        raise DeviceError(
+            f"{what} is on the {found!r} device, but course_lib runs on {device!r}; "
+            f"move it with course_lib.to_numpy(...) first, or set_device({found!r})"
+        )
+    if device == "cpu":
+        return numpy.asarray(value)
+    return xp().asarray(host_array(value, what))
+
+
+def host_array(value, what: str = "an array") -> numpy.ndarray:
+    """Host data as a NumPy array (a torch CPU tensor too); a device array is refused."""
+    if device_of(value) not in (None, "cpu"):
+        raise DeviceError(f"{what} is on the {device_of(value)!r} device, not on the host")
+    return numpy.asarray(value)
+
+
 def to_numpy(array):
-    """A NumPy copy (or the array itself) of a NumPy or CuPy array or a scalar."""
-    if hasattr(array, "get") and not isinstance(array, numpy.ndarray):
+    """A NumPy array on the host from any device's array (a copy from a device; a NumPy
+    array itself), a number or a list: the way out of the device boundary."""
+    if isinstance(array, numpy.ndarray):
+        return array
+    if device_of(array) in ("gpu", "strict"):
         return array.get()
     return numpy.asarray(array)
 
 
 def describe_device() -> str:
     """A one-line description for the first cell of every notebook."""
+    if get_device() == "strict":
+        return f"device: strict stand-in for a GPU (NumPy {numpy.__version__} inside)"
     if get_device() == "gpu":
         import cupy  # noqa: PLC0415
 
@@ -95,6 +166,8 @@ def scatter_add(xp_module: ModuleType, target, index, values) -> None:
     """``target[index] += values`` with repeated indices accumulated (in place)."""
     if xp_module is numpy:
         numpy.add.at(target, index, values)
+    elif getattr(xp_module, "scatter_add", None) is not None:  # the strict device
+        xp_module.scatter_add(target, index, values)
     else:
         import cupyx  # noqa: PLC0415
 

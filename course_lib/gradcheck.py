@@ -11,6 +11,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from .autodiff import grad, jvp
+from .backend import to_numpy
 from .graph import Node, constant
 from .ops import mul, sum
 from .runtime import Executor
@@ -40,7 +41,7 @@ def check_gradients(out: Node, feed: Mapping[Node, np.ndarray], seed: int = 0, e
     """Compare ``grad`` with central differences for every fed variable.
 
     A non-scalar ``out`` is reduced to ``sum(out * r)`` with a fixed random ``r``.
-    Returns ``{variable name: (analytic, numeric)}``.
+    Returns ``{variable name: (analytic, numeric)}``, NumPy arrays on the host.
     """
     rng = np.random.default_rng(seed)
     shape = np.shape(_run(Executor(out), feed))
@@ -54,7 +55,7 @@ def check_gradients(out: Node, feed: Mapping[Node, np.ndarray], seed: int = 0, e
         def f(value, var=var):
             return _run(forward, {**feed, var: value})
 
-        results[var.name] = (np.asarray(a), numerical_gradient(f, feed[var], eps))
+        results[var.name] = (to_numpy(a), numerical_gradient(f, to_numpy(feed[var]), eps))
     return results
 
 
@@ -64,12 +65,13 @@ def check_tangents(out: Node, feed: Mapping[Node, np.ndarray], seed: int = 0, ep
     Returns ``(analytic, numeric)`` arrays of the shape of ``out``.
     """
     rng = np.random.default_rng(seed)
+    feed = {v: to_numpy(x) for v, x in feed.items()}  # the differences are taken on the host
     direction = {v: rng.standard_normal(np.shape(x)) for v, x in feed.items()}
     analytic = _run(Executor(jvp(out, direction)), feed)
     forward = Executor(out)
     up = _run(forward, {v: x + eps * direction[v] for v, x in feed.items()})
     down = _run(forward, {v: x - eps * direction[v] for v, x in feed.items()})
-    return np.asarray(analytic), (np.asarray(up) - np.asarray(down)) / (2 * eps)
+    return to_numpy(analytic), (to_numpy(up) - to_numpy(down)) / (2 * eps)
 
 
 def forward_difference(f, x: float, eps: float) -> float:

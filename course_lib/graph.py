@@ -21,7 +21,7 @@ from numbers import Number
 
 import numpy as np
 
-from . import params
+from . import backend, params
 from .errors import CourseLibError, GraphError, ShapeError, describe_shapes
 
 Shape = tuple  # a tuple of ints; ``None`` stands for "unknown"
@@ -449,10 +449,22 @@ class Constant(Op):
 
     def __init__(self, value):
         super().__init__()
-        self.value = value
+        self.value = value  # a Python number, or a read-only NumPy array (on the host)
+        self._on_device: dict = {}  # array module name -> the value copied there once
 
     def compute(self, xp, *inputs):
-        return self.value if xp is np or np.ndim(self.value) == 0 else xp.asarray(self.value)
+        return self.on(xp)
+
+    def on(self, xp):
+        """The value as ``xp``'s array: numbers stay numbers (weakly typed), a NumPy array
+        is copied to the device once per device and kept (a constant never changes)."""
+        value = self.value
+        if xp is np or isinstance(value, (bool, int, float)):
+            return value
+        copy = self._on_device.get(xp.__name__)
+        if copy is None:
+            copy = self._on_device[xp.__name__] = xp.asarray(value)
+        return copy
 
     def key(self) -> tuple:
         v = self.value
@@ -505,11 +517,10 @@ def constant(value, name: str | None = None) -> Node:
         return node
     if isinstance(value, (bool, int, float)):
         return Node(Constant(value), (), name, (), None)
-    if hasattr(value, "__array_namespace__") and not isinstance(value, np.ndarray):
-        array = value.copy()  # a device array (CuPy): copied, it stays on its device
-    else:
-        array = np.array(value)  # a copy: changing ``value`` later cannot change the graph
-        array.flags.writeable = False  # nor can changing what a run returns
+    # a host copy: changing ``value`` later cannot change the graph, and a graph runs on any
+    # device (the value is copied to a device when a run there first needs it)
+    array = np.array(backend.to_numpy(value))
+    array.flags.writeable = False  # nor can changing what a run returns
     params.numeric_array(array, "constant()")
     op = Constant(array)
     return Node(op, (), op.written(()) if name is None else name, tuple(array.shape), array.dtype)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .autodiff import grad, jvp
+from .backend import to_numpy
 from .errors import GraphError, ParameterError, ShapeError
 from .graph import Node, constant, topological_order, variable
 from .params import positive_size
@@ -37,8 +38,8 @@ def jacobian(out: Node, x: Node, feed: Mapping, mode: str = "reverse") -> Jacobi
     """
     if mode not in ("forward", "reverse"):
         raise ValueError(f"jacobian: mode must be 'forward' or 'reverse', not {mode!r}")
-    value = np.asarray(Executor(out).run(feed, allow_unused=True))
-    x_value = np.asarray(feed[x] if x in feed else feed[x.name])
+    value = to_numpy(Executor(out).run(feed, allow_unused=True))
+    x_value = to_numpy(feed[x] if x in feed else feed[x.name])
     n, k = x_value.size, value.size
     before = len(topological_order([out]))
     rows, built = [], 0
@@ -48,7 +49,7 @@ def jacobian(out: Node, x: Node, feed: Mapping, mode: str = "reverse") -> Jacobi
             direction[j] = 1.0
             tangent = jvp(out, {x: constant(direction.reshape(x_value.shape))})
             built += len(topological_order([tangent])) - before
-            rows.append(np.asarray(Executor(tangent).run(feed, allow_unused=True)).reshape(k))
+            rows.append(to_numpy(Executor(tangent).run(feed, allow_unused=True)).reshape(k))
         matrix = np.stack(rows, axis=1)
     else:
         for i in range(k):
@@ -56,7 +57,7 @@ def jacobian(out: Node, x: Node, feed: Mapping, mode: str = "reverse") -> Jacobi
             seed[i] = 1.0
             g = grad(out, x, seed=constant(seed.reshape(value.shape)))
             built += len(topological_order([g])) - before
-            rows.append(np.asarray(Executor(g).run(feed, allow_unused=True)).reshape(n))
+            rows.append(to_numpy(Executor(g).run(feed, allow_unused=True)).reshape(n))
         matrix = np.stack(rows, axis=0)
     return JacobianResult(matrix, n if mode == "forward" else k, built)
 
@@ -96,7 +97,7 @@ def sharpness(
         if not (isinstance(theta, Node) and theta.is_variable):
             raise GraphError(f"sharpness: params must be keyed by variables, got {theta!r}")
     iters = positive_size(iters, "sharpness: iters")
-    shapes = [np.shape(params[t]) for t in thetas]
+    shapes = [tuple(to_numpy(params[t]).shape) for t in thetas]
     directions = [variable(f"{t.name}_direction", shape=s) for t, s in zip(thetas, shapes)]
     hvp = Executor([loss, *jvp(grad(loss, thetas), dict(zip(thetas, directions)))])
     feed = {**feed, **params}
@@ -114,6 +115,6 @@ def sharpness(
                 f"sharpness: the loss {loss.name} must be a scalar, not of shape "
                 f"{np.shape(value)}; reduce it (e.g. with mean) first"
             )
-        eigenvalue = float(sum(np.vdot(a, b) for a, b in zip(u, hu)))
-        u = [np.asarray(h, dtype=np.float64) for h in hu]
+        eigenvalue = float(sum(np.vdot(a, to_numpy(b)) for a, b in zip(u, hu)))
+        u = [to_numpy(h).astype(np.float64) for h in hu]
     return eigenvalue

@@ -83,3 +83,45 @@ def run_benchmark(script: str, *args: str, timeout: float = 300) -> str:
     assert result.returncode == 0, result.stderr
     return result.stdout
 
+
+
+# -- the device the tests run on ----------------------------------------------------------
+# `COURSE_LIB_DEVICE=strict` (make test runs the engine, runtime, passes, autodiff, eager,
+# jit and model tests so too) puts every result on the strict stand-in device, whose arrays
+# refuse to become NumPy arrays implicitly. A test's comparison is a display edge, like a
+# notebook's print: NumPy's assertions below bring device arrays to the host, explicitly,
+# through course_lib.to_numpy. Everything else a test does with a result (np.asarray,
+# np.isnan, arithmetic with NumPy arrays) meets the device's refusals, as user code would.
+_ASSERTIONS = (
+    "assert_allclose", "assert_array_equal", "assert_equal", "assert_array_almost_equal",
+    "assert_almost_equal", "assert_array_less",
+)  # fmt: skip
+
+
+def _to_host(value):
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_host(v) for v in value)
+    if cl.backend.device_of(value) not in (None, "cpu"):
+        return cl.to_numpy(value)
+    return value
+
+
+def _host_assertion(assertion):
+    def check(*args, **kwargs):
+        return assertion(*_to_host(args), **kwargs)
+
+    return check
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _device_assertions():
+    """On a device other than the CPU, NumPy's assertions compare on the host."""
+    if cl.get_device() == "cpu":
+        yield
+        return
+    saved = {name: getattr(np.testing, name) for name in _ASSERTIONS}
+    for name, assertion in saved.items():
+        setattr(np.testing, name, _host_assertion(assertion))
+    yield
+    for name, assertion in saved.items():
+        setattr(np.testing, name, assertion)

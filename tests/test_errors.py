@@ -80,7 +80,7 @@ def test_eager_shape_error_names_shapes():
 
 
 def test_device_error_for_unknown_device():
-    with pytest.raises(DeviceError, match="unknown device 'tpu'"):
+    with pytest.raises(DeviceError, match="'tpu' is not a device; use one of cpu, gpu, strict"):
         cl.set_device("tpu")
 
 

@@ -17,7 +17,7 @@ def table_layers() -> list[set[str]]:
     text = (ROOT / "docs" / "architecture.md").read_text()
     section = text.split("\n## Layers\n", 1)[1]
     table = section.split("\n| layer |", 1)[1].split("\n\n", 1)[0]  # up to its first blank line
-    rows = re.findall(r"^\| [a-z]+ \| ([^|]+) \|", table, re.M)
+    rows = re.findall(r"^\| [a-z_]+ \| ([^|]+) \|", table, re.M)
     return [{m.removesuffix(".py").rstrip("/") for m in re.findall(r"`([^`]+)`", r)} for r in rows]
 
 

@@ -46,6 +46,14 @@ def indexed_shape(shape, index):
     return probe[index].shape
 
 
+def index_on(xp, index: tuple) -> tuple:
+    """``index`` (an op's attribute, on the host) for indexing an array of ``xp``: integer
+    arrays in it are copied to the device (a GPU array is not indexed by a NumPy array)."""
+    if xp is np or not any(isinstance(i, np.ndarray) for i in index):
+        return index
+    return tuple(xp.asarray(i) if isinstance(i, np.ndarray) else i for i in index)
+
+
 def check_ids(ids, size: int, what: str) -> None:
     """Raise unless ``ids`` are integers in ``[0, size)`` (``what`` says why that range).
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..backend import to_numpy
 from ..errors import GraphError, ShapeError
 from ..graph import Node, Op, apply, as_node, creation_mark, is_static, rebuild, topological_order
 from .elementwise import zeros_like
@@ -33,7 +34,7 @@ DEAD = Dead()
 
 
 def _truth(pred) -> bool:
-    value = np.asarray(pred)
+    value = to_numpy(pred)  # the branch is chosen on the host (on a GPU: a synchronisation)
     if value.size != 1:
         raise ShapeError(f"cond: the predicate must be a single value, got shape {value.shape}")
     return bool(value.reshape(()))

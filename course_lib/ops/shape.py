@@ -15,7 +15,7 @@ from .. import params
 from ..backend import scatter_add
 from ..errors import ShapeError
 from ..graph import Node, Op, apply, is_static
-from .axes import check_ids, indexed_shape, normalize_axes
+from .axes import check_ids, index_on, indexed_shape, normalize_axes
 from .broadcast import ToShape, to_shape
 from .elementwise import zeros_like
 
@@ -221,7 +221,7 @@ class GetItem(Op):
         return (0,), 0
 
     def compute(self, xp, x):
-        return x[self.index]
+        return x[index_on(xp, self.index)]
 
     def gradient(self, node, g, needs):
         return [apply(ScatterLike(self.index), g, node.inputs[0])]
@@ -251,10 +251,11 @@ class ScatterLike(Op):
 
     def compute(self, xp, g, like):
         out = xp.zeros(like.shape, dtype=g.dtype)
+        index = index_on(xp, self.index)
         if _gathers(self.index):
-            scatter_add(xp, out, self.index, g)
+            scatter_add(xp, out, index, g)
         else:
-            out[self.index] = g
+            out[index] = g
         return out
 
     def gradient(self, node, gg, needs):

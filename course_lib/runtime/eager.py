@@ -99,7 +99,8 @@ class Tensor(Node):
         requires_grad = params.flag(requires_grad, "Tensor: requires_grad")
         name = params.name(name, "Tensor")
         xp = backend.xp()
-        data = xp.array(array.data if isinstance(array, Tensor) else array, copy=True)
+        value = array._data if isinstance(array, Tensor) else array
+        data = xp.array(backend.to_device(value, "the data of a Tensor"), copy=True)
         params.numeric_array(data, "Tensor")
         if requires_grad and data.dtype.kind not in "fc":
             raise GraphError(f"only floating-point tensors can require gradients, not {data.dtype}")
@@ -130,11 +131,11 @@ class Tensor(Node):
     @classmethod
     def apply_eager(cls, op: Op, inputs: tuple, name: str | None):
         """Run ``op`` on the inputs' values now; record the inputs if gradients may flow."""
-        try:  # eager tensors hold .data, constants hold .op.value; symbolic nodes neither
-            values = [n._data if n.is_eager else n.op.value for n in inputs]
+        xp = backend.xp()
+        try:  # eager tensors hold .data, constants their value; symbolic nodes neither
+            values = [n._data if n.is_eager else n.op.on(xp) for n in inputs]
         except AttributeError:
             values = [_value(n, op) for n in inputs]
-        xp = backend.xp()
         try:
             data = op.compute(xp, *values)
         except (ValueError, TypeError, IndexError) as exc:

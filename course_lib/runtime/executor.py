@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-import numpy as np
-
 from .. import backend, params
 from ..errors import FeedError, GraphError, ShapeError
 from ..graph import Node, compute_error, node_list, topological_order
@@ -67,7 +65,7 @@ class Executor:
         for s, at in last_use.items():
             if s not in keep:
                 frees.setdefault(at, []).append(s)
-        self._constants = [(slot[n], n.op.value) for n in self.order if n.is_constant]
+        self._constants = [(slot[n], n.op) for n in self.order if n.is_constant]
         self._var_slot = {v: slot[v] for v in self.variables}
         self._skipped = [0]  # ops skipped on untaken branches in the current run
         control_flow = any(isinstance(n.op, Switch) for n in self.order)
@@ -108,8 +106,8 @@ class Executor:
         return values
 
     @staticmethod
-    def _check(var: Node, value, xp):
-        array = value if hasattr(value, "shape") and hasattr(value, "dtype") else xp.asarray(value)
+    def _check(var: Node, value):
+        array = backend.to_device(value, f"the value fed to variable {var.name}")
         if var.shape is not None:
             ok = len(array.shape) == len(var.shape) and all(
                 d is None or d == a for d, a in zip(var.shape, array.shape)
@@ -137,10 +135,12 @@ class Executor:
         values: list = [None] * len(self.order)
         fed = []
         for var, value in self._resolve_feed(feed or {}, allow_unused).items():
-            values[self._var_slot[var]] = array = self._check(var, value, xp)
+            values[self._var_slot[var]] = array = self._check(var, value)
             fed.append(array)
-        for s, value in self._constants:
-            values[s] = value if xp is np or np.ndim(value) == 0 else xp.asarray(value)
+        for s, constant in self._constants:
+            values[s] = constant.on(xp)  # copied to a device once, then reused
+        if not backend.on_host(xp):  # device copies of constants are shared, not read-only
+            fed += [values[s] for s, _ in self._constants]
         self._skipped[0] = 0
         live = sum(_nbytes(v) for v in values if v is not None)
         peak = live

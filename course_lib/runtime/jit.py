@@ -180,6 +180,7 @@ def pad_to_bucket(
     number of traces of a jitted function whose input length varies.
     """
     axis = params.integer(axis, "pad_to_bucket: axis")
+    array = backend.to_device(array, "pad_to_bucket: array")
     if not -array.ndim <= axis < array.ndim:
         raise ShapeError(f"pad_to_bucket: axis {axis} is out of range for shape {array.shape}")
     buckets = params.axes(buckets, "pad_to_bucket: buckets")
@@ -194,5 +195,4 @@ def pad_to_bucket(
         )
     pad = [(0, 0)] * array.ndim
     pad[axis] = (0, target - size)
-    xp = backend.xp()
-    return (xp.pad(array, pad) if xp is not np else np.pad(array, pad)), size
+    return backend.xp().pad(array, pad), size

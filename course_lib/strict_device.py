@@ -1,0 +1,316 @@
+"""A strict stand-in for the GPU: arrays that behave like CuPy's where CuPy is strict.
+
+CI has no GPU, yet the GPU path must not meet a NumPy array where a CuPy array belongs
+(CuPy raises ``TypeError: Unsupported type <class 'numpy.ndarray'>``), nor turn a device
+array into a NumPy one without saying so (CuPy: "Implicit conversion to a NumPy array is
+not allowed"). ``COURSE_LIB_DEVICE=strict`` runs course_lib on this module instead of CuPy:
+
+* :class:`StrictArray` wraps a NumPy array that only this module may touch. Operators and
+  methods work as on CuPy arrays; an operand that is a NumPy array is refused (NumPy
+  *scalars* and Python numbers are accepted, as CuPy accepts them);
+* ``np.asarray(a)``, ``np.array(a)`` and NumPy functions given a StrictArray raise
+  ``TypeError``; the ways out are CuPy's: ``a.get()``, ``asnumpy(a)``, ``a.item()``,
+  ``a.tolist()``, ``float(a)`` of one element;
+* the module's functions (``strict_device.exp``, ``.matmul``, ...) are NumPy's, taking and
+  returning StrictArrays; ``asarray``/``array`` are the explicit host-to-device copy;
+* no read-only arrays (CuPy has none): ``a.flags`` has only the contiguity flags.
+
+Why not array-api-strict: CuPy implements NumPy's API (``x.sum(axis=0)``, ``x.astype``,
+``swapaxes``, ``einsum``), which the array API standard leaves out, so array-api-strict would
+refuse correct CuPy code and test a portability course_lib does not aim for. This module
+tests exactly what the GPU demands of course_lib: where its arrays live.
+"""
+
+from __future__ import annotations
+
+import numbers
+import operator
+
+import numpy as np
+
+_REFUSED = (
+    "Implicit conversion to a NumPy array is not allowed on the strict device "
+    "(as on CuPy); use .get() or course_lib.to_numpy() to copy it to the host explicitly"
+)
+
+
+class _Flags:
+    """CuPy's flags: contiguity only (no ``writeable``)."""
+
+    __slots__ = ("c_contiguous", "f_contiguous", "owndata")
+
+    def __init__(self, array: np.ndarray):
+        self.c_contiguous = array.flags.c_contiguous
+        self.f_contiguous = array.flags.f_contiguous
+        self.owndata = array.flags.owndata
+
+    def __getitem__(self, key: str) -> bool:
+        return getattr(self, {"C_CONTIGUOUS": "c_contiguous", "F_CONTIGUOUS": "f_contiguous",
+                              "OWNDATA": "owndata"}[key.upper()])  # fmt: skip
+
+
+def _unwrap(value, what: str):
+    """The NumPy array inside ``value`` (recursing into lists and tuples); a NumPy array
+    that did not come from this device is refused, as CuPy refuses it."""
+    if type(value) is StrictArray:
+        return value._a
+    if isinstance(value, np.ndarray):
+        raise TypeError(
+            f"{what}: unsupported type numpy.ndarray on the strict device (CuPy refuses it "
+            "too); move host data to the device with course_lib.backend.to_device() first"
+        )
+    if isinstance(value, (list, tuple)):
+        return type(value)(_unwrap(v, what) for v in value)
+    if isinstance(value, dict):  # keyword arguments (out=...)
+        return {k: _unwrap(v, what) for k, v in value.items()}
+    return value
+
+
+def _wrap(value):
+    """NumPy results as device arrays (a NumPy scalar becomes a 0-d array, as on CuPy)."""
+    if isinstance(value, np.ndarray):
+        return StrictArray(value)
+    if isinstance(value, np.generic):
+        return StrictArray(np.asarray(value))
+    if isinstance(value, tuple):
+        return tuple(_wrap(v) for v in value)
+    if isinstance(value, list):
+        return [_wrap(v) for v in value]
+    return value
+
+
+def _operand(value, what: str):
+    """An operator's other operand, or NotImplemented for a type the array does not know
+    (a graph node then builds its op: ``array * node``)."""
+    if type(value) is StrictArray:
+        return value._a
+    if isinstance(value, np.ndarray):
+        return _unwrap(value, what)  # raises
+    if isinstance(value, (numbers.Number, np.generic)):
+        return value
+    return NotImplemented
+
+
+def _binary(name: str):
+    op = getattr(operator, name)
+
+    def forward(self, other):
+        b = _operand(other, f"operator {name}")
+        return NotImplemented if b is NotImplemented else _wrap(op(self._a, b))
+
+    def reflected(self, other):
+        b = _operand(other, f"operator {name}")
+        return NotImplemented if b is NotImplemented else _wrap(op(b, self._a))
+
+    return forward, reflected
+
+
+def _inplace(name: str):
+    op = getattr(operator, name)
+
+    def method(self, other):
+        b = _operand(other, f"operator {name}")
+        if b is NotImplemented:
+            return NotImplemented
+        op(self._a, b)
+        return self
+
+    return method
+
+
+def _unary(name: str):
+    op = getattr(operator, name)
+    return lambda self: _wrap(op(self._a))
+
+
+def _method(name: str):
+    def method(self, *args, **kwargs):
+        what = f"StrictArray.{name}"
+        return _wrap(getattr(self._a, name)(*_unwrap(args, what), **_unwrap(kwargs, what)))
+
+    method.__name__ = name
+    return method
+
+
+class StrictArray:
+    """A device array of the strict stand-in device (see the module's docstring)."""
+
+    __slots__ = ("_a", "__weakref__")
+    __array_priority__ = 100
+
+    def __init__(self, array: np.ndarray):
+        self._a = array
+
+    # -- what CuPy arrays have -------------------------------------------------------------
+    shape = property(lambda self: self._a.shape)
+    dtype = property(lambda self: self._a.dtype)
+    ndim = property(lambda self: self._a.ndim)
+    size = property(lambda self: self._a.size)
+    nbytes = property(lambda self: self._a.nbytes)
+    itemsize = property(lambda self: self._a.itemsize)
+    strides = property(lambda self: self._a.strides)
+    T = property(lambda self: StrictArray(self._a.T))
+    flags = property(lambda self: _Flags(self._a))
+    device = "strict"
+
+    @property
+    def base(self):
+        base = self._a.base
+        return None if base is None else StrictArray(base) if isinstance(base, np.ndarray) else base
+
+    def __array_namespace__(self, api_version=None):
+        import course_lib.strict_device as module  # noqa: PLC0415
+
+        return module
+
+    def get(self) -> np.ndarray:
+        """A NumPy copy on the host (CuPy's ``ndarray.get``)."""
+        return self._a.copy()
+
+    def item(self):
+        return self._a.item()
+
+    def tolist(self):
+        return self._a.tolist()
+
+    def __float__(self):
+        return float(self._a)
+
+    def __int__(self):
+        return int(self._a)
+
+    def __bool__(self):
+        return bool(self._a)
+
+    def __complex__(self):
+        return complex(self._a)
+
+    def __len__(self):
+        return len(self._a)
+
+    def __iter__(self):
+        return (_wrap(v) for v in self._a)
+
+    def __repr__(self):
+        return repr(self._a).replace("array(", "strict_array(", 1)
+
+    def __str__(self):
+        return str(self._a)
+
+    def __getitem__(self, index):
+        return _wrap(self._a[_unwrap(index, "indexing")])
+
+    def __setitem__(self, index, value):
+        self._a[_unwrap(index, "indexing")] = _unwrap(value, "assignment")
+
+    def __hash__(self):
+        raise TypeError("unhashable type: 'StrictArray'")
+
+    # -- the refusals ----------------------------------------------------------------------
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError(_REFUSED)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """``np.exp(a)`` runs on the device, as CuPy's ``__array_ufunc__`` does; a NumPy
+        array among the operands is refused."""
+        what = f"numpy.{ufunc.__name__}"
+        inputs = _unwrap(inputs, what)
+        kwargs = _unwrap(kwargs, what)
+        for value in inputs:
+            if not isinstance(value, (np.ndarray, numbers.Number, np.generic)):
+                return NotImplemented
+        return _wrap(getattr(ufunc, method)(*inputs, **kwargs))
+
+    def __array_function__(self, func, types, args, kwargs):
+        if not all(issubclass(t, (StrictArray, np.ndarray)) for t in types):
+            return NotImplemented
+        what = f"numpy.{func.__name__}"
+        return _wrap(func(*_unwrap(args, what), **_unwrap(kwargs, what)))
+
+    # -- operators -------------------------------------------------------------------------
+    __add__, __radd__ = _binary("add")
+    __sub__, __rsub__ = _binary("sub")
+    __mul__, __rmul__ = _binary("mul")
+    __truediv__, __rtruediv__ = _binary("truediv")
+    __floordiv__, __rfloordiv__ = _binary("floordiv")
+    __mod__, __rmod__ = _binary("mod")
+    __pow__, __rpow__ = _binary("pow")
+    __matmul__, __rmatmul__ = _binary("matmul")
+    __and__, __rand__ = _binary("and_")
+    __or__, __ror__ = _binary("or_")
+    __xor__, __rxor__ = _binary("xor")
+    __lshift__, __rlshift__ = _binary("lshift")
+    __rshift__, __rrshift__ = _binary("rshift")
+    __lt__, __gt__ = _binary("lt")[0], _binary("gt")[0]
+    __le__, __ge__ = _binary("le")[0], _binary("ge")[0]
+    __eq__, __ne__ = _binary("eq")[0], _binary("ne")[0]
+    __iadd__, __isub__ = _inplace("iadd"), _inplace("isub")
+    __imul__, __itruediv__ = _inplace("imul"), _inplace("itruediv")
+    __ipow__, __imod__ = _inplace("ipow"), _inplace("imod")
+    __ifloordiv__ = _inplace("ifloordiv")
+    __iand__, __ior__, __ixor__ = _inplace("iand"), _inplace("ior"), _inplace("ixor")
+    __neg__, __pos__ = _unary("neg"), _unary("pos")
+    __abs__, __invert__ = _unary("abs"), _unary("invert")
+
+
+for _name in (
+    "sum", "mean", "max", "min", "prod", "argmax", "argmin", "any", "all", "var", "std",
+    "cumsum", "reshape", "transpose", "swapaxes", "ravel", "flatten", "squeeze", "copy",
+    "astype", "view", "fill", "clip", "round", "dot", "nonzero", "repeat", "take", "sort",
+    "argsort", "conj",
+):  # fmt: skip
+    setattr(StrictArray, _name, _method(_name))
+
+
+def _function(name: str, func):
+    def call(*args, **kwargs):
+        what = f"strict_device.{name}"
+        return _wrap(func(*_unwrap(args, what), **_unwrap(kwargs, what)))
+
+    call.__name__ = name
+    call.__doc__ = f"NumPy's ``{name}`` on the strict device."
+    return call
+
+
+def asarray(value, dtype=None, order=None, copy=None):
+    """Host data (a NumPy array, a number, a list) copied to the device, or a device array
+    as it is: CuPy's explicit transfer."""
+    if type(value) is StrictArray:
+        if dtype is None or value.dtype == dtype:
+            return value.copy() if copy else value
+        return StrictArray(value._a.astype(dtype))
+    if hasattr(value, "__cuda_array_interface__"):
+        raise TypeError("a CuPy array cannot enter the strict device; use .get() first")
+    return StrictArray(np.array(value, dtype=dtype, order=order or "K", copy=True))
+
+
+def array(value, dtype=None, copy=True, order="K", ndmin=0):
+    """A new device array (always a copy), from host data or a device array."""
+    source = value._a if type(value) is StrictArray else asarray(value)._a
+    return StrictArray(np.array(source, dtype=dtype, copy=True, order=order, ndmin=ndmin))
+
+
+def ascontiguousarray(value, dtype=None):
+    return StrictArray(np.ascontiguousarray(_unwrap(value, "ascontiguousarray"), dtype=dtype))
+
+
+def asnumpy(value) -> np.ndarray:
+    """A NumPy copy of a device array (``cupy.asnumpy``); host data passes through."""
+    return value.get() if type(value) is StrictArray else np.asarray(value)
+
+
+def scatter_add(target: StrictArray, index, values) -> None:
+    """``target[index] += values`` with repeated indices accumulated (``cupyx.scatter_add``)."""
+    np.add.at(target._a, _unwrap(index, "scatter_add"), _unwrap(values, "scatter_add"))
+
+
+ndarray = StrictArray
+
+
+def __getattr__(name: str):
+    """NumPy's functions (taking and returning StrictArrays), dtypes and constants."""
+    value = getattr(np, name)  # AttributeError for a name NumPy lacks too
+    if isinstance(value, np.ufunc) or (callable(value) and not isinstance(value, type)):
+        value = _function(name, value)
+    globals()[name] = value
+    return value
