@@ -8,7 +8,7 @@ mode); run them with :class:`Executor` or :func:`evaluate`; or compute eagerly w
 
 from . import backend, errors, gradcheck, passes, perf, strides
 from .autodiff import Dual, Step, Trace, grad, gradient_trace, jvp, saved_for_backward
-from .backend import describe_device, get_device, set_device, to_device, to_numpy
+from .backend import describe_device, get_device, set_device, to_device, to_numpy, use_device
 from .errors import (
     CourseLibError,
     DeviceError,
@@ -68,6 +68,7 @@ __all__ = [
     "to_numpy",
     "topological_order",
     "tree_size",
+    "use_device",
     "variable",
     "zero_grad",
     *_ops_all,

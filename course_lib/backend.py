@@ -16,6 +16,7 @@ plots, pictures, exercise checks).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from types import ModuleType
 
@@ -74,6 +75,18 @@ def set_device(device: str) -> None:
     _state["xp"] = None
 
 
+@contextlib.contextmanager
+def use_device(device: str):
+    """Run the block on ``device``, then go back: ``with use_device("cpu"):`` around a
+    measurement of the CPU on purpose (the notebooks' cache and roofline experiments)."""
+    before = get_device()
+    set_device(device)
+    try:
+        yield
+    finally:
+        set_device(before)
+
+
 def xp() -> ModuleType:
     """The array module of the current device (``numpy``, ``cupy`` or the strict one)."""
     module = _state["xp"]
@@ -101,6 +114,11 @@ def on_host(xp_module: ModuleType) -> bool:
     return xp_module is numpy
 
 
+def is_gpu(xp_module: ModuleType) -> bool:
+    """Whether ``xp_module`` is CuPy, where the CUDA kernels run."""
+    return xp_module.__name__ == "cupy"
+
+
 def device_of(array) -> str | None:
     """The device an array lives on (``"cpu"`` for NumPy arrays and scalars), or None for
     what is not an array (numbers, lists)."""
@@ -122,14 +140,21 @@ def to_device(value, what: str = "an array"):
     found = device_of(value)
     if found == device:
         return value
-    if found not in (None, "cpu"):
+    refuse_foreign(value, what)
+    if device == "cpu":
+        return numpy.asarray(value)
+    return xp().asarray(host_array(value, what))
+
+
+def refuse_foreign(value, what: str = "an array") -> None:
+    """Raise :class:`DeviceError` if ``value`` is an array of a device that is neither the
+    host nor the current one."""
+    found, device = device_of(value), get_device()
+    if found not in (None, "cpu", device):
         raise DeviceError(
             f"{what} is on the {found!r} device, but course_lib runs on {device!r}; "
             f"move it with course_lib.to_numpy(...) first, or set_device({found!r})"
         )
-    if device == "cpu":
-        return numpy.asarray(value)
-    return xp().asarray(host_array(value, what))
 
 
 def host_array(value, what: str = "an array") -> numpy.ndarray:

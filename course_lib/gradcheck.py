@@ -18,8 +18,9 @@ from .runtime import Executor
 
 
 def numerical_gradient(f, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
-    """Central-difference gradient of the scalar function ``f`` at the array ``x``."""
-    x = np.array(x, dtype=np.float64)
+    """Central-difference gradient of the scalar function ``f`` at the array ``x`` (on the
+    host: ``f`` is called with NumPy arrays)."""
+    x = np.array(to_numpy(x), dtype=np.float64)
     out = np.zeros_like(x)
     flat, grad_flat = x.reshape(-1), out.reshape(-1)
     for i in range(flat.size):

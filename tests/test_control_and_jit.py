@@ -18,9 +18,9 @@ def _branchy():
 def test_cond_takes_the_right_branch_and_computes_only_it():
     (x, y, z), out = _branchy()
     run = cl.Executor(out)
-    assert run.run({x: 1.0, y: 2.0, z: 0.5}) == pytest.approx(2 * np.exp(1.5))
+    assert float(run.run({x: 1.0, y: 2.0, z: 0.5})) == pytest.approx(2 * np.exp(1.5))
     taken_true = run.last_run
-    assert run.run({x: 3.0, y: 2.0, z: 0.5}) == pytest.approx(np.sin(4.0) - 1.0)
+    assert float(run.run({x: 3.0, y: 2.0, z: 0.5})) == pytest.approx(np.sin(4.0) - 1.0)
     taken_false = run.last_run
     # true branch: add, exp, mul (3 ops); false branch: pow, sin, sub (3 ops)
     assert taken_true["skipped"] == 3 and taken_false["skipped"] == 3
@@ -72,7 +72,7 @@ def test_jit_equals_eager_values_and_gradients(rng):
         tw = cl.Tensor(w, requires_grad=True)
         eager_loss = cl.mean(cl.tanh(cl.Tensor(x) @ tw) ** 2)
         eager_loss.backward()
-        assert loss == pytest.approx(eager_loss.item(), rel=1e-12)
+        assert float(loss) == pytest.approx(eager_loss.item(), rel=1e-12)
         np.testing.assert_allclose(dw, tw.grad.numpy(), rtol=1e-12)
     assert compiled.stats["traces"] == 1 and compiled.stats["hits"] == 2
 
@@ -128,7 +128,7 @@ def test_eager_fallback_gives_the_compiled_values_and_gradients(rng):
     compiled, eager = cl.jit(_model), cl.jit(_model, max_traces=0)
     x, w = rng.standard_normal((5, 3)), rng.standard_normal((3, 2))
     (loss, dw), (eager_loss, eager_dw) = compiled(x, w), eager(x, w)
-    assert eager_loss == pytest.approx(loss, rel=1e-12)
+    assert float(eager_loss) == pytest.approx(float(loss), rel=1e-12)
     np.testing.assert_allclose(eager_dw, dw, rtol=1e-12)
     assert np.all(dw != 0)  # a gradient that is really there, not zeros from no graph
     assert eager.stats == {"traces": 0, "hits": 0, "eager": 1, "trace_seconds": 0.0}

@@ -124,7 +124,7 @@ def test_long_chain_needs_no_recursion():
     dx = cl.grad(a, x)
     value, slope = cl.evaluate([a, dx], {x: np.array([1.0])})
     assert math.isclose(float(slope[0]), 1.0001**50_000, rel_tol=1e-9)
-    assert np.isfinite(value).all()
+    assert np.isfinite(cl.to_numpy(value)).all()
 
 
 def test_difference_quotients_have_orders_one_and_two(lecture_graph):
@@ -197,4 +197,4 @@ def test_softmax_cross_entropy_gradient_is_y_minus_t():
     loss = -cl.sum(cl.constant(target) * cl.log_softmax(logits))
     x0 = rng.standard_normal(7)
     g, y = cl.evaluate([cl.grad(loss, logits), cl.softmax(logits)], {logits: x0})
-    np.testing.assert_allclose(g, y - target, atol=1e-14)
+    np.testing.assert_allclose(g, cl.to_numpy(y) - target, atol=1e-14)

@@ -72,7 +72,7 @@ def mlp(c, p, x, layer):
 
 def reference_logits(model, tokens):
     """The decoder in NumPy, written from the formulas of each switch."""
-    c, p = model.config, model.params
+    c, p = model.config, {name: cl.to_numpy(a) for name, a in model.params.items()}
     h = p["model.embed_tokens.weight"][tokens].astype(np.float64)
     if c.positions == "sinusoidal":
         h = h * np.sqrt(c.dim) + sinusoids(tokens.shape[1], c.dim)
@@ -95,7 +95,7 @@ def perturbed(config, seed=0):
     rng = np.random.default_rng(seed + 1)
     for name, value in model.params.items():
         if "norm" in name:
-            value += 0.3 * rng.standard_normal(value.shape)
+            value += cl.to_device(0.3 * rng.standard_normal(value.shape))
     return model
 
 

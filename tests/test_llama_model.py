@@ -141,7 +141,7 @@ def _adamw_first_step(w, g, lr, betas, eps, weight_decay):
 @pytest.mark.parametrize("kind", ["sgd", "adamw"])
 def test_one_training_step_is_loss_and_grads_then_the_update(kind, optimize, tokens):
     model = Llama(SMALL, seed=3, dtype=np.float64, init_std=0.3)
-    before = {k: v.copy() for k, v in model.params.items()}
+    before = {k: cl.to_numpy(v).copy() for k, v in model.params.items()}
     batch = random_windows(tokens.ravel(), 2, 6, np.random.default_rng(5))
     loss, grads = Llama(SMALL, seed=3, dtype=np.float64, init_std=0.3).loss_and_grads(batch)
     if kind == "sgd":
@@ -157,6 +157,7 @@ def test_one_training_step_is_loss_and_grads_then_the_update(kind, optimize, tok
                     progress=False, optimize=optimize)  # fmt: skip
     assert history.losses[0] == pytest.approx(loss, rel=1e-12)
     for name, value in model.params.items():
+        value = cl.to_numpy(value)
         assert not np.allclose(value, before[name]), name
         np.testing.assert_allclose(value, expected[name], rtol=1e-9, atol=1e-12, err_msg=name)
 
@@ -367,7 +368,7 @@ def test_hessian_vector_product_through_the_whole_model():
     original, eps = dict(model.params), 1e-5
 
     def grads_at(sign):
-        model.params.update({n: original[n] + sign * eps * v[n] for n in original})
+        model.params.update({n: cl.to_numpy(original[n]) + sign * eps * v[n] for n in original})
         return model.loss_and_grads(tokens)[1]
 
     up, down = grads_at(1.0), grads_at(-1.0)

@@ -4,6 +4,7 @@ fact moves back into a table keyed by op names."""
 
 import os
 import re
+import types
 
 import numpy as np
 import pytest
@@ -104,7 +105,7 @@ def test_run_on_gpu_follows_the_switches(monkeypatch):
         return "kernel"
 
     monkeypatch.setattr(dispatch, "kernel_result", kernel_result)
-    on_gpu = object()  # any array module but NumPy
+    on_gpu = types.SimpleNamespace(__name__="cupy")  # what run_on_gpu knows of CuPy: its name
     x = np.ones((2, 2), np.float32)
     assert dispatch.run_on_gpu(Softmax(), np, x) is None  # NumPy: the op's own code
     assert dispatch.run_on_gpu(Softmax(), on_gpu, x) == "kernel"

@@ -78,7 +78,7 @@ def _assert_same(actual, expected, dtype, what):
         assert actual is expected, f"{what}: optimised {actual!r}, unoptimised {expected!r}"
         return
     for k, (got, want) in enumerate(zip(actual, expected)):
-        got, want = np.asarray(got), np.asarray(want)
+        got, want = cl.to_numpy(got), cl.to_numpy(want)
         label = f"{what}[{k}]"
         assert got.shape == want.shape and got.dtype == want.dtype, label
         np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=f"{label}: NaN")

@@ -23,7 +23,7 @@ def _run_read_only(outputs, feed):
     values = {}
     for node in topological_order(outputs):
         if node.is_variable:
-            values[node] = _frozen(np.asarray(feed[node]))
+            values[node] = _frozen(cl.to_numpy(feed[node]))
         elif node.is_constant:
             values[node] = _frozen(node.op.value)
         else:

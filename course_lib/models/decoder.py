@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import backend
 from ..autodiff import grad
 from ..backend import to_numpy
-from ..errors import FeedError, ShapeError
+from ..errors import DeviceError, FeedError, ShapeError
 from ..graph import Node, variable
 from ..ops import cross_entropy, reshape
 from ..runtime import Executor
@@ -58,6 +59,9 @@ class ForwardGraph:
 class DecoderLM:
     """Base class: seeded parameters (``params``: name -> array) and cached executors.
 
+    The parameters live on the device current at construction (``device``);
+    :meth:`to` moves them (and nothing else: make the optimiser after moving the model).
+
     Parameters
     ----------
     config : LlamaConfig
@@ -77,13 +81,15 @@ class DecoderLM:
         self.config = config
         self.dtype = np.dtype(dtype)
         rng = np.random.default_rng(seed)
-        self.params: dict[str, np.ndarray] = {}
+        self.device = backend.get_device()
+        self.params: dict = {}  # name -> array on self.device
         for name, (shape, kind) in self.parameter_specs().items():
             if kind == "normal":
                 value = rng.standard_normal(shape) * init_std
             else:
                 value = np.full(shape, 1.0 if kind == "ones" else 0.0)
-            self.params[name] = np.ascontiguousarray(value, dtype=self.dtype)
+            value = np.ascontiguousarray(value, dtype=self.dtype)  # drawn on the host: seeded
+            self.params[name] = backend.to_device(value, f"parameter {name}")
         self._graphs: dict[tuple, ForwardGraph] = {}
         self._executors: dict[tuple, Executor] = {}
 
@@ -95,6 +101,16 @@ class DecoderLM:
     def build_logits(self, tokens: Node, p: dict[str, Node]) -> tuple[Node, list[Node]]:
         """Wire the graph: logits (batch, seq, vocab) and each layer's attention probabilities."""
         raise NotImplementedError
+
+    def to(self, device: str):
+        """Move the parameters to ``device`` (``"cpu"``, ``"gpu"`` or ``"strict"``) and make it
+        the current device; returns the model. An optimiser made before keeps its state where
+        it was: make it after moving the model."""
+        backend.set_device(device)
+        self.params = {name: backend.to_device(to_numpy(a), f"parameter {name}")
+                       for name, a in self.params.items()}  # fmt: skip
+        self.device = device
+        return self
 
     # -- graphs ----------------------------------------------------------------------------
     @property
@@ -133,13 +149,25 @@ class DecoderLM:
 
     def feed(self, graph: ForwardGraph, tokens) -> dict:
         """The feed for ``graph``: the checked tokens and every parameter array."""
+        self.check_device()
         feed = {var: self.params[name] for name, var in graph.params.items()}
         feed[graph.tokens] = self.check_tokens(tokens)
         return feed
 
+    def check_device(self) -> None:
+        """Raise :class:`DeviceError` unless the parameters are on the current device."""
+        current = backend.get_device()
+        if current != self.device:
+            raise DeviceError(
+                f"{type(self).__name__}: the parameters are on the {self.device!r} device, but "
+                f"course_lib runs on {current!r}; call model.to({current!r}) first"
+            )
+
     def check_tokens(self, tokens) -> np.ndarray:
-        """Tokens as an int64 (batch, seq) array, or a clear error."""
-        array = np.asarray(tokens)
+        """Tokens as an int64 (batch, seq) NumPy array (checked on the host), or a clear
+        error; a device array of tokens is copied to the host."""
+        backend.refuse_foreign(tokens, "tokens")
+        array = to_numpy(tokens)
         if array.ndim != 2:
             raise ShapeError(f"tokens must have shape (batch, seq), got shape {array.shape}")
         if array.dtype.kind not in "iu":

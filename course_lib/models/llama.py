@@ -22,6 +22,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from .. import backend
+from ..backend import to_numpy
 from ..errors import FeedError, ShapeError
 from ..graph import constant
 from ..ops import layer_norm, reshape, rms_norm, take
@@ -136,6 +138,7 @@ class Llama(DecoderLM):
         >>> logits, cache = model.decode(prompt)               # prefill: (1, T, vocab)
         >>> logits, cache = model.decode([[next_id]], cache)   # one step: (1, 1, vocab)
         """
+        self.check_device()
         tokens = self.check_tokens(tokens)
         cache = KVCache.empty(self.params) if cache is None else cache
         cache.check_room(tokens.shape[0], tokens.shape[1], self.config.max_seq_len)
@@ -164,7 +167,7 @@ def interleaved_to_half_split(weight, n_heads: int) -> np.ndarray:
     its entries reordered the same way, so every score q·k is unchanged. This is the
     permutation Hugging Face applies when it converts Meta's checkpoints.
     """
-    w = np.asarray(weight)
+    w = to_numpy(weight)
     if w.ndim != 2 or w.shape[0] % n_heads or (w.shape[0] // n_heads) % 2:
         raise ShapeError(
             f"interleaved_to_half_split: need a (n_heads·d, dim) matrix with an even head size "
@@ -181,6 +184,7 @@ def load_hf_state_dict(model: Llama, state_dict: Mapping) -> Llama:
     Values may be torch tensors or arrays; they are converted to the model's dtype.
     Missing or unexpected keys raise :class:`FeedError`, wrong shapes :class:`ShapeError`.
     """
+    model.check_device()
     given = {k: v for k, v in state_dict.items() if not k.endswith(_IGNORED_SUFFIXES)}
     missing = sorted(set(model.params) - set(given))
     unexpected = sorted(set(given) - set(model.params))
@@ -195,12 +199,13 @@ def load_hf_state_dict(model: Llama, state_dict: Mapping) -> Llama:
         if hasattr(value, "detach"):  # a torch tensor (NumPy has no bfloat16: widen it)
             value = value.detach().cpu()
             value = (value.float() if str(value.dtype) == "torch.bfloat16" else value).numpy()
-        array = np.asarray(value)
+        array = to_numpy(value)
         if array.shape != model.params[name].shape:
             raise ShapeError(
                 f"state dict entry {name} has shape {array.shape}, "
                 f"the model expects {model.params[name].shape}"
             )
-        arrays[name] = np.ascontiguousarray(array, dtype=model.dtype)
+        array = np.ascontiguousarray(array, dtype=model.dtype)
+        arrays[name] = backend.to_device(array, f"state dict entry {name}")
     model.params.update(arrays)
     return model

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .. import backend
+from ..backend import to_numpy
 from ..errors import FeedError, ShapeError
 from ..graph import Node, Op, apply, variable
 
@@ -37,7 +39,7 @@ class SGDUpdate(Op):
     def compute(self, xp, param, g, lr):
         if self.weight_decay:
             param = param * (1.0 - float(lr) * self.weight_decay)
-        return param - param.dtype.type(lr) * g
+        return param - param.dtype.type(float(lr)) * g
 
     def flops(self, out_shape, *in_shapes):
         return (4 if self.weight_decay else 2) * math.prod(out_shape)
@@ -133,7 +135,8 @@ class Optimizer:
 
     def write_back(self, arrays: dict[str, np.ndarray], values: Sequence) -> None:
         """Store one run's results of :meth:`update_nodes` (same order): the new parameters
-        into ``arrays`` (in place, so the model sees them), the new state into the optimiser."""
+        into ``arrays`` (in place, so the model sees them), the new state into the optimiser.
+        A target array on the host gets a host copy of its value (a device's result)."""
         names = self._names
         if len(values) != len(names) + len(self._state_arrays_in_order()):
             raise ShapeError(
@@ -143,7 +146,7 @@ class Optimizer:
             )
         targets = [arrays[name] for name in names] + self._state_arrays_in_order()
         for target, value in zip(targets, values):
-            target[...] = value
+            target[...] = to_numpy(value) if isinstance(target, np.ndarray) else value
 
     def _state_arrays_in_order(self) -> list[np.ndarray]:
         return []
@@ -171,8 +174,10 @@ class AdamW(Optimizer):
                  eps: float = 1e-8, weight_decay: float = 0.01):  # fmt: skip
         super().__init__(lr)
         self.betas, self.eps, self.weight_decay = tuple(betas), float(eps), float(weight_decay)
-        self.m = {n: np.zeros_like(a) for n, a in arrays.items()}
-        self.v = {n: np.zeros_like(a) for n, a in arrays.items()}
+        xp = backend.xp()  # the moments live where the parameters do
+        arrays = {n: backend.to_device(a, f"AdamW: parameter {n}") for n, a in arrays.items()}
+        self.m = {n: xp.zeros_like(a) for n, a in arrays.items()}
+        self.v = {n: xp.zeros_like(a) for n, a in arrays.items()}
         self.step_var = variable("step", (), np.int64)
         self._state_vars = {
             n: (variable(f"m({n})", a.shape, a.dtype), variable(f"v({n})", a.shape, a.dtype))

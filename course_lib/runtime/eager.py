@@ -115,10 +115,11 @@ class Tensor(Node):
 
     @property
     def data(self):
-        """The value, read-only (a view on the CPU): no write can change what ``backward()``
-        computes from it; ``.numpy()`` gives a writable copy."""
+        """The value, read-only (a view on the CPU; on a device, whose arrays cannot be
+        read-only, a copy): no write can change what ``backward()`` computes from it;
+        ``.numpy()`` gives a writable copy on the host."""
         if not isinstance(self._data, np.ndarray):
-            return self._data  # CuPy arrays have no read-only flag
+            return self._data.copy()
         view = self._data.view()
         view.flags.writeable = False
         return view

@@ -140,7 +140,7 @@ class Executor:
         for s, constant in self._constants:
             values[s] = constant.on(xp)  # copied to a device once, then reused
         if not backend.on_host(xp):  # device copies of constants are shared, not read-only
-            fed += [values[s] for s, _ in self._constants]
+            fed += [values[s] for s, _ in self._constants if hasattr(values[s], "shape")]
         self._skipped[0] = 0
         live = sum(_nbytes(v) for v in values if v is not None)
         peak = live

@@ -20,6 +20,7 @@ import numpy as np
 
 from ... import kernels
 from ...autodiff import grad, jvp
+from ...backend import is_gpu, on_host
 from ...errors import ShapeError
 from ...graph import Node, Op, interpret, is_weak_scalar, rebuild, topological_order, variable
 from .codegen import NumexprProgram, cuda_kernel, numexpr_program
@@ -49,13 +50,13 @@ class Fused(Op):
         return self.body.dtype
 
     def compute(self, xp, *arrays):
-        if xp is np:
+        if on_host(xp):
             result = try_cpu_loop(self.kernel, arrays) if loop_worthy(arrays) else None
             if result is None:
                 result = self.numexpr.evaluate(arrays)
             if result is not None:
                 return result
-        elif all(getattr(a, "dtype", None) == np.float32 for a in arrays):
+        elif is_gpu(xp) and all(getattr(a, "dtype", None) == np.float32 for a in arrays):
             return self.run_kernel(xp, *arrays, mode="gpu")
         return self.interpret(xp, *arrays)
 
