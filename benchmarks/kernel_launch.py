@@ -48,7 +48,9 @@ def launcher_cases(xp, mode: str) -> dict:
         "launch.vector_add (1,024)": lambda: launch.vector_add(a, b, mode=mode),
         "launch.softmax (8 x 128)": lambda: launch.softmax(x, mode=mode),
         "launch.rms_norm (8 x 128)": lambda: launch.rms_norm(x, w, mode=mode),
-        "launch.matmul_register_tiled (64^3)": lambda: launch.matmul_register_tiled(m, m, mode=mode),
+        "launch.matmul_register_tiled (64^3)": lambda: launch.matmul_register_tiled(
+            m, m, mode=mode
+        ),
         "launch.attention (1, 4/2, 64, 64)": lambda: launch.attention(q, kv, kv, mode=mode),
     }
 

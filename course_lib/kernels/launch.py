@@ -26,6 +26,7 @@ TRANSPOSE_TILE, TRANSPOSE_ROWS = 32, 8  # TILE and ROWS in transpose.cu
 TRANSPOSES = ("naive", "shared", "padded")
 REDUCTIONS = ("tree", "shuffle")
 MAX_HEAD_DIM = 128  # MAX_HEAD_DIM in attention.cu
+ATTENTION_THREADS, ATTENTION_KEYS = 256, 32  # block and BC (keys per tile) in attention.cu
 ROW_VALUES = 8  # row elements per thread the row kernels aim for (they hold up to 32)
 
 
@@ -96,11 +97,10 @@ def _blocks(count: int, block: int) -> int:
     return max(1, math.ceil(count / block))
 
 
-def _power_of_two_block(size: int, block: int) -> int:
+def _power_of_two_block(block: int) -> int:
     if block < 1 or block & (block - 1) or block > 1024:
         raise KernelLaunchError(
-            f"the tree reduction needs a power-of-two block <= 1024, got {block} for {size} "
-            "elements"
+            f"reduce_sum's tree: block must be a power of two <= 1024, got {block}"
         )
     return block
 
@@ -233,7 +233,7 @@ def reduce_sum(x, *, variant: str = "shuffle", mode: str | None = None, block: i
     mode = _mode(mode)
     x = _one_array("reduce_sum", mode, x, 1, variant, REDUCTIONS)
     if variant == "tree":
-        block = _power_of_two_block(x.size, block)
+        block = _power_of_two_block(block)
     elif block % 32 or not 32 <= block <= 1024:
         raise KernelLaunchError(
             f"the shuffle reduction needs whole warps: block must be a multiple of 32 up to "
@@ -313,12 +313,23 @@ def rope(x, cos, sin, *, mode: str | None = None, block: int = 256):
     return y
 
 
-def attention(
-    q, k, v, causal: bool = True, scale: float | None = None, *, mode: str | None = None,
-    block: int = 32,
-):  # fmt: skip
-    """Attention of q (B, H, T, D) over k, v (B, KV, T, D) with an online softmax
-    (``attention.cu``); H must be a multiple of KV (grouped-query attention)."""
+def attention_rows(head_dim: int) -> int:
+    """Query rows per block of ``attention.cu`` (BR): 64 up to head_dim 64, else 32, so its
+    tiles fit in 48 KiB of shared memory."""
+    return 64 if head_dim <= 64 else 32
+
+
+def attention_shared_bytes(head_dim: int) -> int:
+    """Dynamic shared memory of an ``attention.cu`` block: Q, K^T (then V) and P tiles."""
+    rows, keys = attention_rows(head_dim), ATTENTION_KEYS
+    return 4 * (rows * (head_dim + 1) + head_dim * (keys + 1) + rows * (keys + 1))
+
+
+def attention(q, k, v, causal: bool = True, scale: float | None = None, *,
+              mode: str | None = None):  # fmt: skip
+    """Attention of q (B, H, T, D) over k, v (B, KV, T, D), tiled with an online softmax
+    (``attention.cu``, FlashAttention's recurrence); H must be a multiple of KV
+    (grouped-query attention)."""
     mode = _mode(mode)
     q, k, v = _inputs(mode, q, k, v)
     same = (
@@ -343,10 +354,10 @@ def attention(
         scale = head_dim**-0.5 if scale is None else scale
         args = (q, k, v, o, np.int32(heads), np.int32(kv_heads), np.int32(seq_len),
                 np.int32(head_dim), np.float32(scale), np.int32(bool(causal)))  # fmt: skip
+        grid = (_blocks(seq_len, attention_rows(head_dim)), heads, batch)
         get_kernel("attention.cu", "attention", mode)(
-            (_blocks(seq_len, block), heads, batch), (block,), args,
-            shared_mem=2 * block * head_dim * 4,
-        )  # fmt: skip
+            grid, (ATTENTION_THREADS,), args, shared_mem=attention_shared_bytes(head_dim)
+        )
         pairs = seq_len * (seq_len + 1) // 2 if causal else seq_len * seq_len
         _declare_flops(mode, 4 * batch * heads * pairs * head_dim)  # q.k and p*v: 2 + 2 per d
     return o
