@@ -270,3 +270,14 @@ def test_gpu_table_is_consistent():
         assert min(abs(lanes - 64), abs(lanes - 128)) < 1.5, gpu.name
         assert gpu.ridge_flop_per_byte > 1
     assert "A100" in repr(gpus.SpecTable())
+
+
+def test_scaled_counts_equal_a_larger_problems_counts(rng):
+    """Every block of a whole-block problem does the same: 4x the blocks, 4x every count."""
+    n = 4 * 256
+    small, _ = _counted(launch.vector_add, _f32(rng, n), _f32(rng, n))
+    large, _ = _counted(launch.vector_add, _f32(rng, 4 * n), _f32(rng, 4 * n))
+    scaled = small.scaled(4)
+    assert [x.counters for x in scaled.launches] == [x.counters for x in large.launches]
+    assert scaled.flops == large.flops and scaled.launches[0].grid == large.launches[0].grid
+    assert scaled.predicted_seconds("H100") == pytest.approx(large.predicted_seconds("H100"))
