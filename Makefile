@@ -15,6 +15,7 @@ help:
 	@echo "make test   - install everything and run every test (unit, property, oracle, notebooks, browser)"
 	@echo "make setup  - install everything 'make test' needs, run nothing"
 	@echo "make links  - regenerate the notebooks' links, badges and install cells (course_lib.links)"
+	@echo "make gpu-check - everything that needs an NVIDIA GPU (tests, notebooks, benchmarks), < 8 min"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -73,6 +74,37 @@ student: $(VENV)/.lab-stamp
 .PHONY: links
 links: $(VENV)/.lab-stamp
 	$(BIN)/python -m course_lib.links
+
+# Everything that needs an NVIDIA GPU, in under 8 minutes: each piece has its own time limit
+# (seconds below; `make -k gpu-check` goes on after a failing piece). Refuses without a GPU.
+GPU_RUN = COURSE_LIB_DEVICE=gpu timeout -k 10
+GPU_ENGINE_TESTS = tests/test_runtime.py tests/test_control_and_jit.py tests/test_passes.py \
+	tests/test_optimize_equivalence.py tests/test_boundaries.py tests/test_layers.py \
+	tests/test_llama_model.py tests/test_llama_architecture.py tests/test_kv_cache.py
+.PHONY: gpu-check gpu-present gpu-tests gpu-engine gpu-notebooks gpu-benchmarks
+gpu-check: gpu-present gpu-tests gpu-engine gpu-notebooks gpu-benchmarks
+	@echo "gpu-check: every piece passed"
+
+gpu-present: $(VENV)/.test-stamp
+	@$(BIN)/python -c "from course_lib.backend import gpu_available; raise SystemExit(not gpu_available())" \
+	  || { echo "make gpu-check needs an NVIDIA GPU with CuPy (pip install -e '.[gpu]'); none found here."; \
+	       echo "Without a GPU, 'make test' checks the kernels with NVRTC and the CPU emulator."; exit 1; }
+
+gpu-tests: gpu-present
+	$(GPU_RUN) 60 $(BIN)/python -m pytest -q -m gpu tests
+
+gpu-engine: gpu-present
+	$(GPU_RUN) 90 $(BIN)/python -m pytest -q -p no:randomly $(GPU_ENGINE_TESTS)
+
+gpu-notebooks: gpu-present
+	$(GPU_RUN) 150 $(BIN)/python -m pytest -q --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg \
+	  -p no:randomly notebooks
+
+# benchmarks/llama_step.py --device gpu: PyTorch and course_lib on the same GPU.
+gpu-benchmarks: gpu-present
+	$(GPU_RUN) 20 $(BIN)/python benchmarks/kernel_launch.py
+	$(GPU_RUN) 90 $(BIN)/python benchmarks/gpu.py
+	$(GPU_RUN) 60 $(BIN)/python benchmarks/llama_step.py --device gpu
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

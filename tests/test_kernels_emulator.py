@@ -52,14 +52,27 @@ def test_matmul(kernel, shape, rng):
     )
 
 
-@pytest.mark.parametrize("shape", [*_cyclic(SIZES, 3), (64, 128, 72), (65, 63, 9)])
+@pytest.mark.parametrize(
+    "shape", [*_cyclic(SIZES, 3), (128, 256, 72), (129, 130, 9), (64, 20, 12), (3, 5, 130)]
+)
 def test_register_tiled_matmul(shape, rng):
+    """Whole tiles use float4 loads and stores; ragged edges and rows whose length is not a
+    multiple of 4 (not on 16 bytes) take the guarded scalar path."""
     m, n, k = shape
     a, b = _f32(rng, m, k), _f32(rng, k, n)
     np.testing.assert_allclose(
         launch.matmul_register_tiled(a, b, **EMU), reference.matmul_register_tiled(a, b),
         rtol=1e-4, atol=1e-5 * np.sqrt(k),
     )  # fmt: skip
+
+
+def test_register_tiled_matmul_copies_unaligned_views(rng):
+    a = _f32(rng, 8 * 8 + 1)
+    view = a[1:].reshape(8, 8)  # starts 4 bytes past a 16-byte boundary
+    np.testing.assert_allclose(
+        launch.matmul_register_tiled(view, view, **EMU), reference.matmul(view, view),
+        rtol=1e-4, atol=1e-5,
+    )
 
 
 @pytest.mark.parametrize("stride", [1, 2, 3, 32, 1000])
@@ -147,17 +160,37 @@ def test_softmax_and_rms_norm(rows, cols, rng):
     )
 
 
-@pytest.mark.parametrize("block", [1, 2, 64, 1024])
-def test_row_kernels_any_power_of_two_block(block, rng):
-    x = _f32(rng, 3, 33)
+@pytest.mark.parametrize("block, cols", [(32, 33), (64, 7), (96, 3000), (32, 32 * 32 + 33)])
+def test_row_kernels_any_whole_warp_block(block, cols, rng):
+    """Blocks of any whole number of warps; rows longer than the registers hold (32 per
+    thread) read the rest from global memory again."""
+    x, w = _f32(rng, 3, cols, scale=10.0), _f32(rng, cols)
     np.testing.assert_allclose(
         launch.softmax(x, block=block, **EMU), reference.softmax(x), rtol=1e-5, atol=1e-7
     )
+    np.testing.assert_allclose(
+        launch.rms_norm(x, w, block=block, **EMU), reference.rms_norm(x, w), rtol=1e-5, atol=1e-6
+    )
+
+
+def test_softmax_is_stable_for_infinite_and_huge_logits(rng):
+    x = _f32(rng, 5, 70, scale=3.0)
+    x[0, 40:] = -np.inf  # masked logits (as in causal attention): probability 0
+    x[1, :] = 1e4 * np.sign(x[1])  # huge logits: exp would overflow unshifted
+    x[2, 3] = 3e38  # one logit near float32's largest
+    x[3, :] = -np.inf  # nothing left: NaN, as NumPy's formula gives
+    y = launch.softmax(x, **EMU)
+    with np.errstate(invalid="ignore"):
+        expected = reference.softmax(x)
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-7)  # NaN where NumPy has NaN
+    assert np.isfinite(y[[0, 1, 2, 4]]).all() and np.isnan(y[3]).all()
+    assert (y[0, 40:] == 0).all() and y[2, 3] == 1
 
 
 def test_row_kernels_reject_other_blocks(rng):
-    with pytest.raises(KernelLaunchError, match="power of two"):
-        launch.softmax(_f32(rng, 2, 5), block=48, **EMU)
+    for block in (16, 48, 2048):
+        with pytest.raises(KernelLaunchError, match="multiple of 32"):
+            launch.softmax(_f32(rng, 2, 5), block=block, **EMU)
 
 
 @pytest.mark.parametrize("seq_len", SIZES)
@@ -171,11 +204,13 @@ def test_rope(seq_len, head_dim, rng):
 
 
 ATTENTION = [
-    # batch, heads, kv heads, seq_len, head_dim
+    # batch, heads, kv heads, seq_len, head_dim; T is never a multiple of the 64 x 32 tiles
     (1, 1, 1, 1, 4),
     (2, 4, 2, 17, 8),  # grouped-query: 2 query heads per kv head
-    (1, 4, 1, 33, 33),  # multi-query, odd head_dim
-    (1, 2, 2, 257, 16),  # ordinary multi-head, 9 query blocks
+    (1, 4, 1, 33, 33),  # 4 query heads per kv head, odd head_dim
+    (1, 2, 2, 130, 16),  # ordinary multi-head (group size 1), 3 query blocks, 5 key tiles
+    (1, 4, 2, 70, 64),  # the largest head_dim of 64-row blocks
+    (1, 2, 1, 40, 65),  # the smallest head_dim of 32-row blocks
     (1, 6, 2, 40, 128),  # the largest head_dim
 ]
 
@@ -197,12 +232,14 @@ def test_attention(shape, causal, rng):
     )
 
 
-def test_attention_block_sizes_and_scale(rng):
+def test_attention_scale_and_large_scores(rng):
     q, k, v = (_f32(rng, 1, 2, 50, 8) for _ in range(3))
-    expected = reference.attention(q, k, v, True, scale=0.5)
-    for block in (1, 16, 64):
-        out = launch.attention(q, k, v, True, 0.5, block=block, **EMU)
-        np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
+    for scale in (0.5, 40.0):  # scores up to ~1000: exp would overflow without the running max
+        np.testing.assert_allclose(
+            launch.attention(q, k, v, True, scale, **EMU),
+            reference.attention(q, k, v, True, scale=scale),
+            rtol=1e-4, atol=1e-5,
+        )  # fmt: skip
 
 
 def test_causal_first_row_is_the_first_value(rng):

@@ -97,7 +97,8 @@ def test_new_kernels_report_their_shared_memory_and_keep_registers_off_the_stack
     assert transpose["transpose_padded"].shared_bytes == 32 * 33 * 4  # one padding column
     tiled = nvrtc.compile_file("matmul_register_tiled.cu", "sm_90").resources
     usage = tiled["matmul_register_tiled"]
-    assert usage.shared_bytes == 2 * 64 * 8 * 4  # a 64 x 8 tile of A and an 8 x 64 tile of B
-    assert usage.stack_bytes == 0  # the 4 x 4 accumulators live in registers, not local memory
+    # an 8 x (128 + 4) tile of A (transposed, padded) and an 8 x 128 tile of B
+    assert usage.shared_bytes == (8 * 132 + 8 * 128) * 4
+    assert usage.stack_bytes == 0  # the 8 x 8 accumulators live in registers, not local memory
     reduce = nvrtc.compile_file("reduce.cu", "sm_80").resources
     assert reduce["reduce_sum_shuffle"].shared_bytes == 32 * 4  # one float per warp

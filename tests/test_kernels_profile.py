@@ -55,11 +55,13 @@ def test_tiled_matmul_loads_divide_by_the_tile(shape, rng):
 
 
 def test_register_tiled_matmul_loads_divide_by_its_block_tile(rng):
-    m, n, k = 128, 64, 32
+    m, n, k = 128, 256, 32
     p, _ = _counted(launch.matmul_register_tiled, _f32(rng, m, k), _f32(rng, k, n))
-    assert p.global_loads == 2 * m * n * k // launch.REGISTER_TILE
-    assert p.shared_loads == m * n * k // 2  # (4 + 4) loads per 4 x 4 multiply-adds
-    assert p.bank_conflicts == 0 and p.global_stores == m * n
+    # float4 loads: 4 floats per instruction, each reused by the 128 rows (columns) of a tile
+    assert p.global_loads == 2 * m * n * k // launch.REGISTER_TILE // 4
+    assert p.global_load_bytes == 4 * 2 * m * n * k // launch.REGISTER_TILE
+    assert p.shared_loads == m * n * k // 16  # 4 float4 loads per 8 x 8 multiply-adds
+    assert p.bank_conflicts == 0 and p.global_stores == m * n // 4
 
 
 def test_ragged_sizes_load_only_what_exists(rng):
@@ -239,7 +241,7 @@ def test_ladder_of_matmuls_shrinks_the_on_chip_traffic(rng):
 
 
 def test_a_grid_smaller_than_the_gpu_uses_only_its_blocks_sms(rng):
-    a = _f32(rng, 64, 64)  # matmul_register_tiled: one 64 x 64 block
+    a = _f32(rng, 64, 64)  # matmul_register_tiled: one 128 x 128 block
     p, _ = _counted(launch.matmul_register_tiled, a, a)
     a100 = gpus.GPUS["A100"]
     roofs, alone = p.roofs(a100), p.roofs(replace(a100, sms=1))
@@ -268,3 +270,14 @@ def test_gpu_table_is_consistent():
         assert min(abs(lanes - 64), abs(lanes - 128)) < 1.5, gpu.name
         assert gpu.ridge_flop_per_byte > 1
     assert "A100" in repr(gpus.SpecTable())
+
+
+def test_scaled_counts_equal_a_larger_problems_counts(rng):
+    """Every block of a whole-block problem does the same: 4x the blocks, 4x every count."""
+    n = 4 * 256
+    small, _ = _counted(launch.vector_add, _f32(rng, n), _f32(rng, n))
+    large, _ = _counted(launch.vector_add, _f32(rng, 4 * n), _f32(rng, 4 * n))
+    scaled = small.scaled(4)
+    assert [x.counters for x in scaled.launches] == [x.counters for x in large.launches]
+    assert scaled.flops == large.flops and scaled.launches[0].grid == large.launches[0].grid
+    assert scaled.predicted_seconds("H100") == pytest.approx(large.predicted_seconds("H100"))

@@ -29,8 +29,8 @@ from .sources import kernel_files, kernel_names, kernel_source, read_source
 #: Loaded on first use: submodules (None) and the names they export (their module).
 _LAZY: dict[str, str | None] = {
     **dict.fromkeys(
-        ("analysis", "dispatch", "emulator", "gpu", "gpus", "launch", "native", "nvrtc",
-         "profiling", "reference")
+        ("analysis", "dispatch", "emulator", "gpu", "gpus", "launch", "measured", "native",
+         "nvrtc", "profiling", "reference")
     ),  # fmt: skip
     **dict.fromkeys(("GPUS", "occupancy"), "gpus"),
     "profile": "profiling",
@@ -76,8 +76,8 @@ __all__ = [
     "KernelLaunchError", "UnsupportedConstructError", "analysis", "attention", "compile_module",
     "default_mode", "describe_mode", "dispatch", "emulator", "emulator_available", "fused",
     "get_kernel", "gpu", "kernel_files", "kernel_names", "kernel_source", "launch",
-    "matmul_naive", "matmul_tiled", "native", "nvrtc", "read_source", "reference", "rms_norm",
-    "rope", "softmax", "vector_add", "vector_add_float4",
+    "matmul_naive", "matmul_tiled", "measured", "native", "nvrtc", "read_source", "reference",
+    "rms_norm", "rope", "softmax", "vector_add", "vector_add_float4",
     "GPUS", "copy_strided", "gpus", "matmul_register_tiled", "occupancy", "profile",
     "profiling", "reduce_sum", "transpose",
 ]  # fmt: skip

@@ -1,73 +1,168 @@
-// Causal self-attention with an online softmax (flash-attention style) and grouped-query heads.
+// Attention with an online softmax, tiled like FlashAttention, with grouped-query heads and an
+// optional causal mask.
 //
 // q and o are (batch, n_heads, seq_len, head_dim), k and v are (batch, n_kv_heads, seq_len,
 // head_dim), row-major float32. Query head h reads key/value head h / (n_heads / n_kv_heads)
 // (grouped-query attention; n_kv_heads == n_heads is ordinary multi-head attention).
 //
-// Launch: grid (ceil(seq_len / B), n_heads, batch), block B threads, dynamic shared memory
-// 2 * B * head_dim floats; head_dim <= MAX_HEAD_DIM. Thread t of block x owns query row
-// i = x * B + t and keeps it and its output row in per-thread arrays (q_row, acc). They are
-// indexed by a loop whose length is known only at run time, so they cannot be registers: they
-// live in local memory (off-chip, cached; ptxas reports them as the stack frame). The block
-// walks over the keys in tiles of B rows, staged in shared memory by all its threads together
-// (coalesced loads, each key read from global memory once per block instead of once per query). For each key j, the
-// thread updates a running maximum m, a running denominator l and the weighted sum acc:
-//   m' = max(m, s_j),  l = l * exp(m - m') + exp(s_j - m'),  acc = acc * exp(m - m') + exp(s_j - m') v_j
-// so the (seq_len x seq_len) score matrix is never stored. With causal != 0, query i sees keys
-// j <= i only, and tiles after the block's last query are skipped altogether.
+// A block of 256 threads (16 x 16) takes BR query rows of one head (BR = 64 when head_dim <= 64,
+// else 32) and walks over the keys in tiles of BC = 32. Per tile, two small matrix products
+// through shared memory, each thread holding a 4 x 2 (or 2 x 2) piece of S and a 4 x 4 (or
+// 2 x 8) piece of O in registers:
+//   S = Q K^T (scaled), then per row  m' = max(m, max_j S_j),  P_j = exp(S_j - m'),
+//   l = l * exp(m - m') + sum_j P_j,  O = O * exp(m - m') + P V
+// (FlashAttention's recurrence), so the (seq_len x seq_len) score matrix is never stored and
+// K and V are read from global memory once per block of BR queries. The 16 threads of a row
+// are 16 neighbouring lanes of a warp: row maxima go through warp shuffles, not shared memory.
+// With causal != 0, query i sees keys j <= i only; tiles after the block's last query are
+// skipped altogether.
+//
+// Launch: grid (ceil(seq_len / BR), n_heads, batch), block 256, dynamic shared memory
+// (BR * (head_dim + 1) + head_dim * (BC + 1) + BR * (BC + 1)) floats; head_dim <= 128.
 #define MAX_HEAD_DIM 128
+#define BC 32                                     // keys per tile
 #define NEG_INFINITY __int_as_float(0xff800000)  // NVRTC has no math.h, so no INFINITY
+
+// The largest value among the 16 lanes of this half-warp (lanes that share a query row).
+__device__ float row_max16(float value) {
+    for (int offset = 8; offset > 0; offset /= 2) {
+        value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, offset));
+    }
+    return value;
+}
+
+__device__ float row_sum16(float value) {
+    for (int offset = 8; offset > 0; offset /= 2) {
+        value += __shfl_xor_sync(0xffffffffu, value, offset);
+    }
+    return value;
+}
+
+// RM query rows and DN output columns per thread: rows ty + 16 i, columns tx + 16 c.
+template <int RM, int DN>
+__device__ void attention_block(const float* __restrict__ q, const float* __restrict__ k,
+                                const float* __restrict__ v, float* __restrict__ o,
+                                float* shared, int n_heads, int n_kv_heads, int seq_len,
+                                int head_dim, float scale, int causal) {
+    const int br = 16 * RM, ld = head_dim + 1;  // rows of Q_tile are padded: no bank conflicts
+    float* q_tile = shared;                      // br x (head_dim + 1): scaled queries
+    float* kv_tile = q_tile + br * ld;           // K^T: head_dim x (BC + 1), then V: BC x head_dim
+    float* p_tile = kv_tile + head_dim * (BC + 1);  // br x (BC + 1): probabilities
+    int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    int batch = blockIdx.z, head = blockIdx.y, q0 = blockIdx.x * br;
+    int kv_head = head / (n_heads / n_kv_heads);
+    const float* q_head = q + ((long long)batch * n_heads + head) * seq_len * head_dim;
+    const float* k_head = k + ((long long)batch * n_kv_heads + kv_head) * seq_len * head_dim;
+    const float* v_head = v + ((long long)batch * n_kv_heads + kv_head) * seq_len * head_dim;
+
+    for (int e = threadIdx.x; e < br * head_dim; e += blockDim.x) {  // coalesced
+        int r = e / head_dim, d = e % head_dim;
+        q_tile[r * ld + d] = q0 + r < seq_len ? q_head[(long long)(q0 + r) * head_dim + d] * scale
+                                              : 0.0f;
+    }
+    float acc[RM][DN] = {}, m[RM], l[RM];  // l: this thread's part of the row sums
+#pragma unroll
+    for (int i = 0; i < RM; ++i) {
+        m[i] = NEG_INFINITY;
+        l[i] = 0.0f;
+    }
+    int key_end = causal ? min(seq_len, q0 + br) : seq_len;
+    for (int k0 = 0; k0 < key_end; k0 += BC) {
+        __syncthreads();  // the previous tile's V and P are read (and Q_tile written)
+        for (int e = threadIdx.x; e < BC * head_dim; e += blockDim.x) {
+            int c = e / head_dim, d = e % head_dim;  // coalesced reads, transposed stores
+            kv_tile[d * (BC + 1) + c] =
+                k0 + c < seq_len ? k_head[(long long)(k0 + c) * head_dim + d] : 0.0f;
+        }
+        __syncthreads();
+        float s[RM][2] = {};
+        for (int d = 0; d < head_dim; ++d) {
+            float kd[2] = {kv_tile[d * (BC + 1) + tx], kv_tile[d * (BC + 1) + tx + 16]};
+#pragma unroll
+            for (int i = 0; i < RM; ++i) {
+                float qd = q_tile[(ty + 16 * i) * ld + d];
+                s[i][0] += qd * kd[0];
+                s[i][1] += qd * kd[1];
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < RM; ++i) {
+            int row = q0 + ty + 16 * i;
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                int key = k0 + tx + 16 * j;
+                if (key >= seq_len || (causal && key > row)) {
+                    s[i][j] = NEG_INFINITY;
+                }
+            }
+            float m_new = fmaxf(m[i], row_max16(fmaxf(s[i][0], s[i][1])));
+            // exp(-inf) = 0; a row with no key yet (m_new = -inf) keeps its zeros
+            float correction = m_new == NEG_INFINITY ? 1.0f : expf(m[i] - m_new);
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                s[i][j] = s[i][j] == NEG_INFINITY ? 0.0f : expf(s[i][j] - m_new);
+            }
+            l[i] = l[i] * correction + s[i][0] + s[i][1];
+#pragma unroll
+            for (int c = 0; c < DN; ++c) {
+                acc[i][c] *= correction;
+            }
+            m[i] = m_new;
+        }
+        __syncthreads();  // everyone is done with K^T
+        for (int e = threadIdx.x; e < BC * head_dim; e += blockDim.x) {
+            int c = e / head_dim, d = e % head_dim;
+            kv_tile[c * head_dim + d] =
+                k0 + c < seq_len ? v_head[(long long)(k0 + c) * head_dim + d] : 0.0f;
+        }
+#pragma unroll
+        for (int i = 0; i < RM; ++i) {
+            p_tile[(ty + 16 * i) * (BC + 1) + tx] = s[i][0];
+            p_tile[(ty + 16 * i) * (BC + 1) + tx + 16] = s[i][1];
+        }
+        __syncthreads();
+        for (int c = 0; c < BC; ++c) {
+            float vc[DN];
+#pragma unroll
+            for (int n = 0; n < DN; ++n) {
+                int d = tx + 16 * n;
+                vc[n] = d < head_dim ? kv_tile[c * head_dim + d] : 0.0f;
+            }
+#pragma unroll
+            for (int i = 0; i < RM; ++i) {
+                float p = p_tile[(ty + 16 * i) * (BC + 1) + c];
+#pragma unroll
+                for (int n = 0; n < DN; ++n) {
+                    acc[i][n] += p * vc[n];
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < RM; ++i) {
+        int row = q0 + ty + 16 * i;
+        float total = row_sum16(l[i]);
+#pragma unroll
+        for (int n = 0; n < DN; ++n) {
+            int d = tx + 16 * n;
+            if (row < seq_len && d < head_dim) {
+                o[((long long)batch * n_heads + head) * seq_len * head_dim +
+                  (long long)row * head_dim + d] = acc[i][n] / total;
+            }
+        }
+    }
+}
 
 extern "C" __global__ void attention(const float* __restrict__ q, const float* __restrict__ k,
                                      const float* __restrict__ v, float* __restrict__ o,
                                      int n_heads, int n_kv_heads, int seq_len, int head_dim,
                                      float scale, int causal) {
-    extern __shared__ float tiles[];
-    float* k_tile = tiles;
-    float* v_tile = tiles + blockDim.x * head_dim;
-    int batch = blockIdx.z, head = blockIdx.y;
-    int kv_head = head / (n_heads / n_kv_heads);
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    bool active = i < seq_len;  // inactive threads still help load tiles and reach barriers
-
-    long long q_offset = (((long long)batch * n_heads + head) * seq_len + i) * head_dim;
-    long long kv_offset = ((long long)batch * n_kv_heads + kv_head) * seq_len * head_dim;
-    float q_row[MAX_HEAD_DIM], acc[MAX_HEAD_DIM];
-    for (int d = 0; d < head_dim; ++d) {
-        q_row[d] = active ? q[q_offset + d] * scale : 0.0f;
-        acc[d] = 0.0f;
-    }
-    float m = NEG_INFINITY, l = 0.0f;
-
-    int block_end = min(seq_len, (int)((blockIdx.x + 1) * blockDim.x));
-    int key_end = causal ? block_end : seq_len;
-    for (int start = 0; start < key_end; start += blockDim.x) {
-        int count = min((int)blockDim.x, seq_len - start);
-        for (int e = threadIdx.x; e < count * head_dim; e += blockDim.x) {
-            k_tile[e] = k[kv_offset + (long long)start * head_dim + e];
-            v_tile[e] = v[kv_offset + (long long)start * head_dim + e];
-        }
-        __syncthreads();
-        int stop = active ? (causal ? min(count, i - start + 1) : count) : 0;
-        for (int j = 0; j < stop; ++j) {
-            float s = 0.0f;
-            for (int d = 0; d < head_dim; ++d) {
-                s += q_row[d] * k_tile[j * head_dim + d];
-            }
-            float m_new = fmaxf(m, s);
-            float correction = expf(m - m_new);
-            float p = expf(s - m_new);
-            l = l * correction + p;
-            for (int d = 0; d < head_dim; ++d) {
-                acc[d] = acc[d] * correction + p * v_tile[j * head_dim + d];
-            }
-            m = m_new;
-        }
-        __syncthreads();  // the tiles are read by everyone before the next ones overwrite them
-    }
-    if (active) {
-        for (int d = 0; d < head_dim; ++d) {
-            o[q_offset + d] = acc[d] / l;
-        }
+    extern __shared__ float shared[];
+    if (head_dim <= 64) {  // the same for the whole grid
+        attention_block<4, 4>(q, k, v, o, shared, n_heads, n_kv_heads, seq_len, head_dim,
+                              scale, causal);
+    } else {
+        attention_block<2, 8>(q, k, v, o, shared, n_heads, n_kv_heads, seq_len, head_dim,
+                              scale, causal);
     }
 }

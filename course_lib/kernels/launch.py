@@ -8,6 +8,7 @@ GPU and ``"emulator"`` otherwise. The signatures match :mod:`course_lib.kernels.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -20,11 +21,13 @@ from .fused_template import FusedElementwise
 
 MODES = ("gpu", "emulator")
 MATMUL_TILE = 16  # TILE in matmul_tiled.cu
-REGISTER_TILE = 64  # BM = BN in matmul_register_tiled.cu (16 x 16 threads, 4 x 4 outputs each)
+REGISTER_TILE = 128  # BM = BN in matmul_register_tiled.cu (16 x 16 threads, 8 x 8 outputs each)
 TRANSPOSE_TILE, TRANSPOSE_ROWS = 32, 8  # TILE and ROWS in transpose.cu
 TRANSPOSES = ("naive", "shared", "padded")
 REDUCTIONS = ("tree", "shuffle")
 MAX_HEAD_DIM = 128  # MAX_HEAD_DIM in attention.cu
+ATTENTION_THREADS, ATTENTION_KEYS = 256, 32  # block and BC (keys per tile) in attention.cu
+ROW_VALUES = 8  # row elements per thread the row kernels aim for (they hold up to 32)
 
 
 def default_mode() -> str:
@@ -42,9 +45,15 @@ def _mode(mode: str | None) -> str:
 def get_kernel(filename: str, name: str, mode: str | None = None):
     """The kernel ``name`` of a packaged file, as a CuPy ``RawKernel`` or an emulated one.
 
-    Both are called the same way: ``kernel(grid, block, args, shared_mem=0)``.
+    Both are called the same way: ``kernel(grid, block, args, shared_mem=0)``. Looked up
+    once per process: later calls find it in a cache (no file read, no compilation).
     """
-    module = gpu.load_module(filename) if _mode(mode) == "gpu" else emulator.load_module(filename)
+    return _kernel(_mode(mode), filename, name)
+
+
+@functools.cache
+def _kernel(mode: str, filename: str, name: str):
+    module = gpu.load_module(filename) if mode == "gpu" else emulator.load_module(filename)
     return module.get_function(name)
 
 
@@ -54,6 +63,7 @@ def _declare_flops(mode: str, flops: int) -> None:
         profiling.add_flops(flops)
 
 
+@functools.cache
 def _xp(mode: str):
     if mode == "gpu":
         import cupy  # noqa: PLC0415
@@ -65,23 +75,44 @@ def _xp(mode: str):
 def _inputs(mode: str, *arrays):
     """Contiguous float32 copies (or the arrays themselves) in the mode's array module."""
     xp = _xp(mode)
-    return [xp.ascontiguousarray(xp.asarray(a, dtype=xp.float32)) for a in arrays]
+    return [a if _ready(xp, a) else xp.ascontiguousarray(xp.asarray(a, dtype=xp.float32))
+            for a in arrays]  # fmt: skip
+
+
+def _ready(xp, array) -> bool:
+    """Whether ``array`` can be handed to a kernel as it is (the fast path of a launch)."""
+    return type(array) is xp.ndarray and array.dtype == np.float32 and array.flags.c_contiguous
 
 
 def _address(array) -> int:
     return array.data.ptr if hasattr(array.data, "ptr") else array.ctypes.data
 
 
+def _aligned(*arrays):
+    """The arrays, each copied if it does not start on 16 bytes (float4 loads need that)."""
+    return [a if _address(a) % 16 == 0 else a.copy() for a in arrays]
+
+
 def _blocks(count: int, block: int) -> int:
     return max(1, math.ceil(count / block))
 
 
-def _power_of_two_block(cols: int, block: int | None, limit: int = 256) -> int:
-    if block is None:
-        return min(limit, 1 << max(cols - 1, 0).bit_length())
+def _power_of_two_block(block: int) -> int:
     if block < 1 or block & (block - 1) or block > 1024:
         raise KernelLaunchError(
-            f"row kernels reduce with a tree: block must be a power of two <= 1024, got {block}"
+            f"reduce_sum's tree: block must be a power of two <= 1024, got {block}"
+        )
+    return block
+
+
+def _row_block(name: str, cols: int, block: int | None) -> int:
+    """Threads per row for the row kernels: whole warps, about ROW_VALUES elements each."""
+    if block is None:
+        return min(1024, 32 * _blocks(cols, 32 * ROW_VALUES))
+    if block % 32 or not 32 <= block <= 1024:
+        raise KernelLaunchError(
+            f"{name} reduces with warp shuffles: block must be a multiple of 32 up to 1024, "
+            f"got {block}"
         )
     return block
 
@@ -101,8 +132,8 @@ def _vector_add(name: str, a, b, mode, block: int, per_thread: int):
     a, b = _inputs(mode, a, b)
     if a.ndim != 1 or a.shape != b.shape:
         raise ShapeError(f"{name} needs two vectors of equal length, got {a.shape} and {b.shape}")
-    if per_thread == 4:  # float4 loads need 16-byte aligned arrays: copy views that are not
-        a, b = (x if _address(x) % 16 == 0 else x.copy() for x in (a, b))
+    if per_thread == 4:
+        a, b = _aligned(a, b)
     c = _xp(mode).empty_like(a)
     if a.size:
         groups = math.ceil(a.size / per_thread)
@@ -122,9 +153,9 @@ def _matmul_shapes(name: str, a, b) -> tuple[int, int, int]:
 def _matmul(name: str, a, b, mode, tile: tuple[int, int], block: tuple[int, int]):
     """Launch ``<name>.cu`` with one block per ``tile`` (columns, rows) of C = a @ b."""
     mode = _mode(mode)
-    a, b = _inputs(mode, a, b)
+    a, b = _aligned(*_inputs(mode, a, b))
     m, n, k = _matmul_shapes(name, a, b)
-    c = _xp(mode).zeros((m, n), dtype=np.float32)
+    c = _xp(mode).empty((m, n), dtype=np.float32)
     if c.size:
         grid = (_blocks(n, tile[0]), _blocks(m, tile[1]))
         args = (a, b, c, np.int32(m), np.int32(n), np.int32(k))
@@ -144,8 +175,8 @@ def matmul_tiled(a, b, *, mode: str | None = None):
 
 
 def matmul_register_tiled(a, b, *, mode: str | None = None):
-    """``a @ b`` with 64 x 64 block tiles and 4 x 4 outputs per thread held in registers
-    (``matmul_register_tiled.cu``)."""
+    """``a @ b`` with 128 x 128 block tiles, 8 x 8 outputs per thread held in registers and
+    float4 loads (``matmul_register_tiled.cu``)."""
     return _matmul("matmul_register_tiled", a, b, mode, (REGISTER_TILE,) * 2, (16, 16))
 
 
@@ -202,7 +233,7 @@ def reduce_sum(x, *, variant: str = "shuffle", mode: str | None = None, block: i
     mode = _mode(mode)
     x = _one_array("reduce_sum", mode, x, 1, variant, REDUCTIONS)
     if variant == "tree":
-        block = _power_of_two_block(x.size, block)
+        block = _power_of_two_block(block)
     elif block % 32 or not 32 <= block <= 1024:
         raise KernelLaunchError(
             f"the shuffle reduction needs whole warps: block must be a multiple of 32 up to "
@@ -229,15 +260,16 @@ def _rows(x) -> tuple[int, int]:
 
 
 def softmax(x, *, mode: str | None = None, block: int | None = None):
-    """Softmax over the last axis, one block per row (``softmax.cu``)."""
+    """Softmax over the last axis, one block of ``block`` threads per row, the row held in
+    registers (``softmax.cu``)."""
     mode = _mode(mode)
     (x,) = _inputs(mode, x)
     rows, cols = _rows(x)
     y = _xp(mode).empty_like(x)
     if x.size:
-        block = _power_of_two_block(cols, block)
+        block = _row_block("softmax", cols, block)
         get_kernel("softmax.cu", "softmax_rows", mode)(
-            (rows,), (block,), (x, y, np.int32(rows), np.int32(cols)), shared_mem=4 * block
+            (rows,), (block,), (x, y, np.int32(rows), np.int32(cols))
         )
         _declare_flops(mode, 7 * x.size)  # max; subtract, exp, add; subtract, exp, divide
     return y
@@ -253,11 +285,9 @@ def rms_norm(x, weight, eps: float = 1e-6, *, mode: str | None = None, block: in
                          f"got {weight.shape}")  # fmt: skip
     y = _xp(mode).empty_like(x)
     if x.size:
-        block = _power_of_two_block(cols, block)
+        block = _row_block("rms_norm", cols, block)
         args = (x, weight, y, np.int32(rows), np.int32(cols), np.float32(eps))
-        get_kernel("rms_norm.cu", "rms_norm_rows", mode)(
-            (rows,), (block,), args, shared_mem=4 * block
-        )
+        get_kernel("rms_norm.cu", "rms_norm_rows", mode)((rows,), (block,), args)
         _declare_flops(mode, 4 * x.size + 3 * rows)  # square, add; two products; per row 3
     return y
 
@@ -283,12 +313,23 @@ def rope(x, cos, sin, *, mode: str | None = None, block: int = 256):
     return y
 
 
-def attention(
-    q, k, v, causal: bool = True, scale: float | None = None, *, mode: str | None = None,
-    block: int = 32,
-):  # fmt: skip
-    """Attention of q (B, H, T, D) over k, v (B, KV, T, D) with an online softmax
-    (``attention.cu``); H must be a multiple of KV (grouped-query attention)."""
+def attention_rows(head_dim: int) -> int:
+    """Query rows per block of ``attention.cu`` (BR): 64 up to head_dim 64, else 32, so its
+    tiles fit in 48 KiB of shared memory."""
+    return 64 if head_dim <= 64 else 32
+
+
+def attention_shared_bytes(head_dim: int) -> int:
+    """Dynamic shared memory of an ``attention.cu`` block: Q, K^T (then V) and P tiles."""
+    rows, keys = attention_rows(head_dim), ATTENTION_KEYS
+    return 4 * (rows * (head_dim + 1) + head_dim * (keys + 1) + rows * (keys + 1))
+
+
+def attention(q, k, v, causal: bool = True, scale: float | None = None, *,
+              mode: str | None = None):  # fmt: skip
+    """Attention of q (B, H, T, D) over k, v (B, KV, T, D), tiled with an online softmax
+    (``attention.cu``, FlashAttention's recurrence); H must be a multiple of KV
+    (grouped-query attention)."""
     mode = _mode(mode)
     q, k, v = _inputs(mode, q, k, v)
     same = (
@@ -308,15 +349,15 @@ def attention(
             f"attention needs n_heads ({heads}) a multiple of n_kv_heads ({kv_heads}) and "
             f"head_dim ({head_dim}) <= {MAX_HEAD_DIM}"
         )
-    o = _xp(mode).zeros_like(q)
+    o = _xp(mode).empty_like(q)
     if q.size:
         scale = head_dim**-0.5 if scale is None else scale
         args = (q, k, v, o, np.int32(heads), np.int32(kv_heads), np.int32(seq_len),
                 np.int32(head_dim), np.float32(scale), np.int32(bool(causal)))  # fmt: skip
+        grid = (_blocks(seq_len, attention_rows(head_dim)), heads, batch)
         get_kernel("attention.cu", "attention", mode)(
-            (_blocks(seq_len, block), heads, batch), (block,), args,
-            shared_mem=2 * block * head_dim * 4,
-        )  # fmt: skip
+            grid, (ATTENTION_THREADS,), args, shared_mem=attention_shared_bytes(head_dim)
+        )
         pairs = seq_len * (seq_len + 1) // 2 if causal else seq_len * seq_len
         _declare_flops(mode, 4 * batch * heads * pairs * head_dim)  # q.k and p*v: 2 + 2 per d
     return o

@@ -1,62 +1,106 @@
-// Register-tiled ("2-D block-tiled") matrix multiplication C = A @ B, A (M, K), B (K, N),
-// row-major float32: the rung after matmul_tiled.cu.
+// Register-tiled ("2-D block-tiled", vectorised) matrix multiplication C = A @ B, A (M, K),
+// B (K, N), row-major float32: the rung after matmul_tiled.cu, after Simon Boehm's ladder.
 //
-// A block computes a BM x BN = 64 x 64 tile of C with 16 x 16 = 256 threads, so each thread
-// computes TM x TN = 4 x 4 outputs (a 64 x 64 block of threads would be 4096 threads: CUDA
-// allows 1024). Per step of BK = 8 along K the block stages a 64 x 8 tile of A and an 8 x 64
-// tile of B in shared memory; then, for each k, a thread reads TM values of A and TN of B
-// into registers and does TM * TN multiply-adds with them: 8 shared loads for 16 multiply-adds,
-// where matmul_tiled needs 2 for 1. Each global float is reused 64 times (BM), not 16.
+// A block computes a BM x BN = 128 x 128 tile of C with 16 x 16 = 256 threads, so each thread
+// computes TM x TN = 8 x 8 outputs held in registers. Per step of BK = 8 along K the block
+// stages a 128 x 8 tile of A (stored transposed, so a thread's 8 values of A for one k are
+// contiguous) and an 8 x 128 tile of B in shared memory: each thread loads one float4 of
+// each. Then, for each k, a thread reads 8 values of A and 8 of B (four float4 loads from
+// shared memory) and does 64 multiply-adds with them: 4 shared loads for 64 multiply-adds,
+// where matmul_tiled needs 2 for 1. Each global float is reused 128 times, not 16.
 //
-// Thread (tx, ty) owns rows ty + 16 i and columns tx + 16 j of the tile: neighbouring lanes
-// read neighbouring words of B_tile (no bank conflicts) and write neighbouring floats of C.
-// Launch: block (16, 16), grid (ceil(N / 64), ceil(M / 64)).
-#define BM 64
-#define BN 64
+// Thread (tx, ty) owns rows ty*4 + {0..3} and 64 + ty*4 + {0..3} of the tile, and likewise
+// columns: neighbouring lanes read neighbouring float4s of shared memory (no bank conflicts)
+// and write neighbouring float4s of C. Ragged edges (M, N, K not multiples of the tiles, rows
+// not on 16 bytes) fall back to guarded scalar accesses.
+// Launch: block (16, 16), grid (ceil(N / 128), ceil(M / 128)); arrays 16-byte aligned.
+#define BM 128
+#define BN 128
 #define BK 8
-#define TM 4
-#define TN 4
-#define STEP_M (BM / TM)  // 16 = blockDim.y
-#define STEP_N (BN / TN)  // 16 = blockDim.x
+#define TM 8
+#define TN 8
+#define HALF 64      // a thread's rows (columns) come in two groups of 4, 64 apart
+#define PAD 4        // A_tile rows padded: the transposed stores hit distinct banks
+
+// Four consecutive floats of row `row` of a (rows, cols) matrix from column `col` (zeros
+// outside it): one float4 load when they are all inside and rows start on 16 bytes.
+__device__ float4 load4(const float* m, int rows, int cols, int row, int col) {
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (row >= rows) {
+        return v;
+    }
+    const float* p = m + (long long)row * cols + col;
+    if (cols % 4 == 0 && col + 4 <= cols) {
+        return *reinterpret_cast<const float4*>(p);
+    }
+    v.x = col < cols ? p[0] : 0.0f;
+    v.y = col + 1 < cols ? p[1] : 0.0f;
+    v.z = col + 2 < cols ? p[2] : 0.0f;
+    v.w = col + 3 < cols ? p[3] : 0.0f;
+    return v;
+}
+
+// Store four consecutive floats at (row, col) of a (rows, cols) matrix, those inside it.
+__device__ void store4(float* m, int rows, int cols, int row, int col, const float* v) {
+    if (row >= rows) {
+        return;
+    }
+    float* p = m + (long long)row * cols + col;
+    if (cols % 4 == 0 && col + 4 <= cols) {
+        *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+        return;
+    }
+    for (int j = 0; j < 4 && col + j < cols; ++j) {
+        p[j] = v[j];
+    }
+}
 
 extern "C" __global__ void matmul_register_tiled(const float* __restrict__ A,
                                                  const float* __restrict__ B,
                                                  float* __restrict__ C, int M, int N, int K) {
-    __shared__ float A_tile[BM][BK];
-    __shared__ float B_tile[BK][BN];
+    __align__(16) __shared__ float A_tile[BK][BM + PAD];  // A_tile[k][r] = A[row0 + r][k0 + k]
+    __align__(16) __shared__ float B_tile[BK][BN];
     int tx = threadIdx.x, ty = threadIdx.y;
-    int thread = ty * blockDim.x + tx, threads = blockDim.x * blockDim.y;
+    int thread = ty * blockDim.x + tx;
     int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+    int a_row = thread / 2, a_col = (thread % 2) * 4;  // 256 float4s cover 128 x 8 of A
+    int b_row = thread / 32, b_col = (thread % 32) * 4;  // and 8 x 128 of B
     float acc[TM][TN] = {};
     for (int k0 = 0; k0 < K; k0 += BK) {
-        // Neighbouring threads load neighbouring floats; out-of-range elements load as zero.
-        for (int e = thread; e < BM * BK; e += threads) {
-            int r = e / BK, c = e % BK;
-            A_tile[r][c] = (row0 + r < M && k0 + c < K) ? A[(row0 + r) * K + k0 + c] : 0.0f;
-        }
-        for (int e = thread; e < BK * BN; e += threads) {
-            int r = e / BN, c = e % BN;
-            B_tile[r][c] = (k0 + r < K && col0 + c < N) ? B[(k0 + r) * N + col0 + c] : 0.0f;
-        }
+        float4 a = load4(A, M, K, row0 + a_row, k0 + a_col);
+        A_tile[a_col + 0][a_row] = a.x;
+        A_tile[a_col + 1][a_row] = a.y;
+        A_tile[a_col + 2][a_row] = a.z;
+        A_tile[a_col + 3][a_row] = a.w;
+        *reinterpret_cast<float4*>(&B_tile[b_row][b_col]) =
+            load4(B, K, N, k0 + b_row, col0 + b_col);
         __syncthreads();  // the tiles are complete before anyone reads them
+#pragma unroll
         for (int k = 0; k < BK; ++k) {
-            float a[TM], b[TN];  // registers: each value is used TN (or TM) times below
-            for (int i = 0; i < TM; ++i) a[i] = A_tile[ty + STEP_M * i][k];
-            for (int j = 0; j < TN; ++j) b[j] = B_tile[k][tx + STEP_N * j];
+            float a_reg[TM], b_reg[TN];  // registers: each value is used 8 times below
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                float4 av = *reinterpret_cast<const float4*>(&A_tile[k][h * HALF + ty * 4]);
+                float4 bv = *reinterpret_cast<const float4*>(&B_tile[k][h * HALF + tx * 4]);
+                a_reg[4 * h] = av.x, a_reg[4 * h + 1] = av.y, a_reg[4 * h + 2] = av.z;
+                a_reg[4 * h + 3] = av.w;
+                b_reg[4 * h] = bv.x, b_reg[4 * h + 1] = bv.y, b_reg[4 * h + 2] = bv.z;
+                b_reg[4 * h + 3] = bv.w;
+            }
+#pragma unroll
             for (int i = 0; i < TM; ++i) {
+#pragma unroll
                 for (int j = 0; j < TN; ++j) {
-                    acc[i][j] += a[i] * b[j];
+                    acc[i][j] += a_reg[i] * b_reg[j];
                 }
             }
         }
         __syncthreads();  // everyone is done reading before the next tiles overwrite them
     }
     for (int i = 0; i < TM; ++i) {
-        for (int j = 0; j < TN; ++j) {
-            int row = row0 + ty + STEP_M * i, col = col0 + tx + STEP_N * j;
-            if (row < M && col < N) {
-                C[row * N + col] = acc[i][j];
-            }
+        int row = row0 + (i / 4) * HALF + ty * 4 + i % 4;
+        for (int h = 0; h < 2; ++h) {
+            store4(C, M, N, row, col0 + h * HALF + tx * 4, &acc[i][4 * h]);
         }
     }
 }

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..tables import ShownAsTable, Table
 from .gpus import GPU, get_gpu
@@ -127,6 +127,20 @@ class Profile(ShownAsTable):
     def flops(self) -> int:
         """Floating-point operations declared by the launchers (a multiply-add counts 2)."""
         return sum(launch.flops for launch in self.launches)
+
+    def scaled(self, factor: int) -> Profile:
+        """The same launches with ``factor`` times more blocks, each like the counted ones:
+        every count and the flops times ``factor``. Exact for a problem ``factor`` times
+        larger along the grid when every block does the same work (whole tiles), so a large
+        problem's bound needs only a small problem's counts."""
+        scaled = Profile()
+        scaled.launches = [
+            replace(launch, grid=(launch.grid[0] * factor, *launch.grid[1:]),
+                    counters={k: v * factor for k, v in launch.counters.items()},
+                    flops=launch.flops * factor)
+            for launch in self.launches
+        ]  # fmt: skip
+        return scaled
 
     def roofs(self, gpu: GPU | str) -> dict[str, float]:
         """Seconds each roof allows at least, summed over the launches."""

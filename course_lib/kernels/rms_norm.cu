@@ -1,25 +1,46 @@
 // RMSNorm as in LLaMA: y = w * x / sqrt(mean(x^2) + eps), over the last axis of a (rows, cols)
-// row-major float32 matrix, with a weight vector w of length cols. One block per row; launch
-// with a power-of-two block size and blockDim.x floats of dynamic shared memory.
+// row-major float32 matrix, with a weight vector w of length cols.
+//
+// Like softmax.cu: one block per row (a multiple of 32 threads), the row read once into
+// registers (VALUES per thread), the sum of squares combined with warp shuffles, the output
+// written from the registers. Rows longer than blockDim.x * VALUES read the rest again.
 #include "block_reduce.cuh"
+
+#define VALUES 32  // row elements a thread keeps in registers
 
 extern "C" __global__ void rms_norm_rows(const float* __restrict__ x, const float* __restrict__ w,
                                         float* __restrict__ y, int rows, int cols, float eps) {
-    extern __shared__ float scratch[];
     int row = blockIdx.x;
     if (row >= rows) {
         return;
     }
     const float* x_row = x + (long long)row * cols;
     float* y_row = y + (long long)row * cols;
+    int held = min(cols, VALUES * (int)blockDim.x);
 
+    float v[VALUES];
     float local = 0.0f;
-    for (int j = threadIdx.x; j < cols; j += blockDim.x) {
+#pragma unroll
+    for (int c = 0; c < VALUES; ++c) {
+        if (c * blockDim.x >= held) break;  // the same for the whole block
+        int j = threadIdx.x + c * blockDim.x;
+        v[c] = j < held ? x_row[j] : 0.0f;
+        local += v[c] * v[c];
+    }
+    for (int j = held + threadIdx.x; j < cols; j += blockDim.x) {
         local += x_row[j] * x_row[j];
     }
-    float inv_rms = rsqrtf(block_reduce(local, scratch, SumOp()) / cols + eps);
+    float inv_rms = rsqrtf(block_reduce_shuffle(local, SumOp()) / cols + eps);
 
-    for (int j = threadIdx.x; j < cols; j += blockDim.x) {
+#pragma unroll
+    for (int c = 0; c < VALUES; ++c) {
+        if (c * blockDim.x >= held) break;  // the same for the whole block
+        int j = threadIdx.x + c * blockDim.x;
+        if (j < held) {
+            y_row[j] = w[j] * (v[c] * inv_rms);
+        }
+    }
+    for (int j = held + threadIdx.x; j < cols; j += blockDim.x) {
         y_row[j] = w[j] * (x_row[j] * inv_rms);
     }
 }

@@ -1,32 +1,62 @@
 // Row softmax y = exp(x - max) / sum(exp(x - max)) of a (rows, cols) row-major float32 matrix.
-// One block per row; launch with a power-of-two block size and blockDim.x floats of dynamic
-// shared memory. Three passes over the row: the maximum, the sum of exponentials, the output.
+//
+// One block per row, blockDim.x a multiple of 32 (a single warp for rows up to 32 * VALUES).
+// Each thread loads its VALUES elements of the row into registers, once: the maximum, the
+// exponentials and the output are all computed from the registers, so the row crosses
+// global memory once in each direction (one read, one write: the least any softmax can do).
+// The block combines its partial maximum and sum with warp shuffles (block_reduce.cuh).
 // Subtracting the maximum keeps every exponent <= 0, so nothing overflows for large logits.
+// Rows longer than blockDim.x * VALUES (over 32,768 floats with 1024 threads) still work:
+// the elements beyond the registers are read again from global memory.
 #include "block_reduce.cuh"
+
+#define VALUES 32  // row elements a thread keeps in registers
 
 extern "C" __global__ void softmax_rows(const float* __restrict__ x, float* __restrict__ y,
                                         int rows, int cols) {
-    extern __shared__ float scratch[];
     int row = blockIdx.x;  // the same for the whole block, so this return is uniform
     if (row >= rows) {
         return;
     }
     const float* x_row = x + (long long)row * cols;
     float* y_row = y + (long long)row * cols;
+    int held = min(cols, VALUES * (int)blockDim.x);  // elements kept in registers
 
+    float v[VALUES];  // element threadIdx.x + c * blockDim.x: neighbouring lanes, neighbouring floats
     float local_max = NEG_INFINITY;
-    for (int j = threadIdx.x; j < cols; j += blockDim.x) {  // strided: coalesced reads
+#pragma unroll
+    for (int c = 0; c < VALUES; ++c) {  // unrolled: v[c] has a fixed index, so a register
+        if (c * blockDim.x >= held) break;  // the same for the whole block
+        int j = threadIdx.x + c * blockDim.x;
+        v[c] = j < held ? x_row[j] : NEG_INFINITY;
+        local_max = fmaxf(local_max, v[c]);
+    }
+    for (int j = held + threadIdx.x; j < cols; j += blockDim.x) {
         local_max = fmaxf(local_max, x_row[j]);
     }
-    float row_max = block_reduce(local_max, scratch, MaxOp());
+    float row_max = block_reduce_shuffle(local_max, MaxOp());
 
     float local_sum = 0.0f;
-    for (int j = threadIdx.x; j < cols; j += blockDim.x) {
+#pragma unroll
+    for (int c = 0; c < VALUES; ++c) {
+        if (c * blockDim.x >= held) break;
+        v[c] = expf(v[c] - row_max);  // 0 for the padding (-inf)
+        local_sum += v[c];
+    }
+    for (int j = held + threadIdx.x; j < cols; j += blockDim.x) {
         local_sum += expf(x_row[j] - row_max);
     }
-    float row_sum = block_reduce(local_sum, scratch, SumOp());
+    float row_sum = block_reduce_shuffle(local_sum, SumOp());
 
-    for (int j = threadIdx.x; j < cols; j += blockDim.x) {
+#pragma unroll
+    for (int c = 0; c < VALUES; ++c) {
+        if (c * blockDim.x >= held) break;  // the same for the whole block
+        int j = threadIdx.x + c * blockDim.x;
+        if (j < held) {
+            y_row[j] = v[c] / row_sum;
+        }
+    }
+    for (int j = held + threadIdx.x; j < cols; j += blockDim.x) {
         y_row[j] = expf(x_row[j] - row_max) / row_sum;
     }
 }

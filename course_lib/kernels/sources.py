@@ -7,6 +7,7 @@ read the same text. Local headers (``#include "block_reduce.cuh"``) are expanded
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -40,8 +41,10 @@ def expand_includes(text: str, filename: str, directory: Path = KERNEL_DIR) -> s
     return f'#line 1 "{filename}"\n' + _INCLUDE.sub(inline, text)
 
 
+@functools.cache
 def read_source(filename: str) -> str:
-    """The text of a packaged kernel file with its local includes expanded."""
+    """The text of a packaged kernel file with its local includes expanded (read once per
+    process: a launch looks its kernel up without touching the file system)."""
     path = KERNEL_DIR / filename
     if path.suffix != ".cu" or not path.is_file():
         raise KernelCompileError(
