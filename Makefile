@@ -8,7 +8,7 @@ IS_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo yes || echo no)
 APT := DEBIAN_FRONTEND=noninteractive apt-get
 LAB_ROOT_FLAG := $(if $(filter yes,$(IS_ROOT)),--allow-root,)
 
-.PHONY: lab test setup setup-lab system-deps test-unit test-notebooks lint clean help
+.PHONY: lab test setup setup-lab system-deps test-unit test-notebooks test-strict test-notebooks-strict lint clean help
 
 help:
 	@echo "make lab    - install what the notebooks need and open JupyterLab on notebooks/"
@@ -52,7 +52,7 @@ setup: $(VENV)/.test-stamp
 lab: setup-lab
 	$(BIN)/jupyter lab notebooks/ $(LAB_ROOT_FLAG)
 
-test: setup lint test-unit test-notebooks
+test: setup lint test-unit test-notebooks test-strict test-notebooks-strict
 
 lint:
 	$(BIN)/ruff check course_lib tests benchmarks
@@ -63,6 +63,27 @@ test-unit:
 
 test-notebooks:
 	$(BIN)/python -m pytest -q --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:randomly notebooks
+
+# The tests that hold on every device (engine, runtime, passes, autodiff, eager, jit, models):
+# `make test` runs them on the strict stand-in device too (course_lib.strict_device: arrays
+# that refuse NumPy operands and implicit conversion, as CuPy's do), `make gpu-check` on a GPU.
+DEVICE_TESTS = tests/test_runtime.py tests/test_derivatives.py tests/test_broadcast.py \
+	tests/test_op_declarations.py tests/test_boundaries.py tests/test_control_and_jit.py \
+	tests/test_derivative_edges.py tests/test_errors.py tests/test_gradient_trace.py \
+	tests/test_graph_helpers.py tests/test_ids.py tests/test_passes.py \
+	tests/test_passes_properties.py tests/test_optimize_equivalence.py \
+	tests/test_optimize_numerics.py tests/test_pure_graphs.py tests/test_random_graphs.py \
+	tests/test_sharpness.py tests/test_op_facts.py tests/test_lecture_figures.py \
+	tests/test_llama_model.py tests/test_llama_architecture.py tests/test_llama_parity.py \
+	tests/test_kv_cache.py tests/test_devices.py
+
+test-strict:
+	COURSE_LIB_DEVICE=strict $(BIN)/python -m pytest -q -p no:randomly $(DEVICE_TESTS)
+
+# Every notebook top to bottom on the strict device (outputs not compared: a NumPy array that
+# would reach a CuPy call fails here, in CI, without a GPU).
+test-notebooks-strict:
+	COURSE_LIB_DEVICE=strict $(BIN)/python -m pytest -q --nbval-lax -p no:randomly notebooks
 
 # The student edition: notebooks/ with every solution replaced by a stub, written to student/.
 .PHONY: student
@@ -78,9 +99,6 @@ links: $(VENV)/.lab-stamp
 # Everything that needs an NVIDIA GPU, in under 8 minutes: each piece has its own time limit
 # (seconds below; `make -k gpu-check` goes on after a failing piece). Refuses without a GPU.
 GPU_RUN = COURSE_LIB_DEVICE=gpu timeout -k 10
-GPU_ENGINE_TESTS = tests/test_runtime.py tests/test_control_and_jit.py tests/test_passes.py \
-	tests/test_optimize_equivalence.py tests/test_boundaries.py tests/test_layers.py \
-	tests/test_llama_model.py tests/test_llama_architecture.py tests/test_kv_cache.py
 .PHONY: gpu-check gpu-present gpu-tests gpu-engine gpu-notebooks gpu-benchmarks
 gpu-check: gpu-present gpu-tests gpu-engine gpu-notebooks gpu-benchmarks
 	@echo "gpu-check: every piece passed"
@@ -94,17 +112,17 @@ gpu-tests: gpu-present
 	$(GPU_RUN) 60 $(BIN)/python -m pytest -q -m gpu tests
 
 gpu-engine: gpu-present
-	$(GPU_RUN) 90 $(BIN)/python -m pytest -q -p no:randomly $(GPU_ENGINE_TESTS)
+	$(GPU_RUN) 90 $(BIN)/python -m pytest -q -p no:randomly $(DEVICE_TESTS)
 
 gpu-notebooks: gpu-present
-	$(GPU_RUN) 150 $(BIN)/python -m pytest -q --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg \
-	  -p no:randomly notebooks
+	$(GPU_RUN) 150 $(BIN)/python -m pytest -q --nbval-lax -p no:randomly notebooks
 
 # benchmarks/llama_step.py --device gpu: PyTorch and course_lib on the same GPU.
 gpu-benchmarks: gpu-present
 	$(GPU_RUN) 20 $(BIN)/python benchmarks/kernel_launch.py
 	$(GPU_RUN) 90 $(BIN)/python benchmarks/gpu.py
 	$(GPU_RUN) 60 $(BIN)/python benchmarks/llama_step.py --device gpu
+	$(GPU_RUN) 90 $(BIN)/python benchmarks/llama_step.py --device gpu --model gpu --rounds 2
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

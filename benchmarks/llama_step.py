@@ -1,12 +1,17 @@
-"""One training step (forward + backward + AdamW) of the tiny LLaMA: course_lib vs PyTorch.
+"""One training step (forward + backward + AdamW) of a LLaMA: course_lib vs PyTorch.
 
-LlamaConfig.tiny() (dim 256, 4 layers, 8 heads, 4 kv heads, ffn 688, vocab 256), batch 16,
-seq 128, float32 on the CPU, both with the same thread count (``--threads`` caps PyTorch's
-pool and, through threadpoolctl, NumPy's BLAS and any OpenMP pool), in alternating blocks
-of steps (the first step of each block is a warm-up: BLAS and OpenMP worker threads of the
-other library spin for a while after its last call), medians.
-Run: ``.venv/bin/python benchmarks/llama_step.py`` (needs the ``oracle`` extra: PyTorch and
-threadpoolctl). Target: ratio <= 1.5.
+``--model tiny``: LlamaConfig.tiny() (dim 256, 4 layers, 8 heads, 4 kv heads, ffn 688, vocab
+256), batch 16, seq 128; ``--model gpu``: dim 1024, 8 layers, 16/8 heads, ffn 2816, vocab
+8192, batch 8, seq 512. Float32; on the CPU both with the same thread count (``--threads``
+caps PyTorch's pool and, through threadpoolctl, NumPy's BLAS and any OpenMP pool); with
+``--device gpu`` both on the same GPU (CuPy and CUDA PyTorch, TF32 off). Alternating blocks
+of steps (the first step of each block is a warm-up: worker threads of the other library
+spin for a while after its last call), medians; each step ends by reading the loss, so GPU
+work is finished when the clock stops.
+Run: ``.venv/bin/python benchmarks/llama_step.py [--device gpu] [--model gpu]`` (needs the
+``oracle`` extra: PyTorch and threadpoolctl). Targets: CPU ratio <= 1.5; GPU <= 3 for tiny
+(launch-bound), <= 1.5 for the gpu model. ``--device strict`` runs course_lib on the strict
+stand-in device (a check that the step runs there, not a speed).
 """
 
 from __future__ import annotations
@@ -17,14 +22,22 @@ import os
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+import course_lib as cl
 from course_lib.models import Llama, LlamaConfig
 from course_lib.models.optim import AdamW
 from course_lib.models.train import training_step
 from course_lib.perf import blocked_medians
 
 
+MODELS = {
+    "tiny": (LlamaConfig.tiny(), 16, 128),
+    "gpu": (LlamaConfig(dim=1024, n_layers=8, n_heads=16, n_kv_heads=8, ffn_dim=2816,
+                        vocab_size=8192, max_seq_len=512), 8, 512),
+}  # fmt: skip
+
+
 def course_lib_step(config: LlamaConfig, tokens: np.ndarray):
-    model = Llama(config, seed=0)
+    model = Llama(config, seed=0)  # on the current device (cl.set_device before)
     optimizer = AdamW(model.params, lr=1e-4)
     run = training_step(model, optimizer, *tokens.shape)  # built once, outside the timing
     graph = model.forward_graph(*tokens.shape)
@@ -34,12 +47,12 @@ def course_lib_step(config: LlamaConfig, tokens: np.ndarray):
         feed.update(optimizer.feed())
         loss, *new_values = run.run(feed)
         optimizer.write_back(model.params, new_values)
-        return loss
+        return float(loss)  # waits for the device
 
     return step
 
 
-def torch_step(config: LlamaConfig, tokens: np.ndarray):
+def torch_step(config: LlamaConfig, tokens: np.ndarray, device: str = "cpu"):
     """The same model in plain PyTorch (nn.Linear without biases, RMSNorm, half-split RoPE,
     causal GQA through scaled_dot_product_attention, SwiGLU) with torch.optim.AdamW."""
     import torch
@@ -97,9 +110,12 @@ def torch_step(config: LlamaConfig, tokens: np.ndarray):
             return self.head(self.norm(h))
 
     torch.manual_seed(0)
-    model = Model()
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False  # FP32
+    where = "cuda" if device == "gpu" else "cpu"
+    cos, sin = cos.to(where), sin.to(where)
+    model = Model().to(where)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95))
-    x = torch.from_numpy(tokens)
+    x = torch.from_numpy(tokens).to(where)
 
     def step():
         logits = model(x)
@@ -114,35 +130,42 @@ def torch_step(config: LlamaConfig, tokens: np.ndarray):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--model", choices=sorted(MODELS), default="tiny")
+    parser.add_argument("--device", choices=["cpu", "gpu", "strict"], default="cpu")
+    parser.add_argument("--batch", type=int, help="default: the model's (16 tiny, 8 gpu)")
+    parser.add_argument("--seq", type=int, help="default: the model's (128 tiny, 512 gpu)")
     parser.add_argument("--rounds", type=int, default=3, help="blocks per library")
     parser.add_argument("--per-block", type=int, default=3, help="timed steps per block")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args()
-    config = LlamaConfig.tiny()
-    tokens = np.random.default_rng(0).integers(0, config.vocab_size, (args.batch, args.seq))
+    config, batch, seq = MODELS[args.model]
+    batch, seq = args.batch or batch, args.seq or seq
+    cl.set_device(args.device)  # a DeviceError says why when there is no GPU
+    tokens = np.random.default_rng(0).integers(0, config.vocab_size, (batch, seq))
     fns = {"course_lib": course_lib_step(config, tokens)}
     try:
         import torch
 
         torch.set_num_threads(args.threads)
-        fns["PyTorch"] = torch_step(config, tokens)
+        if args.device != "strict":
+            fns["PyTorch"] = torch_step(config, tokens, args.device)
     except ImportError:
         print("PyTorch is not installed (pip install -e '.[oracle]'); showing course_lib only")
     with threadpool_limits(limits=args.threads):  # NumPy's OpenBLAS would use every core
         medians = blocked_medians(fns, rounds=args.rounds, per_block=args.per_block)
     steps = args.rounds * args.per_block
+    where = cl.describe_device() if args.device != "cpu" else (
+        f"CPU, {args.threads} thread{'s' if args.threads != 1 else ''}")
     print(
-        f"tiny LLaMA training step (forward + backward + AdamW), batch {args.batch}, "
-        f"seq {args.seq}, float32, {args.threads} thread{'s' if args.threads != 1 else ''}, "
-        f"median of {steps} steps each"
+        f"{args.model} LLaMA training step (forward + backward + AdamW), batch {batch}, "
+        f"seq {seq}, float32, {where}, median of {steps} steps each"
     )
     for name, seconds in medians.items():
         print(f"  {name:12s} {seconds * 1e3:8.1f} ms")
     if "PyTorch" in medians:
         ratio = medians["course_lib"] / medians["PyTorch"]
-        print(f"  ratio course_lib/PyTorch = {ratio:.2f}  (target <= 1.5)")
+        target = 1.5 if args.device == "cpu" or args.model == "gpu" else 3.0
+        print(f"  ratio course_lib/PyTorch = {ratio:.2f}  (target <= {target})")
 
 
 if __name__ == "__main__":
