@@ -28,7 +28,6 @@ from course_lib.models.optim import AdamW
 from course_lib.models.train import training_step
 from course_lib.perf import blocked_medians
 
-
 MODELS = {
     "tiny": (LlamaConfig.tiny(), 16, 128),
     "gpu": (LlamaConfig(dim=1024, n_layers=8, n_heads=16, n_kv_heads=8, ffn_dim=2816,
