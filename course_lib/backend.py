@@ -158,9 +158,17 @@ def refuse_foreign(value, what: str = "an array") -> None:
 
 
 def host_array(value, what: str = "an array") -> numpy.ndarray:
-    """Host data as a NumPy array (a torch CPU tensor too); a device array is refused."""
+    """Host data as a NumPy array (a torch CPU tensor too); a device array is refused.
+
+    The one check of what is CPU-only by nature and takes NumPy arrays on every device:
+    :class:`~course_lib.strides.StridedView` (it reads the host memory of its buffer), the
+    CPU emulator of the kernels, and the native loops of ``perf``.
+    """
     if device_of(value) not in (None, "cpu"):
-        raise DeviceError(f"{what} is on the {device_of(value)!r} device, not on the host")
+        raise DeviceError(
+            f"{what} is on the {device_of(value)!r} device, but this runs on the CPU only "
+            "(host memory); pass course_lib.to_numpy(array)"
+        )
     return numpy.asarray(value)
 
 

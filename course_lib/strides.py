@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from .backend import host_array
 from .errors import ShapeError
 
 __all__ = [
@@ -75,7 +76,7 @@ class StridedView:
         strides: Sequence[int] | None = None,
         offset: int = 0,
     ) -> None:
-        buffer = np.asarray(buffer)
+        buffer = host_array(buffer, "StridedView's buffer")  # its memory, by address
         if buffer.ndim != 1 or not buffer.flags.c_contiguous:
             raise ShapeError(
                 f"StridedView needs a contiguous 1-D buffer, got shape {buffer.shape} with byte "

@@ -141,3 +141,17 @@ def test_a_model_on_another_device_says_so_and_moves_with_to(cpu):
     finally:
         model.to("cpu")
     assert cl.get_device() == "cpu" and isinstance(model.params["lm_head.weight"], np.ndarray)
+
+
+# -- what is CPU-only by nature refuses device arrays -------------------------------------------
+def test_cpu_only_parts_refuse_device_arrays_by_name():
+    from course_lib.kernels import launch  # noqa: PLC0415
+    from course_lib.perf import vectorization  # noqa: PLC0415
+
+    on_strict = strict_device.asarray(np.ones(4, np.float32))
+    with pytest.raises(cl.DeviceError, match="StridedView's buffer is on the 'strict' device"):
+        cl.strides.StridedView(on_strict, (2, 2))
+    with pytest.raises(cl.DeviceError, match="emulated kernel's input .* CPU only"):
+        launch.vector_add(on_strict, on_strict, mode="emulator")
+    with pytest.raises(cl.DeviceError, match="loop 'add'"):
+        vectorization.reference("add", on_strict, on_strict)

@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from .. import backend
+from ..backend import host_array
 from ..errors import ParameterError, ShapeError
 from . import emulator, gpu, profiling
 from .errors import KernelLaunchError
@@ -75,6 +76,8 @@ def _xp(mode: str):
 def _inputs(mode: str, *arrays):
     """Contiguous float32 copies (or the arrays themselves) in the mode's array module."""
     xp = _xp(mode)
+    if mode == "emulator":  # the emulator runs on the CPU: host arrays only
+        arrays = [host_array(a, "an emulated kernel's input") for a in arrays]
     return [a if _ready(xp, a) else xp.ascontiguousarray(xp.asarray(a, dtype=xp.float32))
             for a in arrays]  # fmt: skip
 

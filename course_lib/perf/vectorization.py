@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..backend import host_array
 from ..errors import ShapeError
 from ..kernels import native
 from ..tables import Table
@@ -97,7 +98,7 @@ def bind_loop(
     """:func:`run_loop`'s arrays checked and its library loaded once: each call of the result
     runs the C loop and nothing else (what :func:`measure_vectorization` times)."""
     _check_name(name)
-    arrays = (a, b, out)
+    a, b, out = arrays = tuple(host_array(x, f"loop {name!r}: an array") for x in (a, b, out))
     if len({np.shape(x) for x in arrays}) != 1 or not all(
         isinstance(x, np.ndarray) and x.dtype == np.float32 and x.flags.c_contiguous for x in arrays
     ):
@@ -128,7 +129,7 @@ def reference(name: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """The loop ``name`` computed by NumPy in float32, operation by operation as in C
     (which overflows to inf and makes NaNs silently, so NumPy warns of neither here)."""
     _check_name(name)
-    a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
+    a, b = (host_array(x, f"loop {name!r}").astype(np.float32, copy=False) for x in (a, b))
     with np.errstate(over="ignore", invalid="ignore"):
         if name == "add":
             return a + b
