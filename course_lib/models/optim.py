@@ -38,8 +38,8 @@ class SGDUpdate(Op):
 
     def compute(self, xp, param, g, lr):
         if self.weight_decay:
-            param = param * (1.0 - float(lr) * self.weight_decay)
-        return param - param.dtype.type(float(lr)) * g
+            param = param * _factor(1.0 - lr * self.weight_decay, param)
+        return param - _factor(lr, param) * g
 
     def flops(self, out_shape, *in_shapes):
         return (4 if self.weight_decay else 2) * math.prod(out_shape)
@@ -90,18 +90,25 @@ class AdamWUpdate(Op):
         return param
 
     def compute(self, xp, param, m, v, lr, step):
-        b1, b2, lr, t = self.beta1, self.beta2, float(lr), int(step)
+        b1, b2, t = self.beta1, self.beta2, step
         if self.weight_decay:
-            param = param * (1.0 - lr * self.weight_decay)
+            param = param * _factor(1.0 - lr * self.weight_decay, param)
         denom = xp.sqrt(v)
-        denom *= 1.0 / math.sqrt(1.0 - b2**t)
+        denom *= _factor(1.0 / xp.sqrt(1.0 - b2**t), param)
         denom += self.eps
         update = m / denom
-        update *= lr / (1.0 - b1**t)
+        update *= _factor(lr / (1.0 - b1**t), param)
         return param - update
 
     def flops(self, out_shape, *in_shapes):
         return 7 * math.prod(out_shape)
+
+
+def _factor(scalar, like):
+    """A scalar factor (a 0-d array computed in float64 from the fed lr and step) in the
+    parameters' dtype, left on the device: reading it into a Python float would wait for
+    the GPU once per parameter. The same float32 value a Python float would round to."""
+    return scalar.astype(like.dtype)
 
 
 class Optimizer:
