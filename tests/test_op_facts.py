@@ -51,7 +51,7 @@ def test_each_kernel_hook_computes_what_its_op_computes(rng):
     x, w = _f32(rng, 6, 40), _f32(rng, 40)
     a, b = _f32(rng, 5, 7), _f32(rng, 7, 3)
     q = _f32(rng, 2, 3, 7, 8)  # (batch, heads, positions, head_dim)
-    cos, sin = _tables(7, 8, 10000.0, np.dtype(np.float32))
+    cos, sin = _tables(np, 0, 7, 8, 10000.0, np.dtype(np.float32), False)
     cases = [  # op, the inputs of its compute, the arrays its kernel takes
         (Softmax(axis=-1), (x,), (x,)),
         (Softmax(axis=1), (x,), (x,)),

@@ -190,10 +190,11 @@ class HeadMixT(Op):
 
 
 @lru_cache(maxsize=16)
-def _causal_bias(t: int, s: int, dtype):
-    """0 where key j may be seen by query i (j <= i + s - t), −inf elsewhere."""
+def _causal_bias(xp, t: int, s: int, dtype):
+    """0 where key j may be seen by query i (j <= i + s - t), −inf elsewhere; made on the
+    host and copied to xp's device once per shape."""
     allowed = np.arange(s)[None, :] <= np.arange(t)[:, None] + (s - t)
-    return np.where(allowed, 0.0, -np.inf).astype(dtype)
+    return xp.asarray(np.where(allowed, 0.0, -np.inf).astype(dtype))
 
 
 class CausalSoftmax(Op):
@@ -217,7 +218,7 @@ class CausalSoftmax(Op):
 
     def compute(self, xp, s):
         x = s * s.dtype.type(self.scale)
-        x += xp.asarray(_causal_bias(s.shape[-2], s.shape[-1], s.dtype))
+        x += _causal_bias(xp, s.shape[-2], s.shape[-1], s.dtype)
         x -= x.max(axis=-1, keepdims=True)
         xp.exp(x, out=x)
         x /= x.sum(axis=-1, keepdims=True)

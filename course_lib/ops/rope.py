@@ -21,9 +21,12 @@ from ..kernels.reference import rope_tables
 
 
 @lru_cache(maxsize=32)
-def _tables(seq_len: int, head_dim: int, theta: float, dtype):
+def _tables(xp, start: int, seq_len: int, head_dim: int, theta: float, dtype, inverse: bool):
+    """cos and sin (−sin rotating back) of positions ``start`` ... ``seq_len − 1``, on xp's
+    device: computed and copied there once per shape, not on every call."""
     cos, sin = rope_tables(seq_len, head_dim, theta)
-    return cos.astype(dtype), sin.astype(dtype)
+    cos, sin = cos[start:].astype(dtype), sin[start:].astype(dtype)
+    return xp.asarray(cos), xp.asarray(-sin if inverse else sin)
 
 
 class Rope(Op):
@@ -72,9 +75,8 @@ class Rope(Op):
     def compute(self, xp, x):
         axis = self.seq_axis % x.ndim
         half = x.shape[-1] // 2
-        cos, sin = _tables(self.start + x.shape[axis], x.shape[-1], self.theta, x.dtype)
-        cos, sin = cos[self.start :], sin[self.start :]
-        cos, sin = xp.asarray(cos), xp.asarray(-sin if self.inverse else sin)
+        cos, sin = _tables(xp, self.start, self.start + x.shape[axis], x.shape[-1], self.theta,
+                           x.dtype, self.inverse)  # fmt: skip
         out = run_on_gpu(self, xp, x, cos, sin)  # rope.cu on a GPU
         if out is not None:
             return out
