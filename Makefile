@@ -109,20 +109,21 @@ gpu-present: $(VENV)/.test-stamp
 	       echo "Without a GPU, 'make test' checks the kernels with NVRTC and the CPU emulator."; exit 1; }
 
 gpu-tests: gpu-present
-	$(GPU_RUN) 60 $(BIN)/python -m pytest -q -m gpu tests
+	$(GPU_RUN) 40 $(BIN)/python -m pytest -q -m gpu tests
 
 gpu-engine: gpu-present
-	$(GPU_RUN) 90 $(BIN)/python -m pytest -q -p no:randomly $(DEVICE_TESTS)
+	$(GPU_RUN) 120 $(BIN)/python -m pytest -q -p no:randomly $(DEVICE_TESTS)
 
 gpu-notebooks: gpu-present
 	$(GPU_RUN) 150 $(BIN)/python -m pytest -q --nbval-lax -p no:randomly notebooks
 
-# benchmarks/llama_step.py --device gpu: PyTorch and course_lib on the same GPU.
+# benchmarks/llama_step.py --device gpu: PyTorch and course_lib on the same GPU, the tiny model
+# (launch-bound) and the dim-1024 one. The limits add up to 470 s.
 gpu-benchmarks: gpu-present
-	$(GPU_RUN) 20 $(BIN)/python benchmarks/kernel_launch.py
-	$(GPU_RUN) 90 $(BIN)/python benchmarks/gpu.py
-	$(GPU_RUN) 60 $(BIN)/python benchmarks/llama_step.py --device gpu
-	$(GPU_RUN) 90 $(BIN)/python benchmarks/llama_step.py --device gpu --model gpu --rounds 2
+	$(GPU_RUN) 15 $(BIN)/python benchmarks/kernel_launch.py
+	$(GPU_RUN) 60 $(BIN)/python benchmarks/gpu.py
+	$(GPU_RUN) 30 $(BIN)/python benchmarks/llama_step.py --device gpu
+	$(GPU_RUN) 55 $(BIN)/python benchmarks/llama_step.py --device gpu --model gpu --rounds 2 --per-block 2
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
