@@ -146,7 +146,9 @@ def main() -> None:
         import torch
 
         torch.set_num_threads(args.threads)
-        if args.device != "strict":
+        if args.device == "gpu" and not torch.cuda.is_available():
+            print("this PyTorch build has no CUDA: showing course_lib only")
+        elif args.device != "strict":
             fns["PyTorch"] = torch_step(config, tokens, args.device)
     except ImportError:
         print("PyTorch is not installed (pip install -e '.[oracle]'); showing course_lib only")
