@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import grad, mean, relu, variable
+from ..backend import to_numpy
 from .core import Mistake, Wrong, call, close, exercise, first_match, mismatch, require, run_graph
 
 NO_MEAN = Mistake(
@@ -146,11 +147,12 @@ def _mlp_case(rng, n: int, d: int, h: int, k: int, active: bool = False) -> dict
 
 
 def _mlp_gradients(case: dict) -> list:
+    """``cl.grad``'s (dL/dw1, dL/dw2), run on the current device, on the host (NumPy) to
+    compare with the answer's NumPy arrays."""
     x, y, w1, w2 = (variable(name, case[name].shape) for name in ("x", "y", "w1", "w2"))
     loss = mean((relu(x @ w1) @ w2 - y) ** 2)
-    return run_graph(
-        grad(loss, [w1, w2]), {x: case["x"], y: case["y"], w1: case["w1"], w2: case["w2"]}
-    )
+    feed = {x: case["x"], y: case["y"], w1: case["w1"], w2: case["w2"]}
+    return [to_numpy(g) for g in run_graph(grad(loss, [w1, w2]), feed)]
 
 
 def _mlp_answer(answer, case: dict, label: str) -> tuple:

@@ -8,6 +8,8 @@
   peak (every core's vector units busy every cycle): a kernel that beats BLAS can sit above
   it, and most kernels have a lower ceiling of their own.
 
+Both are the CPU's, whatever course_lib's current device: they run NumPy on host memory.
+
 Attainable FLOP/s at arithmetic intensity AI (FLOPs per byte) is
 ``min(peak FLOP/s, AI × bandwidth)``; the two meet at the ridge point.
 """

@@ -48,7 +48,10 @@ def measure_graph(
     """Run a graph with an :class:`Executor` and place it by the counts of the graph it ran.
 
     With ``optimize=True`` the passes run first, so a fused graph is counted (and timed)
-    as the fused kernels it executes.
+    as the fused kernels it executes. The graph runs on the current device; to place kernels
+    under the CPU's ceilings (:func:`~course_lib.perf.measure_roofline`) measure them in a
+    ``with course_lib.use_device("cpu"):`` block (a GPU's launches return before they finish,
+    so their wall time is not the kernel's).
     """
     run = Executor(outputs, optimize=optimize)
     report = arithmetic_intensity(run.outputs)

@@ -7,6 +7,9 @@ its intensity grows as k/8 FLOPs per byte. While memory is the bottleneck its ti
 flat in k (the extra arithmetic hides behind the bytes); past the ridge the arithmetic takes
 longer than the bytes and the time grows with k. Unfused, every op is a pass over memory and
 the time grows with k from the start.
+
+It measures the CPU, whatever course_lib's current device: NumPy arrays in host memory, the
+fusion pass's compiled C++ loop and NumPy's kernels.
 """
 
 from __future__ import annotations

@@ -31,7 +31,9 @@ class Candidate:
 def search_fusions(outputs: Node | list[Node], feed: Mapping, repeats: int = 5) -> list[Candidate]:
     """Time every subset of the graph's fusion regions; fastest first.
 
-    At most :data:`MAX_REGIONS` regions are searched (the first ones in graph order).
+    At most :data:`MAX_REGIONS` regions are searched (the first ones in graph order). The
+    candidates run on the current device: pin the CPU with ``course_lib.use_device("cpu")`` to
+    search for the CPU (a GPU's launches return before they finish).
     """
     outs = node_list(outputs, "search_fusions")
     roots = list(find_regions(outs))[:MAX_REGIONS]

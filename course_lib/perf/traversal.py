@@ -4,6 +4,9 @@
 memory with the array's last stride. On a row-major array that stride is 1 element
 (consecutive bytes, whole cache lines used); on its transpose it is a full row, so
 every element comes from a different cache line.
+
+It measures the CPU's caches on purpose, whatever course_lib's current device: it takes
+NumPy arrays (host memory) and refuses a device array with ``DeviceError``.
 """
 
 from __future__ import annotations
@@ -12,19 +15,21 @@ import functools
 
 import numpy as np
 
+from ..backend import host_array
 from .timing import interleaved_medians
 
 
 def sum_row_by_row(array: np.ndarray) -> float:
-    """The sum of a 2-D array, computed one row at a time (the lecture's nested loop)."""
-    return float(sum(float(row.sum()) for row in array))
+    """The sum of a 2-D NumPy array, computed one row at a time (the lecture's nested loop)."""
+    return float(sum(float(row.sum()) for row in host_array(array, "sum_row_by_row")))
 
 
 def traversal_seconds(arrays: dict[str, np.ndarray], repeats: int = 5) -> dict[str, float]:
     """Median seconds of :func:`sum_row_by_row` on each array.
 
     The runs are interleaved (A, B, A, B, ...) after one warm-up each, so machine
-    noise hits every array alike.
+    noise hits every array alike. The arrays are NumPy arrays: this times the CPU.
     """
+    arrays = {name: host_array(a, f"traversal_seconds: {name!r}") for name, a in arrays.items()}
     runs = {name: functools.partial(sum_row_by_row, array) for name, array in arrays.items()}
     return interleaved_medians(runs, repeats=repeats)

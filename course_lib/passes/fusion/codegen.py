@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...backend import host_array
 from ...errors import GraphError
 from ...graph import Node, is_weak_scalar, topological_order
 from ...kernels import FusedElementwise
@@ -68,10 +69,12 @@ class NumexprProgram:
         Constants and the result take the floating dtype of the inputs (float32 stays
         float32, as with NumPy's weak scalars); integer inputs are left to the op-by-op
         interpreter. ``out`` (optional, of the result's shape and dtype) receives the
-        result instead of a new array, as in the lecture's preallocated programs.
+        result instead of a new array, as in the lecture's preallocated programs. numexpr
+        runs on the CPU: device arrays are refused with ``DeviceError``.
         """
         import numexpr  # noqa: PLC0415  (a dependency; imported on first use)
 
+        arrays = [host_array(a, "an input of a numexpr program") for a in arrays]
         dtype = np.result_type(*arrays)
         if dtype.kind != "f" or dtype.itemsize not in (4, 8):
             return None

@@ -1,5 +1,8 @@
 """A fused kernel as a C++ loop compiled for this CPU (g++ -O3 -march=native) and run on
-NumPy arrays: what the fused kernel costs when it runs at memory speed."""
+NumPy arrays: what the fused kernel costs when it runs at memory speed.
+
+CPU-only by nature: the loop reads host memory, so a device array is refused with
+``DeviceError`` (on a GPU the fused node runs its CUDA kernel instead)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ... import kernels
+from ...backend import host_array
 from ...errors import ShapeError
 from ...kernels import FusedElementwise, KernelCompileError
 from .codegen import cpu_source
@@ -68,8 +72,9 @@ def run_cpu_loop(
     ``out`` (optional) receives the result, as in the lecture's programs where every
     array is allocated beforehand.
     """
+    arrays = [host_array(a, f"an input of {kernel.name}'s compiled CPU loop") for a in arrays]
     if out is None:
-        out = np.empty(arrays[0].shape if len(arrays) else (), np.float32)
+        out = np.empty(arrays[0].shape if arrays else (), np.float32)
     bind_cpu_loop(kernel, arrays, out)()
     return out
 
@@ -82,7 +87,9 @@ def bind_cpu_loop(
     that Python's per-call work would count)."""
     if len(arrays) != len(kernel.inputs):
         raise ShapeError(f"{kernel.name} takes inputs {kernel.inputs}, got {len(arrays)} arrays")
-    everything = [*arrays, out]
+    loop_name = f"{kernel.name}'s compiled CPU loop"
+    arrays = [host_array(a, f"an input of {loop_name}") for a in arrays]
+    everything = [*arrays, host_array(out, f"the out array of {loop_name}")]
     if len({a.shape for a in everything}) != 1 or any(
         a.dtype != np.float32 or not a.flags.c_contiguous for a in everything
     ):

@@ -20,7 +20,7 @@ import numpy as np
 
 from ... import kernels
 from ...autodiff import grad, jvp
-from ...backend import is_gpu, on_host
+from ...backend import host_array, is_gpu, on_host
 from ...errors import ShapeError
 from ...graph import Node, Op, interpret, is_weak_scalar, rebuild, topological_order, variable
 from .codegen import NumexprProgram, cuda_kernel, numexpr_program
@@ -63,11 +63,16 @@ class Fused(Op):
     def run_kernel(self, xp, *arrays, mode: str | None = None, out=None):
         """Run the generated CUDA kernel on float32 arrays (broadcast here).
 
-        ``mode``: "gpu" (CuPy), "emulator" (CUDA threads on the CPU), or "cpu": the
-        kernel's expression as a plain C++ loop compiled for this CPU (vectorised, one pass
-        over memory; see :func:`run_cpu_loop`). ``out`` (optional, float32 of the broadcast
-        shape) receives the result: the C++ loop writes into it directly.
+        ``mode``: "gpu" (CuPy arrays; ``xp`` is CuPy), "emulator" (CUDA threads on the CPU),
+        or "cpu": the kernel's expression as a plain C++ loop compiled for this CPU
+        (vectorised, one pass over memory; see :func:`run_cpu_loop`). The last two run on the
+        CPU whatever the current device: they take NumPy arrays (``xp`` is not used) and
+        refuse device arrays with ``DeviceError``. ``out`` (optional, float32 of the
+        broadcast shape) receives the result: the C++ loop writes into it directly.
         """
+        if mode in ("cpu", "emulator"):  # both run on the CPU: host arrays only
+            xp = np
+            arrays = [host_array(a, f"an input of {self.kernel.name} ({mode})") for a in arrays]
         shape = np.broadcast_shapes(*(a.shape for a in arrays))
         full = [xp.ascontiguousarray(xp.broadcast_to(a, shape)) for a in arrays]
         if mode == "cpu":
