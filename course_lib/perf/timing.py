@@ -1,4 +1,7 @@
-"""Wall-clock timing that reports medians (robust to the odd slow run on a shared machine)."""
+"""Wall-clock timing that reports medians (robust to the odd slow run on a shared machine).
+
+On a GPU each timed call is bracketed by :func:`course_lib.backend.synchronize`, so the time
+is that of the work, not of queueing its kernels."""
 
 from __future__ import annotations
 
@@ -6,6 +9,8 @@ import statistics
 import time
 from collections.abc import Callable, Hashable, Mapping
 from typing import TypeVar
+
+from ..backend import synchronize
 
 K = TypeVar("K", bound=Hashable)
 
@@ -42,8 +47,10 @@ def _interleaved_times(
     times: dict[K, list[float]] = {key: [] for key in fns}
     for _ in range(repeats):
         for key, fn in fns.items():
+            synchronize()
             start = time.perf_counter()
             fn()
+            synchronize()
             times[key].append(time.perf_counter() - start)
     return times
 
@@ -63,8 +70,10 @@ def blocked_medians(
     for _ in range(rounds):
         for name, fn in fns.items():
             for i in range(settle + per_block):
+                synchronize()
                 start = time.perf_counter()
                 fn()
+                synchronize()
                 if i >= settle:
                     times[name].append(time.perf_counter() - start)
     return {name: statistics.median(ts) for name, ts in times.items()}
