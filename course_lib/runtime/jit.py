@@ -102,7 +102,7 @@ class JitFunction:
             eager.append(arg if array is None else Tensor(array, requires_grad=floating))
         out = self.fn(*eager)
         results = [
-            node.data.copy() if node.is_eager else Executor(node).run()
+            node._data.copy() if node.is_eager else Executor(node).run()
             for node in self._outputs(out)
         ]
         return results[0] if isinstance(out, Node) else tuple(results)
@@ -167,7 +167,7 @@ def jit(
 def _array(arg):
     """The array of an array argument (a Tensor's data), None for a Python constant."""
     if isinstance(arg, Tensor):
-        return arg.data
+        return arg._data  # only read (an executor never writes its feeds): no copy on a device
     return arg if hasattr(arg, "shape") else None
 
 
