@@ -12,14 +12,21 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Dual:
-    """A value ``val`` with its tangent ``dot`` (v and v̇ in the lecture's notation)."""
+    """A value ``val`` with its tangent ``dot`` (v and v̇ in the lecture's notation).
+
+    Both are Python floats: a number computed on a device (a 0-d CuPy array, say) comes to
+    the host when the Dual is made, so the arithmetic and the repr are plain Python."""
 
     val: float
     dot: float = 0.0
 
+    def __post_init__(self):
+        object.__setattr__(self, "val", float(self.val))
+        object.__setattr__(self, "dot", float(self.dot))
+
     @staticmethod
     def lift(x) -> Dual:
-        return x if isinstance(x, Dual) else Dual(float(x), 0.0)
+        return x if isinstance(x, Dual) else Dual(x, 0.0)
 
     def __add__(self, other):
         o = Dual.lift(other)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import evaluate, topological_order
+from ..backend import device_of, to_numpy
 
 DEFAULT_TIME_LIMIT = 10.0  # seconds an answer may take for the whole check
 
@@ -286,17 +287,31 @@ def run_graph(nodes, feed: dict):
 
 
 # -- comparing numbers ------------------------------------------------------------------------
+def host(value):
+    """``value`` with its device arrays copied to the host (NumPy), in lists and tuples too.
+
+    Checks compare and show numbers on the host: what the graphs compute stays on the
+    current device (a GPU, or the strict stand-in), where NumPy cannot read it."""
+    if device_of(value) not in (None, "cpu"):
+        return to_numpy(value)
+    if type(value) in (list, tuple):
+        return type(value)(host(v) for v in value)
+    return value
+
+
 def close(got, want, rtol: float = 1e-7, atol: float = 1e-9) -> bool:
-    """Same shape, and equal up to the tolerances (NaN where NaN, infinities where equal)."""
+    """Same shape, and equal up to the tolerances (NaN where NaN, infinities where equal);
+    arrays of any device."""
     try:
-        got, want = np.asarray(got, dtype=float), np.asarray(want, dtype=float)
+        got, want = np.asarray(host(got), dtype=float), np.asarray(host(want), dtype=float)
     except (TypeError, ValueError):
         return False
     return got.shape == want.shape and bool(np.allclose(got, want, rtol, atol, equal_nan=True))
 
 
 def show(value) -> str:
-    """A short, deterministic text of a number or a small array for a message."""
+    """A short, deterministic text of a number or a small array (of any device) for a message."""
+    value = host(value)
     if isinstance(value, float | np.floating):
         return f"{float(value):.6g}"
     if isinstance(value, np.ndarray):
@@ -306,7 +321,7 @@ def show(value) -> str:
 
 def mismatch(got, want) -> str:
     """``gives [1. 2.], expected [1. 3.]`` for small arrays, the worst element otherwise."""
-    got, want = np.asarray(got, dtype=float), np.asarray(want, dtype=float)
+    got, want = np.asarray(host(got), dtype=float), np.asarray(host(want), dtype=float)
     if got.shape != want.shape:
         return f"has shape {got.shape}, expected {want.shape}"
     if got.size <= 6:

@@ -6,6 +6,8 @@ import html
 
 import graphviz
 
+from ..backend import to_numpy
+
 MISSING_DOT = (
     "Graphviz's 'dot' program is not installed, so this graph cannot be drawn.\n"
     "Install it with one of:\n"
@@ -57,12 +59,12 @@ class GraphFigure(graphviz.Digraph):
 
 
 def format_value(value) -> str:
-    """A short text for a computed value: 3 decimals for scalars, shape for big arrays."""
-    size = getattr(value, "size", 1)
-    if size == 1:
-        number = float(value.reshape(()) if hasattr(value, "reshape") else value)
-        return f"{number:.3f}"
-    if size <= 4:
+    """A short text for a computed value (of any device: it is copied to the host first):
+    3 decimals for scalars, shape for big arrays."""
+    value = to_numpy(value)
+    if value.size == 1:
+        return f"{float(value.reshape(())):.3f}"
+    if value.size <= 4:
         return "[" + ", ".join(f"{float(v):.3f}" for v in value.reshape(-1)) + "]"
     return "shape " + "×".join(map(str, value.shape))
 

@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
+from ..backend import to_numpy
+
 
 def _register_figure_display() -> None:
     """In IPython, show returned ``Figure`` objects as PNG (without ``%matplotlib inline``)."""
@@ -24,6 +26,15 @@ def _register_figure_display() -> None:
 _register_figure_display()
 
 
+def host_numbers(values) -> np.ndarray:
+    """``values`` as a NumPy array on the host, for matplotlib: a device array (a GPU's, the
+    strict stand-in's) is copied there, and so is every element of a list or tuple (losses
+    recorded step by step, say)."""
+    if type(values) in (list, tuple):
+        return np.asarray([host_numbers(v) for v in values])
+    return to_numpy(values)
+
+
 def plot_difference_errors(eps_values: Sequence[float], errors: Mapping[str, np.ndarray]) -> Figure:
     """Error of each difference quotient against ε on log-log axes, with slope guides.
 
@@ -31,7 +42,8 @@ def plot_difference_errors(eps_values: Sequence[float], errors: Mapping[str, np.
     """
     fig = Figure(figsize=(6.4, 4.0))
     ax = fig.add_subplot()
-    eps = np.asarray(eps_values)
+    eps = host_numbers(eps_values)
+    errors = {name: host_numbers(err) for name, err in errors.items()}
     for name, err in errors.items():
         ax.loglog(eps, np.maximum(err, 1e-18), "o-", markersize=3, label=f"{name} difference")
     for err, order, style in zip(errors.values(), (1, 2), (":", "--")):
@@ -60,10 +72,11 @@ def plot_curve(
     (label -> (x values, y values)), e.g. the data a model was fitted to."""
     fig = Figure(figsize=(6.4, 3.6))
     ax = fig.add_subplot()
+    xs = host_numbers(xs)
     for label, (px, py) in (points or {}).items():
-        ax.scatter(px, py, s=8, alpha=0.5, color="grey", label=label)
+        ax.scatter(host_numbers(px), host_numbers(py), s=8, alpha=0.5, color="grey", label=label)
     for label, values in ys.items():
-        ax.plot(xs, values, label=label)
+        ax.plot(xs, host_numbers(values), label=label)
     if logy:
         ax.set_yscale("log")
     if logx:
@@ -84,7 +97,7 @@ def plot_breakdown(parts: Mapping[str, float], title: str, unit: str = "%") -> F
     ``parts`` maps a label to a non-negative amount; the pie shows shares of their sum (parts
     below 5 % go unlabelled there; the bars share its colours), the bars the amounts in ``unit``.
     """
-    labels, values = list(parts), np.asarray(list(parts.values()), dtype=float)
+    labels, values = list(parts), host_numbers(list(parts.values())).astype(float)
     if values.size == 0 or (values < 0).any() or values.sum() <= 0:
         raise ValueError(f"plot_breakdown needs non-negative parts with a positive sum: {parts}")
     fig = Figure(figsize=(9.6, 3.6))
@@ -117,7 +130,7 @@ def plot_attention(
     axes = fig.subplots(1, len(maps), squeeze=False)[0]
     ticks = np.arange(len(labels))
     for ax, probs, title in zip(axes, maps, titles):
-        ax.imshow(probs, cmap="viridis", vmin=0.0, vmax=1.0)
+        ax.imshow(host_numbers(probs), cmap="viridis", vmin=0.0, vmax=1.0)
         ax.set_xticks(ticks, labels, fontsize=7, rotation=90)
         ax.set_yticks(ticks, labels, fontsize=7)
         ax.set_title(title, fontsize=9)
