@@ -64,7 +64,8 @@ test-unit:
 test-notebooks:
 	$(BIN)/python -m pytest -q --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:randomly notebooks
 
-# The tests that hold on every device (engine, runtime, passes, autodiff, eager, jit, models):
+# The tests that hold on every device (engine, runtime, passes, autodiff, eager, jit, models,
+# and the exercises' checks, which print a verdict rather than fail a notebook cell):
 # `make test` runs them on the strict stand-in device too (course_lib.strict_device: arrays
 # that refuse NumPy operands and implicit conversion, as CuPy's do), `make gpu-check` on a GPU.
 DEVICE_TESTS = tests/test_runtime.py tests/test_derivatives.py tests/test_broadcast.py \
@@ -75,7 +76,8 @@ DEVICE_TESTS = tests/test_runtime.py tests/test_derivatives.py tests/test_broadc
 	tests/test_optimize_numerics.py tests/test_pure_graphs.py tests/test_random_graphs.py \
 	tests/test_sharpness.py tests/test_op_facts.py tests/test_lecture_figures.py \
 	tests/test_llama_model.py tests/test_llama_architecture.py tests/test_llama_parity.py \
-	tests/test_kv_cache.py tests/test_devices.py
+	tests/test_kv_cache.py tests/test_devices.py tests/test_exercises.py \
+	tests/test_exercise_mistakes.py
 
 test-strict:
 	COURSE_LIB_DEVICE=strict $(BIN)/python -m pytest -q -p no:randomly $(DEVICE_TESTS)
