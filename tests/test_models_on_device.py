@@ -181,3 +181,17 @@ def test_a_torch_state_dict_loads_onto_the_device():
         model = load_hf_state_dict(Llama(CONFIG, seed=0), state)
         for name, value in source.params.items():
             np.testing.assert_array_equal(cl.to_numpy(model.params[name]), value)
+
+
+@pytest.mark.parametrize("exercise_id", ["08.attention", "08.rmsnorm", "09.count_params"])
+def test_the_model_exercises_check_answers_on_the_device(exercise_id):
+    from exercise_notebooks import notebook_exercises, reference_answer  # noqa: PLC0415
+
+    from course_lib.exercises import verify  # noqa: PLC0415
+
+    answer = reference_answer(notebook_exercises()[exercise_id])
+    with cl.use_device("strict"):
+        verdict = verify(exercise_id, answer)
+    assert verdict.passed, verdict.message
+    with cl.use_device("cpu"):
+        assert verify(exercise_id, answer).message == verdict.message
