@@ -18,6 +18,7 @@ from .. import (
     grad,
     matrix_transpose,
     rms_norm,
+    to_numpy,
     topological_order,
     variable,
 )
@@ -71,8 +72,10 @@ def _rms_mistake(got, x, w, eps: float) -> Mistake | None:
     return first_match(got, wrong, lambda a, b: close(a, b, rtol=1e-6))
 
 
-def _values_and_grads(outputs: Node, inputs: list, feed: dict, seed):
-    return evaluate([outputs, *grad(total(outputs * constant(seed)), inputs)], feed)
+def _values_and_grads(outputs: Node, inputs: list, feed: dict, seed) -> list[np.ndarray]:
+    """The values of ``outputs`` and its gradients, brought to the host to be compared."""
+    values = evaluate([outputs, *grad(total(outputs * constant(seed)), inputs)], feed)
+    return [to_numpy(value) for value in values]
 
 
 def _compare(label: str, out, reference: Node, inputs: list, feed: dict, mistake_of) -> None:

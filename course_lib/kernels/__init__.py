@@ -38,9 +38,9 @@ _LAZY: dict[str, str | None] = {
         ("EmulatedKernel", "EmulatedModule", "compile_module", "emulator_available"), "emulator"
     ),
     **dict.fromkeys(
-        ("attention", "copy_strided", "default_mode", "fused", "get_kernel", "matmul_naive",
-         "matmul_register_tiled", "matmul_tiled", "reduce_sum", "rms_norm", "rope", "softmax",
-         "transpose", "vector_add", "vector_add_float4"),
+        ("array_module", "attention", "copy_strided", "default_mode", "fused", "get_kernel",
+         "matmul_naive", "matmul_register_tiled", "matmul_tiled", "reduce_sum", "rms_norm", "rope",
+         "softmax", "transpose", "vector_add", "vector_add_float4"),
         "launch",
     ),  # fmt: skip
 }
@@ -73,9 +73,10 @@ def describe_mode() -> str:
 
 __all__ = [
     "EmulatedKernel", "EmulatedModule", "FusedElementwise", "KernelCompileError", "KernelError",
-    "KernelLaunchError", "UnsupportedConstructError", "analysis", "attention", "compile_module",
-    "default_mode", "describe_mode", "dispatch", "emulator", "emulator_available", "fused",
-    "get_kernel", "gpu", "kernel_files", "kernel_names", "kernel_source", "launch",
+    "KernelLaunchError", "UnsupportedConstructError", "analysis", "array_module", "attention",
+    "compile_module", "default_mode", "describe_mode", "dispatch", "emulator",
+    "emulator_available", "fused", "get_kernel", "gpu", "kernel_files", "kernel_names",
+    "kernel_source", "launch",
     "matmul_naive", "matmul_tiled", "measured", "native", "nvrtc", "read_source", "reference",
     "rms_norm", "rope", "softmax", "vector_add", "vector_add_float4",
     "GPUS", "copy_strided", "gpus", "matmul_register_tiled", "occupancy", "profile",

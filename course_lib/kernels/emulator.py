@@ -43,6 +43,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .. import backend
 from . import profiling
 from .errors import KernelLaunchError, UnsupportedConstructError
 from .native import compiler, load_library
@@ -385,8 +386,11 @@ class EmulatedKernel:
     @staticmethod
     def _pointer(where: str, kind: str, value) -> ctypes.c_void_p:
         if not isinstance(value, np.ndarray):
+            device = backend.device_of(value)
+            found = f"an array of the {device!r} device" if device else type(value).__name__
             raise KernelLaunchError(
-                f"{where}: the emulator runs on NumPy arrays, got {type(value).__name__}"
+                f"{where}: the emulator runs on NumPy arrays in host memory, got {found}; "
+                "pass course_lib.to_numpy(array)"
             )
         if value.dtype != _POINTEE[kind] or not value.flags.c_contiguous:
             raise KernelLaunchError(

@@ -36,6 +36,13 @@ def default_mode() -> str:
     return "gpu" if backend.get_device() == "gpu" else "emulator"
 
 
+def array_module():
+    """The array module of the arrays the kernels take and return in the default mode:
+    CuPy on a GPU, NumPy in the emulator (on the CPU and on the strict stand-in device, whose
+    kernels run in the emulator on host memory)."""
+    return _xp(default_mode())
+
+
 def _mode(mode: str | None) -> str:
     mode = default_mode() if mode is None else mode
     if mode not in MODES:

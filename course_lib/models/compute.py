@@ -67,16 +67,36 @@ def seconds_by_family(
     """Measured seconds per family: each op timed on its own (median of ``repeats`` runs,
     its inputs computed beforehand), summed per family like :func:`flops_by_family`.
     Ops are pure, so timing one several times changes nothing (update nodes included).
+    Host arrays in ``feed`` are copied to the current device first; on a GPU each timing
+    waits for the op's kernels to finish (:func:`synchronized`).
     """
     family_of, totals = _family_totals(families)
     xp = backend.xp()
-    values = interpret(outputs, {v: xp.asarray(a) for v, a in feed.items()}, xp)
+    arrays = {v: backend.to_device(a, f"the feed of {getattr(v, 'name', v)}")
+              for v, a in feed.items()}  # fmt: skip
+    values = interpret(outputs, arrays, xp)
     for node in values:
         if node.inputs:  # an op (variables and constants take no time)
             args = [values[i] for i in node.inputs]
-            seconds = median_seconds(lambda n=node, a=args: n.op.compute(xp, *a), repeats)
-            totals[family_of(node.op)] += seconds
+            run = synchronized(lambda n=node, a=args: n.op.compute(xp, *a))
+            totals[family_of(node.op)] += median_seconds(run, repeats)
     return _without_empty_other(totals)
+
+
+def synchronized(fn: Callable) -> Callable:
+    """``fn`` followed by a wait for the device to finish the work it queued: on a GPU a
+    call returns once its kernels are launched, so a timer around ``fn()`` alone would
+    measure the launches, not the work. On the CPU (and the strict device) ``fn`` itself."""
+    xp = backend.xp()
+    if not backend.is_gpu(xp):
+        return fn
+
+    def run():
+        result = fn()
+        xp.cuda.get_current_stream().synchronize()
+        return result
+
+    return run
 
 
 def shares_table(totals: Mapping[str, float], unit: str = "FLOPs", digits: int = 0) -> str:

@@ -13,6 +13,7 @@ eager tensors, made once per prefill); a model trained further needs a new prefi
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -52,7 +53,9 @@ class KVCache:
     @property
     def nbytes(self) -> int:
         """Bytes of the cached keys and values (the parameters not counted)."""
-        return sum(t.data.nbytes for t in (*self.keys, *self.values))
+        # from the shapes: Tensor.data on a device would copy the whole cache to count it
+        return sum(math.prod(t.shape) * np.dtype(t.dtype).itemsize
+                   for t in (*self.keys, *self.values))  # fmt: skip
 
     def past(self) -> list[tuple[Tensor, Tensor]] | None:
         """(keys, values) per layer, or None when nothing is cached yet."""
