@@ -7,6 +7,7 @@ Each op says which family it belongs to (``Op.family``: ``MatMul.family == "prod
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 
 from .. import backend
@@ -68,7 +69,7 @@ def seconds_by_family(
     its inputs computed beforehand), summed per family like :func:`flops_by_family`.
     Ops are pure, so timing one several times changes nothing (update nodes included).
     Host arrays in ``feed`` are copied to the current device first; on a GPU each timing
-    waits for the op's kernels to finish (:func:`synchronized`).
+    waits for the op's kernels to finish (``perf``'s timers synchronise the device).
     """
     family_of, totals = _family_totals(families)
     xp = backend.xp()
@@ -78,25 +79,9 @@ def seconds_by_family(
     for node in values:
         if node.inputs:  # an op (variables and constants take no time)
             args = [values[i] for i in node.inputs]
-            run = synchronized(lambda n=node, a=args: n.op.compute(xp, *a))
+            run = functools.partial(node.op.compute, xp, *args)
             totals[family_of(node.op)] += median_seconds(run, repeats)
     return _without_empty_other(totals)
-
-
-def synchronized(fn: Callable) -> Callable:
-    """``fn`` followed by a wait for the device to finish the work it queued: on a GPU a
-    call returns once its kernels are launched, so a timer around ``fn()`` alone would
-    measure the launches, not the work. On the CPU (and the strict device) ``fn`` itself."""
-    xp = backend.xp()
-    if not backend.is_gpu(xp):
-        return fn
-
-    def run():
-        result = fn()
-        xp.cuda.get_current_stream().synchronize()
-        return result
-
-    return run
 
 
 def shares_table(totals: Mapping[str, float], unit: str = "FLOPs", digits: int = 0) -> str:

@@ -11,7 +11,6 @@ import numpy as np
 from .. import params
 from ..perf import median_seconds
 from ..runtime import Executor
-from .compute import synchronized
 from .corpus import random_windows
 from .decoder import DecoderLM
 from .optim import AdamW, Optimizer
@@ -120,7 +119,7 @@ def seconds_per_step(
     step_count = optimizer.step_count
     try:
         feed = _step_feed(model, optimizer, tokens, batch, seq, rng, optimizer.lr)
-        return median_seconds(synchronized(lambda: run.run(feed)), repeats, warmup=0)
+        return median_seconds(lambda: run.run(feed), repeats, warmup=0)  # waits for a GPU
     finally:
         optimizer.step_count = step_count
 
