@@ -2,26 +2,39 @@
 
 A checker is a function of the student's answer that returns a one-line summary of what it
 tried when the answer is right, and raises :class:`Wrong` (what went wrong, and the
-:class:`Mistake` it looks like) or :class:`NotDone` otherwise. :func:`verify` runs it under a
-time limit and turns every outcome, including the answer's own exceptions, into a
-:class:`Verdict`; nothing the answer does escapes.
+:class:`Mistake` it looks like) or :class:`NotDone` otherwise. :func:`verify` runs it in a
+child process (forked, in its own process group) that it kills with everything it started
+when the time limit is up, and turns every outcome, including the answer's own exceptions,
+``os._exit`` and endless loops no signal stops, into a :class:`Verdict`; nothing the answer
+does escapes. Results of the answer are taken at their exact type (no subclass of ``int``,
+``tuple``, ``ndarray``... whose ``__eq__`` says yes to everything), and an exercise may name
+library functions the answer must not call (found by the identity of their code, however the
+answer reached them: an alias, a bound method, a subclass).
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
+import io
+import os
+import pickle
+import select
 import signal
+import sys
 import threading
 import time
 import traceback
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 
 from .. import evaluate, topological_order
-from ..backend import device_of, to_numpy
+from ..backend import device_of, get_device, to_numpy
 
 DEFAULT_TIME_LIMIT = 10.0  # seconds an answer may take for the whole check
 
@@ -82,10 +95,21 @@ class OutOfTime(BaseException):  # noqa: N818  (BaseException: an answer's ``exc
     """Raised inside a check when its time is up."""
 
 
+#: The mistake of an answer that calls a library function its exercise asks the student to
+#: write (each exercise names those functions in ``forbidden``).
+USES_LIBRARY = Mistake(
+    "uses-library",
+    "the exercise asks you to write this yourself: use only what the task allows, not the "
+    "course_lib function that already does it (calling it under another name counts too).",
+)
+
+
 @dataclass(frozen=True)
 class Exercise:
-    """One exercise: its id, a one-line task, the mistakes its checker recognises, the checker
-    and how long an answer may take."""
+    """One exercise: its id, a one-line task, the mistakes its checker recognises, the checker,
+    how long an answer may take, the points it is worth and the library functions an answer
+    must not call (dotted names, ``"course_lib.strides.row_major_strides"``; a class stands for
+    all its methods)."""
 
     id: str
     task: str  # for a function: its signature, " -> ", what it returns
@@ -93,6 +117,8 @@ class Exercise:
     checker: Callable[[object], str]
     function: bool = True  # the answer is a function (else a namespace, or source text)
     time_limit: float = DEFAULT_TIME_LIMIT
+    points: float = 1.0
+    forbidden: tuple[str, ...] = ()
 
 
 EXERCISES: dict[str, Exercise] = {}
@@ -104,15 +130,20 @@ def exercise(
     mistakes: tuple[Mistake, ...],
     function: bool = True,
     time_limit: float = DEFAULT_TIME_LIMIT,
+    points: float = 1.0,
+    forbidden: tuple[str, ...] = (),
 ):
     """Register the decorated checker under ``exercise_id`` (``"NN.name"``, NN the notebook),
     with the common ``mistakes`` it recognises. When ``function``, an answer that is not
-    callable is refused before the checker runs."""
+    callable is refused before the checker runs. ``points`` is what the exercise is worth in
+    the gradebook; ``forbidden`` names the library functions an answer must not call."""
 
     def register(checker: Callable[[object], str]) -> Callable[[object], str]:
         if exercise_id in EXERCISES:
             raise ValueError(f"exercise {exercise_id!r} is registered twice")
-        record = Exercise(exercise_id, task, mistakes, checker, function, time_limit)
+        record = Exercise(
+            exercise_id, task, mistakes, checker, function, time_limit, points, forbidden
+        )
         EXERCISES[exercise_id] = record
         return checker
 
@@ -123,11 +154,15 @@ def exercise(
 def verify(exercise_id: str, answer, *, time_limit: float | None = None) -> Verdict:
     """Check ``answer`` for exercise ``exercise_id`` and return the :class:`Verdict`.
 
-    Never raises for anything the answer does (except Ctrl-C): an answer that raises, returns
-    the wrong type or runs longer than the exercise's time limit (``time_limit`` overrides it)
-    gets a failing verdict that says so.
+    Never raises for anything the answer does (except Ctrl-C): an answer that raises (any
+    exception, ``SystemExit``, ``GeneratorExit`` or a ``BaseException`` of its own), returns
+    the wrong type, ends the process or runs longer than the exercise's time limit
+    (``time_limit`` overrides it) gets a failing verdict that says so. The check runs in a
+    forked child process, so what the answer changes dies with it; what the answer prints is
+    printed here afterwards. Where there is no ``fork`` (Windows) or on a CUDA GPU (a CUDA
+    context does not survive a fork) the check runs in this process under a SIGALRM timer.
     """
-    found = EXERCISES.get(exercise_id) if isinstance(exercise_id, str) else None
+    found = EXERCISES.get(exercise_id) if type(exercise_id) is str else None
     if found is None:
         known = ", ".join(sorted(EXERCISES))
         return Verdict(str(exercise_id), UNKNOWN, f"there is no such exercise; known: {known}")
@@ -139,22 +174,171 @@ def verify(exercise_id: str, answer, *, time_limit: float | None = None) -> Verd
         return Verdict(
             exercise_id, FAILED, f"the answer must be a function {signature}, got {_kind(answer)}"
         )
+    if _can_fork():
+        return _verify_in_child(found, answer, seconds)
     try:
-        with _quiet(), _time_limit(seconds):
+        with _time_limit(seconds):
+            return _run_checker(found, answer)
+    except OutOfTime:
+        return _out_of_time(exercise_id, seconds)
+
+
+def _out_of_time(exercise_id: str, seconds: float) -> Verdict:
+    message = (
+        f"your answer did not finish within {seconds:g} s: an endless loop, or "
+        "far more work than needed?"
+    )
+    return Verdict(exercise_id, FAILED, message)
+
+
+def _run_checker(found: Exercise, answer) -> Verdict:
+    """The checker's verdict on ``answer``, in this process; every exception a verdict."""
+    exercise_id = found.id
+    try:
+        with _quiet(), _refusing(found, answer):
             summary = found.checker(answer)
+        if type(summary) is not str:  # noqa: E721  (exact: a str subclass could pretend)
+            summary = str(summary)
+    except OutOfTime:
+        raise
+    except KeyboardInterrupt:
+        raise
     except NotDone as error:
         return Verdict(exercise_id, NOT_DONE, f"not done yet: {error}")
     except Wrong as error:
         return _wrong(exercise_id, error.message, error.mistake)
-    except OutOfTime:
-        message = (
-            f"your answer did not finish within {seconds:g} s: an endless loop, or "
-            "far more work than needed?"
-        )
-        return Verdict(exercise_id, FAILED, message)
-    except (Exception, SystemExit) as error:  # outside a guarded call: the answer, or a bug here
+    except BaseException as error:  # outside a guarded call: the answer, or a bug here
         return _wrong(exercise_id, _unexpected(error), None)
     return Verdict(exercise_id, PASSED, summary)
+
+
+_GUARDED = ("builtins", "math", "operator", "fractions", "numpy", "numpy.linalg", "numpy.random")
+
+
+def _snapshot() -> dict:
+    """The attributes of the modules checks rely on: the standard ones above and every
+    course_lib module loaded now (the checkers and their oracles)."""
+    names = [*_GUARDED, *(n for n in list(sys.modules) if n.split(".")[0] == "course_lib")]
+    return {
+        name: dict(vars(sys.modules[name])) for name in names if sys.modules.get(name) is not None
+    }
+
+
+_ORIGINAL: dict = {}  # filled at the end of this package's import (course_lib.exercises)
+
+
+def take_snapshot() -> None:
+    """Record the guarded modules' attributes as they are now (they are restored in every
+    check's child process, so a solution cell's ``np.allclose = lambda *a, **k: True`` or
+    ``course_lib.exercises.core.close = ...`` does not reach the checker)."""
+    _ORIGINAL.update(_snapshot())
+
+
+def patched_names() -> list[str]:
+    """``module.attribute`` for every guarded attribute changed or deleted since the snapshot."""
+    found = []
+    for name, original in _ORIGINAL.items():
+        module = sys.modules.get(name)
+        now = vars(module) if module is not None else {}
+        found += [
+            f"{name}.{key}"
+            for key, value in original.items()
+            if now.get(key, _ORIGINAL) is not value and not key.startswith("__")
+        ]
+    return found
+
+
+def _restore() -> None:
+    for name, original in _ORIGINAL.items():
+        module = sys.modules.get(name)
+        if module is None:
+            continue
+        now = vars(module)
+        for key, value in original.items():
+            if now.get(key, _ORIGINAL) is not value and not key.startswith("__"):
+                with contextlib.suppress(Exception):
+                    setattr(module, key, value)
+
+
+def _can_fork() -> bool:
+    if not hasattr(os, "fork") or os.environ.get("COURSE_LIB_CHECK_IN_PROCESS"):
+        return False
+    try:
+        return get_device() != "gpu"
+    except Exception:
+        return False
+
+
+def _verify_in_child(found: Exercise, answer, seconds: float) -> Verdict:  # noqa: C901
+    """Run the checker in a forked child in its own process group; kill the group after
+    ``seconds``. The verdict (plain strings) and what the answer printed come back in a pipe."""
+    read_end, write_end = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        code = 0
+        try:
+            os.close(read_end)
+            with contextlib.suppress(OSError):
+                os.setpgid(0, 0)
+            printed = io.StringIO()
+            sys.stdout = sys.stderr = printed
+            _restore()  # what earlier cells patched stays out of the check
+            try:
+                verdict = _run_checker(found, answer)
+            except BaseException as error:  # noqa: BLE001  (OutOfTime cannot happen here)
+                verdict = _wrong(found.id, _unexpected(error), None)
+            mistake = verdict.mistake and str(verdict.mistake)
+            record = (str(verdict.status), str(verdict.message), mistake, printed.getvalue())
+            data = pickle.dumps(record)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(write_end, view) :]
+        except BaseException:  # noqa: BLE001
+            code = 70
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    with contextlib.suppress(OSError):
+        os.setpgid(pid, pid)
+    chunks, deadline, timed_out = [], time.monotonic() + seconds, False
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([read_end], [], [], left)[0]:
+                timed_out = True
+                break
+            chunk = os.read(read_end, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(read_end)
+        for kill in (os.killpg, os.kill):  # the group, and the child if it left the group
+            with contextlib.suppress(OSError):
+                kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+    if timed_out:
+        return _out_of_time(found.id, seconds)
+    try:
+        state, message, mistake, printed = pickle.loads(b"".join(chunks))
+    except Exception:
+        return Verdict(found.id, FAILED, _ended(status))
+    if printed:
+        print(printed, end="" if printed.endswith("\n") else "\n")
+    return Verdict(found.id, state, message, mistake)
+
+
+def _ended(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        name = signal.Signals(os.WTERMSIG(status)).name
+        return f"the process checking your answer was killed by {name} (a crash in your code?)"
+    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else status
+    return (
+        f"your answer ended the process that checks it (exit status {code}: os._exit, or a "
+        "crash?) before a verdict"
+    )
 
 
 def _unexpected(error: BaseException) -> str:
@@ -185,8 +369,9 @@ def _quiet():
 def _time_limit(seconds: float):
     """Raise :class:`OutOfTime` in the block after ``seconds`` (SIGALRM, main thread only).
 
-    Without SIGALRM (Windows) or outside the main thread the block runs without a limit.
-    A timer that was already running (pytest-timeout, say) is restored afterwards.
+    The fallback where checks cannot run in a child process. Without SIGALRM (Windows) or
+    outside the main thread the block runs without a limit. A timer that was already running
+    (pytest-timeout, say) is restored afterwards.
     """
     if (
         not hasattr(signal, "setitimer")
@@ -211,6 +396,90 @@ def _time_limit(seconds: float):
             signal.setitimer(signal.ITIMER_REAL, left, outer_interval)
 
 
+# -- library functions an answer must not call ------------------------------------------------
+_PACKAGE = str(Path(__file__).resolve().parent.parent)  # course_lib/: the checkers and oracles
+
+
+def _codes(dotted: str) -> set:
+    """The code objects of the function (or of every method of the class) ``dotted`` names."""
+    module_name, _, attribute = dotted.rpartition(".")
+    try:
+        target = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError):  # a class attribute: module.Class.method
+        module_name, _, owner = module_name.rpartition(".")
+        target = getattr(getattr(importlib.import_module(module_name), owner), attribute)
+    members = vars(target).values() if isinstance(target, type) else [target]
+    found = set()
+    for member in members:
+        member = getattr(member, "__func__", member)  # staticmethod, classmethod
+        member = getattr(member, "fget", member)  # property
+        code = getattr(member, "__code__", None)
+        if code is not None:
+            found.add(code)
+    return found
+
+
+def _reachable_codes(answer, depth: int = 2) -> set:
+    """Code objects the answer is made of: its function, its class's methods, a namespace's."""
+    seen, found, todo = set(), set(), [(answer, 0)]
+    while todo:
+        value, level = todo.pop()
+        if id(value) in seen or level > depth:
+            continue
+        seen.add(id(value))
+        value = getattr(value, "__func__", value)
+        code = getattr(value, "__code__", None)
+        if code is not None:
+            found.add(code)
+        if isinstance(value, type):
+            for klass in value.__mro__:
+                todo += [(v, level + 1) for v in vars(klass).values()]
+        elif isinstance(value, dict):
+            todo += [(v, level + 1) for v in value.values()]
+        elif hasattr(value, "__dict__") and not callable(value):
+            todo += [(v, level + 1) for v in vars(value).values()]
+    return found
+
+
+def _library_mistake(found: Exercise) -> Mistake:
+    """The exercise's own ``uses-...`` mistake (with its hint), or :data:`USES_LIBRARY`."""
+    return next((m for m in found.mistakes if m.name.startswith("uses-")), USES_LIBRARY)
+
+
+@contextlib.contextmanager
+def _refusing(found: Exercise, answer):
+    """While the checker runs: a call of a forbidden function from code outside course_lib
+    (the answer's) is recorded, and refused afterwards with :data:`USES_LIBRARY`. The answer
+    itself is refused when it *is* a forbidden function (or a class with its methods)."""
+    if not found.forbidden:
+        yield
+        return
+    codes = set().union(*(_codes(name) for name in found.forbidden))
+    if _reachable_codes(answer) & codes:
+        raise Wrong("your answer is the library's own function", _library_mistake(found))
+    calls: list[str] = []
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code in codes:
+            caller = frame.f_back
+            if caller is not None and not caller.f_code.co_filename.startswith(_PACKAGE):
+                calls.append(frame.f_code.co_name)
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    threading.setprofile(profile)
+    try:
+        yield
+    finally:
+        still = sys.getprofile() is profile
+        sys.setprofile(previous)
+        threading.setprofile(None)
+        if calls:
+            raise Wrong(f"your answer calls the library's {calls[0]}", _library_mistake(found))
+        if not still:
+            raise Wrong("your answer switched off the profiler that watches library calls")
+
+
 # -- calling the answer -----------------------------------------------------------------------
 def call(label: str, fn, *args, errors: Iterable[tuple[type, str, Mistake]] = ()):
     """``fn(*args)``, with whatever it raises turned into :class:`Wrong` or :class:`NotDone`.
@@ -219,18 +488,44 @@ def call(label: str, fn, *args, errors: Iterable[tuple[type, str, Mistake]] = ()
     recognises mistakes by what they raise: ``(exception type, text in its message, mistake)``.
     """
     try:
-        return fn(*args)
+        return exact(label, fn(*args))
     except NotImplementedError:
         raise NotDone(
             f"{label} raises NotImplementedError (replace the stub with your code)"
         ) from None
-    except (Wrong, NotDone):
+    except (Wrong, NotDone, OutOfTime, KeyboardInterrupt):
         raise
-    except (Exception, SystemExit) as error:
+    except BaseException as error:  # SystemExit, GeneratorExit, a BaseException of its own
         found = next(
             (m for kind, text, m in errors if isinstance(error, kind) and text in str(error)), None
         )
         raise Wrong(f"{label} raised {_describe(error)}", found) from None
+
+
+_VALUE_TYPES = (int, float, complex, str, bytes, tuple, list, dict, set, frozenset, Fraction,
+                np.ndarray, np.generic)  # fmt: skip
+_TRUSTED = ("builtins", "numpy", "course_lib", "cupy", "fractions")
+
+
+def exact(label: str, value, depth: int = 0):
+    """``value`` unchanged, or :class:`Wrong` when it (or an element of a tuple, list or dict in
+    it) is an answer-made subclass of a number, string, container or array: such a value may
+    redefine ``==`` to agree with anything, so checks take results at their exact type."""
+    kind = type(value)
+    if issubclass(kind, _VALUE_TYPES) and kind.__module__.split(".")[0] not in _TRUSTED:
+        base = next(b for b in kind.__mro__ if b.__module__.split(".")[0] in _TRUSTED)
+        raise Wrong(
+            f"{label} returned a {kind.__name__}, a subclass of {base.__name__} made by your "
+            f"code; return a plain {base.__name__}"
+        )
+    if depth < 4 and kind in (tuple, list, set, frozenset):
+        for item in value:
+            exact(label, item, depth + 1)
+    elif depth < 4 and kind is dict:
+        for key, item in value.items():
+            exact(label, key, depth + 1)
+            exact(label, item, depth + 1)
+    return value
 
 
 def _describe(error: BaseException) -> str:
@@ -337,6 +632,7 @@ def mismatch(got, want) -> str:
 
 def as_float(label: str, value) -> float:
     """A real number from an answer, or :class:`Wrong` saying what came back instead."""
+    exact(label, value)
     require(
         isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool),
         f"{label} returned {type(value).__name__} {show(value)}; it must return a number",

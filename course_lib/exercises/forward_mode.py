@@ -251,6 +251,7 @@ def _random_expression(rng, depth: int) -> tuple[str, Callable]:
     "02.dual", "Dual (+, -, *, / with floats on either side) and sin, exp, log, against cl.jvp",
     mistakes=(PRODUCT_RULE, QUOTIENT_RULE, CHAIN_RULE, FLOAT_TANGENT, REFLECTED, NO_LIFT, IN_PLACE),
     function=False,
+    forbidden=("course_lib.autodiff.dual.Dual",),
 )
 def check_dual(answer) -> str:
     ns = _Answer(answer)

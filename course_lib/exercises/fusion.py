@@ -73,6 +73,7 @@ def _wrong_intensities(outputs, report) -> list[tuple[Mistake, Fraction]]:
 @exercise(
     "06.intensity", "intensity(outputs) -> Fraction: FLOPs per element moved, one kernel per op",
     mistakes=(NO_STORES, VARIABLES_AS_OPS, PER_BYTE, FUSED, FLOAT),
+    forbidden=("course_lib.perf.counts.arithmetic_intensity",),
 )
 def check_intensity(answer) -> str:
     rng = np.random.default_rng(60)
@@ -163,6 +164,7 @@ def _wrong_folds(p) -> list:
 @exercise(
     "06.fold_batchnorm", "fold_batchnorm(W, B, gamma, beta, mean, var, eps) -> (W2, B2)",
     mistakes=(BIAS_NOT_SCALED, EPS_OUTSIDE, NO_SQRT, MEAN_SIGN, WRONG_AXIS),
+    forbidden=("course_lib.models.batchnorm.fold_batchnorm",),
 )
 def check_fold_batchnorm(answer) -> str:
     rng = np.random.default_rng(61)

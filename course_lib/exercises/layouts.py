@@ -54,6 +54,7 @@ def _random_shapes(rng, count: int, max_dim: int) -> list[tuple[int, ...]]:
 @exercise(
     "05.contiguous_strides", "contiguous_strides(shape) -> tuple: row-major strides in elements",
     mistakes=(COLUMN_MAJOR, BYTES, INCLUSIVE, REVERSED),
+    forbidden=("course_lib.strides.row_major_strides",),
 )
 def check_contiguous_strides(answer) -> str:
     edges = [(), (1,), (5,), (1, 1, 1), (1, 2, 3, 4), (7, 1, 3)]
@@ -259,6 +260,7 @@ def _numpy_can_view(view: np.ndarray, new_shape) -> bool:
 @exercise(
     "05.can_view", "can_view(shape, strides, new_shape) -> bool: is the reshape a view?",
     mistakes=(ALWAYS_VIEW, ONLY_CONTIGUOUS, LENGTH_ONE, EMPTY, NEGATIVE),
+    forbidden=("course_lib.strides.StridedView.reshape",),
 )
 def check_can_view(answer) -> str:
     cases = _view_cases(np.random.default_rng(7))

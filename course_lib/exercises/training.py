@@ -77,6 +77,7 @@ def _softmax_ce_mistake(got, logits, targets, fd) -> Mistake | None:
 @exercise(
     "04.softmax_ce_grad", "softmax_ce_grad(logits, targets) -> ndarray: ∂ mean CE / ∂ logits",
     mistakes=(NO_MEAN, SIGN, UNSTABLE, NO_ONE_HOT, SOFTMAX_AXIS, CHANGES_INPUT),
+    forbidden=("course_lib.autodiff.reverse.grad", "course_lib.autodiff.reverse.gradient"),
 )
 def check_softmax_ce_grad(answer) -> str:
     rng = np.random.default_rng(40)
@@ -190,6 +191,7 @@ def _mlp_mistake(answer, got, want, case, n_k) -> Mistake | None:
 @exercise(
     "04.mlp_grads", "mlp_grads(x, y, w1, w2) -> (dw1, dw2) of mean((relu(x@w1)@w2 - y)**2)",
     mistakes=(MEAN_COUNT, NO_TWO, RELU_MASK, SHAPES),
+    forbidden=("course_lib.autodiff.reverse.grad", "course_lib.autodiff.reverse.gradient"),
 )
 def check_mlp_grads(answer) -> str:
     rng = np.random.default_rng(41)
