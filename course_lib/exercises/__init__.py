@@ -9,10 +9,6 @@ against an oracle (NumPy, ``cl.grad``, ``cl.jvp``, the FLOP table, ...), never s
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-
 # Each topic module registers the checkers of one notebook's exercises.
 from . import (  # noqa: F401
     forward_mode,
@@ -29,12 +25,7 @@ from .core import EXERCISES, Verdict, take_snapshot, verify
 
 take_snapshot()  # the modules as they are before any answer ran
 
-__all__ = ["EXERCISES", "LOG_ENV", "Verdict", "check", "verify"]
-
-
-#: When this environment variable names a file, every :func:`check` also appends its verdict
-#: there as a line of JSON (how ``python -m course_lib.exercises.grade`` collects them).
-LOG_ENV = "COURSE_LIB_EXERCISE_LOG"
+__all__ = ["EXERCISES", "Verdict", "check", "verify"]
 
 
 def check(exercise_id: str, answer) -> None:
@@ -43,14 +34,4 @@ def check(exercise_id: str, answer) -> None:
     Prints ``✓ 05.can_view: ...`` when the answer is right; ``✗`` with what went wrong and, when
     the answer looks like a common mistake, a hint; ``…`` "not done yet" while it is the stub.
     """
-    verdict = verify(exercise_id, answer)
-    print(verdict)
-    log = os.environ.get(LOG_ENV)
-    if log:
-        record = {
-            "exercise": verdict.exercise,
-            "status": verdict.status,
-            "message": verdict.message,
-        }
-        with contextlib.suppress(OSError), open(log, "a", encoding="utf-8") as file:
-            file.write(json.dumps(record, ensure_ascii=False) + "\n")
+    print(verify(exercise_id, answer))

@@ -15,6 +15,7 @@ answer reached them: an alias, a bound method, a subclass).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import io
 import os
@@ -162,7 +163,9 @@ def verify(exercise_id: str, answer, *, time_limit: float | None = None) -> Verd
     printed here afterwards. Where there is no ``fork`` (Windows) or on a CUDA GPU (a CUDA
     context does not survive a fork) the check runs in this process under a SIGALRM timer.
     """
-    found = EXERCISES.get(exercise_id) if type(exercise_id) is str else None
+    found = None
+    if type(exercise_id) is str:  # noqa: E721  (exact: a str subclass could pretend)
+        found = _RECORDS.get(exercise_id) or EXERCISES.get(exercise_id)
     if found is None:
         known = ", ".join(sorted(EXERCISES))
         return Verdict(str(exercise_id), UNKNOWN, f"there is no such exercise; known: {known}")
@@ -224,6 +227,9 @@ def _snapshot() -> dict:
     }
 
 
+_KERNEL_OWNED = {"builtins.input", "builtins.raw_input", "builtins.display", "builtins.exit",
+                 "builtins.quit", "builtins.get_ipython", "builtins.help"}  # fmt: skip
+_RECORDS: dict = {}  # copies of the registered exercises, as they were
 _ORIGINAL: dict = {}  # filled at the end of this package's import (course_lib.exercises)
 
 
@@ -232,6 +238,7 @@ def take_snapshot() -> None:
     check's child process, so a solution cell's ``np.allclose = lambda *a, **k: True`` or
     ``course_lib.exercises.core.close = ...`` does not reach the checker)."""
     _ORIGINAL.update(_snapshot())
+    _RECORDS.update({key: dataclasses.replace(record) for key, record in EXERCISES.items()})
 
 
 def patched_names() -> list[str]:
@@ -243,9 +250,12 @@ def patched_names() -> list[str]:
         found += [
             f"{name}.{key}"
             for key, value in original.items()
-            if now.get(key, _ORIGINAL) is not value and not key.startswith("__")
+            if now.get(key, _ORIGINAL) is not value
+            and not key.startswith("_")
+            and f"{name}.{key}" not in _KERNEL_OWNED
         ]
-    return found
+    changed = [key for key, record in _RECORDS.items() if EXERCISES.get(key) != record]
+    return found + [f"EXERCISES[{key!r}]" for key in changed]
 
 
 def _restore() -> None:
@@ -255,7 +265,7 @@ def _restore() -> None:
             continue
         now = vars(module)
         for key, value in original.items():
-            if now.get(key, _ORIGINAL) is not value and not key.startswith("__"):
+            if now.get(key, _ORIGINAL) is not value and f"{name}.{key}" not in _KERNEL_OWNED:
                 with contextlib.suppress(Exception):
                     setattr(module, key, value)
 

@@ -17,8 +17,10 @@ function exists and its check says "not done yet"; a CUDA solution becomes
 ``// YOUR CODE HERE`` (an empty kernel body). The outputs of exercise cells (cells with a
 solution, and ``check(...)`` cells) are cleared; every other cell, output and the notebook's
 metadata stay exactly as they are, except that the Binder and Colab badges of the generated
-cells (``course_lib.links``) open ``student/``. A notebook without exercises is otherwise copied
-unchanged.
+cells (``course_lib.links``) open ``student/``, and that the solution and check cells of each
+exercise carry ``{"exercise": {"id": "NN.name", "part": "solution" | "check"}}`` in their
+metadata: how ``python -m course_lib.exercises.grade`` finds a submission's answers, whatever
+the file is called. A notebook without exercises is otherwise copied unchanged.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ from .. import links
 _BEGIN = re.compile(r"^(?P<indent>\s*)(?P<mark>#|//) BEGIN SOLUTION\s*$")
 _END = re.compile(r"^\s*(?P<mark>#|//) END SOLUTION\s*$")
 _CHECK = re.compile(r"^check\(\s*[\"'](?P<id>\d\d\.\w+)[\"']", re.MULTILINE)
+_HEADING = re.compile(r"^### Exercise (?P<id>\d\d\.\w+)\s*$", re.MULTILINE)
+_CHECK_CELL = re.compile(r"^check\(\s*[\"'](?P<id>\d\d\.\w+)[\"']\s*,\s*(?P<answer>.+)\)\s*$")
+METADATA = "exercise"  # the cell metadata key: {"id": "NN.name", "part": "solution" | "check"}
 _STUB = {"#": ["# YOUR CODE HERE", "raise NotImplementedError"], "//": ["// YOUR CODE HERE"]}
 
 
@@ -78,13 +83,44 @@ def is_exercise_cell(cell) -> bool:
     return cell.get("cell_type") == "code" and (has_solution or bool(exercise_ids(source)))
 
 
+def has_solution(cell) -> bool:
+    return cell.get("cell_type") == "code" and any(
+        _BEGIN.match(line) for line in cell.get("source", "").split("\n")
+    )
+
+
+def exercise_parts(notebook) -> dict[int, tuple[str, str, str]]:
+    """``cell index -> (exercise id, part, answer expression)`` for the solution and check cells
+    of the instructor notebook's exercises (a ``### Exercise NN.name`` markdown cell, code
+    cells, ``check("NN.name", answer)``); ``part`` is ``"solution"`` or ``"check"``."""
+    parts, current = {}, None
+    for index, cell in enumerate(notebook.cells):
+        source = cell.get("source", "")
+        heading = _HEADING.search(source) if cell.get("cell_type") == "markdown" else None
+        if heading:
+            current = heading["id"]
+            continue
+        if cell.get("cell_type") != "code" or current is None:
+            continue
+        found = _CHECK_CELL.match(source.strip())
+        if found and found["id"] == current:
+            parts[index] = (current, "check", found["answer"])
+            current = None
+        elif has_solution(cell):
+            parts[index] = (current, "solution", "")
+    return parts
+
+
 def student_notebook(notebook, name: str = "notebook"):
     """A copy of ``notebook`` (an ``nbformat`` node) as the student edition."""
     student = copy.deepcopy(notebook)
+    parts = exercise_parts(student)
     for index, cell in enumerate(student.cells):
         if is_exercise_cell(cell):
             cell.source = student_source(cell.source, f"{name}, cell {index}")
             cell.outputs, cell.execution_count = [], None
+        if index in parts:
+            cell.metadata[METADATA] = {"id": parts[index][0], "part": parts[index][1]}
     return student
 
 

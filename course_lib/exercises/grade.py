@@ -1,89 +1,469 @@
-"""Grade submitted notebooks: run each one and collect the verdict of every exercise.
+"""Grade submitted notebooks into a gradebook: a CSV of points and a feedback file per student.
 
 ::
 
-    python -m course_lib.exercises.grade submissions/*.ipynb [--timeout 600]
+    python -m course_lib.exercises.grade SUBMISSION... [--roster roster.csv] [--out grades]
+        [--kernel python3] [--timeout 900] [--cell-timeout 600] [--notebooks notebooks]
 
-Each notebook is executed from top to bottom in a fresh kernel (in its own folder, errors
-allowed, so one broken cell does not hide the later exercises). Every ``check(...)`` call
-reports its verdict through the file named by ``$COURSE_LIB_EXERCISE_LOG``; the exercises of
-that notebook's number that were never checked are listed as "missing". The table shows one
-row per notebook and exercise. This runs the submitted code: run it in a container or a
-sandbox, and remember that code in a notebook can print anything it likes (only the checks'
-own verdicts are counted).
+A SUBMISSION is a notebook or a folder of them (a folder per student: ``alice/05.ipynb``).
+Every submission is read into memory first, so one cannot rewrite another before it is graded.
+For each one the grader finds the instructor notebook whose exercises its solution cells
+answer (cells tagged ``{"exercise": {"id": ..., "part": "solution"}}`` in their metadata, as
+the student edition ships them; the file name does not matter), and runs a notebook it builds
+itself: the instructor's cells, with each solution cell replaced by the student's, and each
+``check(...)`` cell replaced by a grader-owned cell that prints its verdict tagged with a
+random nonce the student's cells never saw. Only those cells' verdicts count (the first for
+each exercise); exercises of other notebooks are ignored; every exercise of the notebook gets
+a row ("missing" when the student has no solution cell for it, or never defined the answer).
+Solution cells that patch NumPy, builtins or course_lib, or hook the interpreter, are flagged
+for review.
+
+Each notebook runs in a worker process in its own session, from a private folder, with a wall
+clock limit (``--timeout``); afterwards the worker, its kernel and every process they started
+are killed. Each answer is checked in a child process killed at the exercise's time limit
+(``verify``). A broken or hostile submission is a row with its reason, never a traceback.
+
+Known limits: the submitted code runs as your user, in the same interpreter as the grader's
+check cells; code that sets out to defeat grading can still read files, write outside its
+folder, or hook the interpreter in ways no check inside it can see. Run the grader in a
+container (or as a user who can read nothing else), and review flagged rows.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import csv
 import json
 import os
+import re
+import secrets
+import signal
+import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..tables import Table
-from . import EXERCISES, LOG_ENV
+from . import EXERCISES
+from .edition import METADATA, exercise_parts, student_source
 
-MISSING = "missing"
+MISSING, ERROR = "missing", "error"
+_RUN_ENV = "COURSE_LIB_GRADE_RUN"  # marks every process of one graded notebook
+_ROOT = Path(__file__).resolve().parent.parent.parent
 
 
-def _run(path: Path, log: Path, timeout: int) -> str | None:
-    """Execute the notebook with the verdict log set; the error that stopped it, if any."""
+# -- inside the kernel: what the grader's own cells call --------------------------------------
+_HOOK_PATTERNS = (
+    r"\b(np|numpy|builtins|math|cl|course_lib)(\.\w+)+\s*=[^=]",
+    r"\bsetattr\s*\(",
+    r"\bsys\.(settrace|setprofile|modules)\b",
+    r"\b__builtins__\b",
+    r"\bEXERCISES\b",
+    r"\bevents\.register\b",
+    r"\bos\.(kill|killpg|fork|_exit|setsid)\b",
+)
+
+
+def report(exercise_id: str, answer, nonce: str) -> None:
+    """Print the verdict of ``answer()`` for ``exercise_id`` as one line tagged with ``nonce``
+    (the grader's check cell calls this; ``answer`` is a function returning the answer)."""
+    from .core import _ORIGINAL, patched_names  # noqa: PLC0415
+
+    record = {"exercise": exercise_id, "patched": [], "status": MISSING, "mistake": None}
+    try:
+        value = answer()
+    except NameError as error:
+        record["message"] = f"the answer is not defined ({error})"
+    except BaseException as error:  # noqa: BLE001
+        record["message"] = f"evaluating the answer raised {type(error).__name__}: {error}"
+    else:
+        verify = _ORIGINAL.get("course_lib.exercises.core", {}).get("verify")
+        verdict = verify(exercise_id, value)
+        record.update(status=verdict.status, message=verdict.message, mistake=verdict.mistake)
+    record["patched"] = patched_names()[:20]
+    if sys.gettrace() is not None or sys.getprofile() is not None:
+        record["patched"].append("sys.settrace/setprofile")
+    print(f"{nonce} {json.dumps(record, ensure_ascii=False)}", flush=True)
+
+
+# -- reading submissions ----------------------------------------------------------------------
+@dataclass
+class Submission:
+    student: str
+    path: Path
+    text: str | None = None  # the bytes as read, before anything ran
+    problem: str | None = None  # why it cannot be graded
+    flags: list[str] = field(default_factory=list)
+
+
+def _read(path: Path, student: str) -> Submission:
+    sub = Submission(student, path)
+    if not path.exists():
+        sub.problem = "no such file"
+    elif not path.is_file():
+        sub.problem = "not a file"
+    else:
+        try:
+            sub.text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            sub.problem = f"cannot be read ({type(error).__name__})"
+    return sub
+
+
+def _parse(text: str):
+    """The notebook node, or the reason it is not one."""
     import nbformat  # noqa: PLC0415  (instructor side: the lab extra brings these)
+
+    try:
+        json.loads(text)
+    except ValueError as error:
+        return None, f"not a notebook: the file is not JSON ({error})"
+    try:
+        notebook = nbformat.reads(text, as_version=4)
+        if not isinstance(notebook.get("cells"), list):
+            raise ValueError("no cells")
+        for cell in notebook.cells:
+            if not isinstance(cell.get("source", ""), str) or "cell_type" not in cell:
+                raise ValueError("a cell without type or source")
+    except Exception as error:
+        return None, f"not a notebook: {type(error).__name__}: {str(error)[:200]}"
+    return notebook, None
+
+
+def _solutions(notebook) -> dict[str, list[str]]:
+    """``exercise id -> sources of its solution cells`` from the cells' metadata."""
+    found: dict[str, list[str]] = {}
+    for cell in notebook.cells:
+        tag = cell.get("metadata", {}).get(METADATA)
+        if (
+            cell.get("cell_type") == "code"
+            and isinstance(tag, dict)
+            and tag.get("part") == "solution"
+            and isinstance(tag.get("id"), str)
+        ):
+            found.setdefault(tag["id"], []).append(cell.get("source", ""))
+    return found
+
+
+def _instructor(folder: Path) -> dict[str, tuple[str, object]]:
+    """``"NN" -> (file name, notebook)`` for the instructor notebooks with exercises."""
+    import nbformat  # noqa: PLC0415
+
+    found = {}
+    for path in sorted(folder.glob("*.ipynb")):
+        notebook = nbformat.read(path, as_version=4)
+        ids = {part[0] for part in exercise_parts(notebook).values()}
+        if ids:
+            found[sorted(ids)[0][:2]] = (path.name, notebook)
+    return found
+
+
+# -- building and running the graded notebook -------------------------------------------------
+def _compose(instructor, solutions: dict[str, list[str]], nonce: str):
+    """The instructor notebook with the student's solutions and the grader's check cells;
+    ``(notebook, {check cell index: exercise id}, ids with no solution cell)``."""
+    import nbformat  # noqa: PLC0415
+
+    parts = exercise_parts(instructor)
+    cells, checks, absent, used = [], {}, set(), {}
+    for index, cell in enumerate(instructor.cells):
+        if cell.cell_type != "code":
+            continue
+        if len(cells) == 2:  # after the install cell and the imports: the modules as they were
+            cells.append(nbformat.v4.new_code_cell("import course_lib.exercises"))
+        exercise_id, part, answer = parts.get(index, (None, None, None))
+        source = cell.source
+        if part == "solution":
+            k = used[exercise_id] = used.get(exercise_id, -1) + 1
+            given = solutions.get(exercise_id, [])
+            if k < len(given):
+                source = given[k]
+            else:
+                absent.add(exercise_id)
+                source = student_source(cell.source)
+        elif part == "check":
+            checks[len(cells)] = exercise_id
+            source = (
+                "__import__('course_lib.exercises.grade', fromlist=['report']).report("
+                f"{exercise_id!r}, lambda: ({answer}), {nonce!r})"
+            )
+        cells.append(nbformat.v4.new_code_cell(source))
+    notebook = nbformat.v4.new_notebook(cells=cells, metadata=instructor.metadata)
+    return notebook, checks, absent
+
+
+def _worker() -> int:
+    """Run one composed notebook (JSON on stdin); print the outputs of the check cells."""
+    import nbformat  # noqa: PLC0415
     from nbclient import NotebookClient  # noqa: PLC0415
 
-    notebook = nbformat.read(path, as_version=4)
-    client = NotebookClient(notebook, timeout=timeout, allow_errors=True,
-                            resources={"metadata": {"path": str(path.parent)}})  # fmt: skip
-    saved = os.environ.get(LOG_ENV)
-    os.environ[LOG_ENV] = str(log)  # the kernel inherits the environment
+    job = json.loads(sys.stdin.read())
+    notebook = nbformat.reads(job["notebook"], as_version=4)
+    options = {"kernel_name": job["kernel"]} if job["kernel"] else {}
+    client = NotebookClient(
+        notebook, timeout=job["cell_timeout"], allow_errors=True,
+        resources={"metadata": {"path": job["folder"]}}, **options,
+    )  # fmt: skip
+    stopped = None
     try:
-        client.execute()
-    except Exception as error:  # a cell timed out, or the kernel died
-        return f"{type(error).__name__}: {str(error).strip().splitlines()[0]}"
-    finally:
-        if saved is None:
-            del os.environ[LOG_ENV]
-        else:
-            os.environ[LOG_ENV] = saved
-    return None
-
-
-def grade_notebook(path: Path, timeout: int = 600) -> list[tuple[str, str, str]]:
-    """(exercise id, status, first line of the message) for every exercise of ``path``."""
-    with tempfile.TemporaryDirectory() as folder:
-        log = Path(folder) / "verdicts.jsonl"
-        log.touch()
-        stopped = _run(path, log, timeout)
-        verdicts = {}
-        for line in log.read_text(encoding="utf-8").splitlines():
-            record = json.loads(line)
-            verdicts[record["exercise"]] = (record["status"], record["message"].splitlines()[0])
-    number = path.name[:2]
-    expected = sorted(set(verdicts) | {e for e in EXERCISES if e.startswith(f"{number}.")})
-    why_missing = "never checked" + (f" ({stopped})" if stopped else "")
-    return [(e, *verdicts.get(e, (MISSING, why_missing))) for e in expected]
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("notebooks", nargs="+", type=Path, help="submitted .ipynb files")
-    parser.add_argument("--timeout", type=int, default=600, help="seconds per cell (default 600)")
-    args = parser.parse_args(argv)
-    rows, passed, total = [], 0, 0
-    for path in args.notebooks:
-        for exercise_id, status, message in grade_notebook(path, args.timeout):
-            rows.append([str(path), exercise_id, status, message])
-            passed, total = passed + (status == "passed"), total + 1
-    print(
-        Table(
-            ["notebook", "exercise", "verdict", "message"],
-            rows,
-            f"{passed} of {total} exercises passed",
-        )
-    )
+        client.execute(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except Exception as error:  # a cell timed out, the kernel died or does not exist
+        lines = str(error).strip().splitlines() or [""]
+        stopped = f"{type(error).__name__}: {lines[0][:200]}"
+    texts = {}
+    for index in job["checks"]:
+        outputs = notebook.cells[int(index)].get("outputs", [])
+        streams = [o.get("text", "") for o in outputs if o.get("output_type") == "stream"]
+        texts[index] = "".join(streams)
+    print(json.dumps({"stopped": stopped, "texts": texts}))
     return 0
+
+
+def _kill_run(marker: str, process: subprocess.Popen) -> None:
+    """Kill the worker's session and every process that carries this run's marker."""
+    with contextlib.suppress(OSError):
+        os.killpg(process.pid, signal.SIGKILL)
+    needle = f"{_RUN_ENV}={marker}".encode()
+    for _ in range(3):  # processes may start while we look
+        for entry in Path("/proc").glob("[0-9]*"):
+            with contextlib.suppress(OSError, ValueError):
+                if needle in (entry / "environ").read_bytes().split(b"\0"):
+                    os.kill(int(entry.name), signal.SIGKILL)
+    with contextlib.suppress(Exception):
+        process.kill()
+        process.wait(5)
+
+
+def _execute(notebook, checks: dict, kernel: str | None, timeout: int, cell_timeout: int):
+    """``(texts of the check cells, why the run stopped or None)``, from a private folder."""
+    import nbformat  # noqa: PLC0415
+
+    marker = secrets.token_hex(16)
+    with tempfile.TemporaryDirectory(prefix="grade-") as folder:
+        job = json.dumps({
+            "notebook": nbformat.writes(notebook), "checks": [str(i) for i in checks],
+            "kernel": kernel, "cell_timeout": cell_timeout, "folder": folder,
+        })  # fmt: skip
+        env = {**os.environ, _RUN_ENV: marker, "PYTHONDONTWRITEBYTECODE": "1"}
+        process = subprocess.Popen(
+            [sys.executable, "-m", "course_lib.exercises.grade", "--worker"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            cwd=folder, env=env, start_new_session=True,
+        )  # fmt: skip
+        try:
+            out, _ = process.communicate(job.encode(), timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return {}, f"stopped after {timeout} s (the notebook's time limit)"
+        finally:
+            _kill_run(marker, process)
+    try:
+        result = json.loads(out.decode("utf-8", "replace").strip().splitlines()[-1])
+        return {int(k): v for k, v in result["texts"].items()}, result["stopped"]
+    except (ValueError, IndexError, KeyError, AttributeError):
+        status = process.returncode
+        return {}, f"the grading process ended without a result (exit status {status})"
+
+
+@dataclass
+class Row:
+    exercise: str
+    status: str
+    message: str
+    mistake: str | None = None
+    review: str = ""
+
+    @property
+    def points(self) -> float:
+        return EXERCISES[self.exercise].points if self.status == "passed" else 0.0
+
+
+def _suspicious(sources: list[str]) -> str:
+    hits = sorted(
+        {m.group(0).strip() for p in _HOOK_PATTERNS for s in sources for m in re.finditer(p, s)}
+    )
+    return ", ".join(hits[:5])
+
+
+def grade_submission(  # noqa: C901
+    sub: Submission,
+    instructors: dict,
+    kernel: str | None = None,
+    timeout: int = 900,
+    cell_timeout: int = 600,
+) -> tuple[str | None, list[Row]]:
+    """``(instructor notebook file or None, a row per exercise)``; a problem is one row."""
+    if sub.problem:
+        return None, [Row("-", ERROR, sub.problem)]
+    notebook, problem = _parse(sub.text)
+    if problem:
+        return None, [Row("-", ERROR, problem)]
+    solutions = _solutions(notebook)
+    numbers = sorted(
+        {i[:2] for i in solutions if i[:2] in instructors},
+        key=lambda n: -sum(i.startswith(n) for i in solutions),
+    )
+    if not numbers:
+        why = (
+            "not a notebook of this course: no cell is tagged as the solution of one of its "
+            "exercises (submit the student edition's notebook)"
+        )
+        return None, [Row("-", ERROR, why)]
+    name, instructor = instructors[numbers[0]]
+    ids = sorted({part[0] for part in exercise_parts(instructor).values()})
+    ours = {i: s for i, s in solutions.items() if i in ids}
+    nonce = secrets.token_hex(16)
+    composed, checks, absent = _compose(instructor, ours, nonce)
+    texts, stopped = _execute(composed, checks, kernel, timeout, cell_timeout)
+    verdicts: dict[str, Row] = {}
+    for index, exercise_id in checks.items():
+        for line in texts.get(index, "").splitlines():
+            if not line.startswith(nonce + " "):
+                continue
+            try:
+                record = json.loads(line[len(nonce) + 1 :])
+            except ValueError:
+                continue
+            if record.get("exercise") == exercise_id and exercise_id not in verdicts:
+                patched = ", ".join(record.get("patched") or [])
+                verdicts[exercise_id] = Row(
+                    exercise_id, str(record.get("status")), str(record.get("message") or ""),
+                    record.get("mistake"), f"patched: {patched}" if patched else "",
+                )  # fmt: skip
+    review = _suspicious([s for i in ids for s in ours.get(i, [])])
+    rows = []
+    for exercise_id in ids:
+        if exercise_id in absent:
+            row = Row(exercise_id, MISSING, "no solution cell for this exercise in the submission")
+        else:
+            row = verdicts.get(exercise_id) or Row(
+                exercise_id, MISSING, "never checked" + (f" ({stopped})" if stopped else "")
+            )
+        if review and exercise_id not in absent:
+            row.review = "; ".join(filter(None, [row.review, f"review: {review}"]))
+        rows.append(row)
+    ignored = sorted(set(solutions) - set(ids))
+    if ignored:
+        sub.flags.append(f"ignored solutions of other notebooks: {', '.join(ignored)}")
+    return name, rows
+
+
+# -- the gradebook ----------------------------------------------------------------------------
+def _roster(path: Path) -> dict[str, str]:
+    """``file name -> student id`` from a CSV with the columns ``student`` and ``file``."""
+    with path.open(encoding="utf-8", newline="") as file:
+        reader = csv.DictReader(file)
+        if not reader.fieldnames or not {"student", "file"} <= set(reader.fieldnames):
+            raise ValueError(f"{path}: the roster needs the columns student and file")
+        return {Path(r["file"]).name: r["student"].strip() for r in reader if r.get("file")}
+
+
+def _collect(paths: list[Path]) -> list[tuple[Path, str]]:
+    """``(notebook path, student id from the path)``: a folder's notebooks, by subfolder."""
+    found = []
+    for path in paths:
+        if path.is_dir():
+            for notebook in sorted(path.rglob("*.ipynb")):
+                inner = notebook.relative_to(path).parts
+                found.append((notebook, inner[0] if len(inner) > 1 else notebook.stem))
+        else:
+            found.append((path, path.stem))
+    return found
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^\w.-]+", "_", name).strip("._") or "student"
+
+
+def main(argv: list[str] | None = None) -> int:  # noqa: C901
+    if argv is None and sys.argv[1:] == ["--worker"]:
+        return _worker()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("submissions", nargs="+", type=Path, help="notebooks or folders of them")
+    parser.add_argument("--roster", type=Path, help="CSV with columns student,file")
+    parser.add_argument("--out", type=Path, default=Path("grades"),
+                        help="folder for grades.csv and feedback/ (default grades)")  # fmt: skip
+    parser.add_argument("--kernel", help="kernel to run them in (default: the notebook's)")
+    parser.add_argument("--timeout", type=int, default=900, help="seconds per notebook (900)")
+    parser.add_argument("--cell-timeout", type=int, default=600, help="seconds per cell (600)")
+    parser.add_argument("--notebooks", type=Path, default=_ROOT / "notebooks",
+                        help="instructor notebooks (default: the repository's notebooks/)")
+    args = parser.parse_args(argv)
+    roster = {}
+    if args.roster:
+        try:
+            roster = _roster(args.roster)
+        except (OSError, ValueError, csv.Error) as error:
+            print(f"error: cannot read the roster: {error}", file=sys.stderr)
+            return 2
+    instructors = _instructor(args.notebooks) if args.notebooks.is_dir() else {}
+    if not instructors:
+        print(f"error: no instructor notebooks with exercises in {args.notebooks}",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    if args.out.exists() and not args.out.is_dir():
+        print(f"error: --out {args.out} is a file", file=sys.stderr)
+        return 2
+    submissions = []
+    for path, student in _collect(args.submissions):
+        sub = _read(path, roster.get(path.name, student))
+        if args.roster and path.name not in roster:
+            sub.student = f"?{student}"
+            sub.flags.append(f"{path.name} is not on the roster")
+        submissions.append(sub)  # every file is read before any runs
+    for student in sorted(set(roster.values()) - {s.student for s in submissions}):
+        submissions.append(Submission(student, Path("-"), problem="no submission"))
+    graded = [
+        (sub, *grade_submission(sub, instructors, args.kernel, args.timeout, args.cell_timeout))
+        for sub in submissions
+    ]
+    _write(args.out, graded)
+    table = []
+    for sub, _, rows in graded:
+        for row in rows:
+            note = "; ".join(filter(None, [row.review, *sub.flags]))
+            first = row.message.splitlines()[0] if row.message else ""
+            table.append([sub.student, str(sub.path), row.exercise, row.status, first, note])
+    passed = sum(r[3] == "passed" for r in table)
+    title = f"{passed} of {len(table)} rows passed; gradebook in {args.out}/grades.csv"
+    print(Table(["student", "notebook", "exercise", "verdict", "message", "flags"], table, title))
+    return 0
+
+
+def _write(out: Path, graded) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "feedback").mkdir(exist_ok=True)
+    columns = sorted({row.exercise for _, _, rows in graded for row in rows} - {"-"})
+    with (out / "grades.csv").open("w", encoding="utf-8", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(["student", "file", "notebook", *columns, "total", "max", "notes"])
+        for sub, name, rows in graded:
+            got = {row.exercise: row for row in rows}
+            points = [f"{got[c].points:g}" if c in got else "" for c in columns]
+            total = sum(row.points for row in rows if row.exercise != "-")
+            most = sum(EXERCISES[row.exercise].points for row in rows if row.exercise != "-")
+            notes = [r.message for r in rows if r.exercise == "-"] + sub.flags
+            notes += [f"{r.exercise} {r.review}" for r in rows if r.review]
+            writer.writerow([sub.student, str(sub.path), name or "", *points, f"{total:g}",
+                             f"{most:g}", "; ".join(notes)])  # fmt: skip
+    by_student: dict[str, list] = {}
+    for sub, name, rows in graded:
+        by_student.setdefault(sub.student, []).append((sub, name, rows))
+    for student, items in by_student.items():
+        lines = [f"# Feedback for {student}", ""]
+        for sub, name, rows in items:
+            lines += [f"## {sub.path.name} ({name or 'not graded'})", ""]
+            lines += [f"- {flag}" for flag in sub.flags]
+            for row in rows:
+                label = row.exercise if row.exercise != "-" else "submission"
+                worth = EXERCISES[row.exercise].points if row.exercise in EXERCISES else None
+                points = f" ({row.points:g}/{worth:g})" if worth is not None else ""
+                lines.append(f"### {label}: {row.status}{points}")
+                lines += ["", "```", row.message, "```", ""]
+                if row.review:
+                    lines += [f"Flagged for review: {row.review}", ""]
+        (out / "feedback" / f"{_safe(student)}.md").write_text("\n".join(lines), encoding="utf-8")
 
 
 if __name__ == "__main__":
