@@ -67,11 +67,13 @@ def name(value, what: str) -> str | None:
 
 def exponent(value, what: str) -> float | int:
     """A real exponent: a number or a 0-d real array (±inf and NaN compute as in NumPy; not a
-    bool, a complex number or a node); ints stay ints, so ``x ** 2`` keeps integer dtypes."""
+    bool, a complex number or a node). Its type is kept, so NumPy's promotion holds: ints
+    keep integer dtypes (``x ** 2``), ``int64 ** 3.0`` is float64, and a NumPy scalar or
+    0-d array (``np.float64(2.0)``, kept as a NumPy scalar) is strongly typed."""
     kind = getattr(getattr(value, "dtype", None), "kind", None)
     if kind is not None and np.ndim(value) == 0 and kind in "iuf":
-        value = value.item()  # np.float64(2.0), np.array(2.0)
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        value = np.asarray(value)[()]  # np.float64(2.0), np.array(2.0): a NumPy scalar
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise GraphError(
             f"{what} must be a real number (int or float), got {value!r} of type "
             f"{type(value).__name__}; for a tensor exponent use exp(p * log(x))"
@@ -127,3 +129,4 @@ def shape(value, what: str, infer: bool = False) -> tuple:
     elif any(d is not None and d < 0 for d in out):
         raise ParameterError(f"{what} must have sizes >= 0 (or None), got {out}")
     return out
+

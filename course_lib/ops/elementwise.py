@@ -264,6 +264,9 @@ class Neg(Elementwise):
         return [neg(g)]
 
 
+_FLOAT = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+
+
 class Power(Unary):
     """``x ** p`` for a constant real exponent p."""
 
@@ -280,6 +283,8 @@ class Power(Unary):
         return f"pow({self.p:g})"
 
     def expression(self, args, target):
+        if type(self.p) not in (int, float):
+            return None  # a NumPy-scalar exponent promotes (float32 ** float64): left to NumPy
         p = float(self.p)
         if not math.isfinite(p):
             return None  # no literal for it in numexpr or C: left to NumPy (not fused)
@@ -287,9 +292,22 @@ class Power(Unary):
             return f"sqrt({args[0]})" if target == "numexpr" else f"sqrtf({args[0]})"
         return f"({args[0]} ** {p!r})" if target == "numexpr" else f"powf({args[0]}, {p!r}f)"
 
+    def infer_dtype(self, dtype):
+        # NumPy's promotion: int64 ** 3.0 is float64, float32 ** np.float64(2) is float64,
+        # bool ** 2 is int8; asked of NumPy itself, on one element
+        if dtype is None:
+            return None
+        try:
+            with np.errstate(all="ignore"):
+                return (np.ones(1, dtype) ** self.p).dtype
+        except (ValueError, TypeError):  # int ** -1: the run raises NumPy's error
+            return np.result_type(dtype, self.p)
+
     def compute(self, xp, x):
         p = self.p
-        return x * x if p == 2 else x**p
+        if p == 2 and type(p) in (int, float) and getattr(x, "dtype", None) in _FLOAT:
+            return x * x  # the dtype and the numbers of x ** 2 (NumPy squares), faster
+        return x**p
 
     def derivative(self, node):
         x = node.inputs[0]
