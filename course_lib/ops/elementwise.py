@@ -137,19 +137,26 @@ class Maximum(Elementwise):
     def compute(self, xp, x, y):
         return xp.maximum(x, y)
 
+    # PyTorch's convention: the larger input gets the gradient, a tie splits it in halves,
+    # and where either input is NaN (so is the output) both get it
     def gradient(self, node, g, needs):
         x, y = node.inputs
+        half = where(equal(x, y), mul(g, 0.5), g)
         return [
-            unbroadcast(mul(g, greater_equal(x, y)), node, 0) if needs[0] else None,
-            unbroadcast(mul(g, less(x, y)), node, 1) if needs[1] else None,
+            unbroadcast(where(less(x, y), 0.0, half), node, 0) if needs[0] else None,
+            unbroadcast(where(greater(x, y), 0.0, half), node, 1) if needs[1] else None,
         ]
 
     def jvp(self, node, dx, dy):
+        if dx is None and dy is None:
+            return None
         x, y = node.inputs
-        return tangent_sum(
-            None if dx is None else mul(dx, greater_equal(x, y)),
-            None if dy is None else mul(dy, less(x, y)),
-        )
+        a, b = (0.0 if dx is None else dx), (0.0 if dy is None else dy)
+        both = add(a, b)  # the tangent where the output is NaN: both inputs count
+        t = where(equal(x, y), mul(both, 0.5),
+                  where(less(x, y), b, where(greater(x, y), a, both)))  # fmt: skip
+        present = [k for k, d in ((0, dx), (1, dy)) if d is not None]
+        return broadcast_tangent(t, node, present)
 
 
 class AddN(Elementwise):
@@ -312,6 +319,8 @@ class Power(Unary):
     def derivative(self, node):
         x = node.inputs[0]
         p = self.p
+        if p == 0.5:  # NumPy computes x ** 0.5 as sqrt: the slope is sqrt's, 0.5 / sqrt(x)
+            return div(0.5, node)  # (NaN at -inf, -inf at -0.0, as PyTorch's)
         if p == 0:  # d/dx x**0 = 0, also at x = 0 (0 · 0⁻¹ would be NaN), as in PyTorch
             return zeros_like(x)
         return mul(p, x if p - 1 == 1 else power(x, p - 1))
@@ -442,8 +451,8 @@ class Rsqrt(Unary):
     def compute(self, xp, x):
         return 1.0 / xp.sqrt(x)
 
-    def derivative(self, node):
-        return mul(-0.5, div(node, node.inputs[0]))
+    def derivative(self, node):  # -x^(-3/2) / 2 = -rsqrt(x)³ / 2: +inf at -0.0, as PyTorch
+        return mul(-0.5, mul(node, mul(node, node)))
 
 
 class Cast(Elementwise):
