@@ -148,7 +148,7 @@ class Op:
 
     def key(self) -> tuple:
         """What makes two ops compute the same function (used by CSE)."""
-        return (type(self), *(_hashable(getattr(self, a)) for a in self.attributes))
+        return (type(self), *(value_key(getattr(self, a)) for a in self.attributes))
 
     def label(self) -> str:
         """A short description such as ``sum(axis=1, keepdims=False)``."""
@@ -192,15 +192,29 @@ class Op:
         return None
 
 
-def _hashable(value):
-    """``value`` as something hashable that is equal exactly when the values are."""
-    if isinstance(value, (list, tuple)):
-        return tuple(_hashable(v) for v in value)
-    if isinstance(value, slice):
-        return ("slice", value.start, value.stop, value.step)
-    if isinstance(value, np.ndarray):
-        return ("array", value.dtype.str, value.shape, value.tobytes())
-    return value
+def value_key(value):
+    """One definition of "the same value", for CSE keys, jit guards and constant caches.
+
+    A hashable key that is equal exactly when the two values have the same type and the
+    same value, bit for bit: ``0.0`` and ``-0.0``, ``3`` and ``3.0``, ``True`` and ``1``,
+    ``np.float32(1)`` and ``1.0`` all differ (Python's ``==`` calls each pair equal, but
+    they compute differently: signs of zeros, dtypes, ``x[True]`` against ``x[1]``), and a
+    NaN equals itself. Tuples and lists compare element by element, arrays by dtype, shape
+    and bytes. A value of another type keys as itself (its type included), which raises
+    TypeError when hashed if it is unhashable.
+    """
+    kind = type(value)
+    if kind is float:  # ±0.0 and nan by their text (== cannot tell them apart)
+        return (float, value) if value == value and value != 0.0 else (float, repr(value))
+    if kind in (bool, int, str) or value is None or value is Ellipsis:
+        return (kind, value)
+    if kind in (tuple, list):
+        return (kind, tuple(value_key(v) for v in value))
+    if kind is slice:
+        return (slice, value_key(value.start), value_key(value.stop), value_key(value.step))
+    if isinstance(value, (np.ndarray, np.generic)):
+        return (kind, value.dtype.str, value.shape, value.tobytes())
+    return (kind, value)
 
 
 class Node:
@@ -467,9 +481,8 @@ class Constant(Op):
         return copy
 
     def key(self) -> tuple:
-        v = self.value
-        if np.ndim(v) == 0:
-            return (Constant, type(v), repr(v))
+        if np.ndim(self.value) == 0:
+            return (Constant, value_key(self.value))
         return (Constant, id(self))
 
     def label(self) -> str:
@@ -505,9 +518,9 @@ def constant(value, name: str | None = None) -> Node:
     if isinstance(value, Node):
         raise GraphError(f"constant() takes numbers or arrays, not the node {value.name}")
     name = params.name(name, "constant()")
-    if isinstance(value, (bool, int, float)) and name is None:
-        nonzero = value == value and value != 0  # nan and ±0.0 are not cached by value
-        key = (type(value), value if nonzero else repr(value))
+    weak = type(value) in (bool, int, float)  # not np.float64 (a float subclass): NumPy
+    if weak and name is None:  # scalars are strongly typed (float32 * np.float64 is float64)
+        key = value_key(value)  # by type and value: 1, 1.0 and True, 0.0 and -0.0 differ
         node = _scalar_constants.get(key)
         if node is None:
             op = Constant(value)
@@ -515,15 +528,21 @@ def constant(value, name: str | None = None) -> Node:
             if len(_scalar_constants) < 4096:
                 _scalar_constants[key] = node
         return node
-    if isinstance(value, (bool, int, float)):
+    if weak:
         return Node(Constant(value), (), name, (), None)
     # a host copy: changing ``value`` later cannot change the graph, and a graph runs on any
     # device (the value is copied to a device when a run there first needs it)
-    array = np.array(backend.to_numpy(value))
-    array.flags.writeable = False  # nor can changing what a run returns
-    params.numeric_array(array, "constant()")
+    array = params.numeric_array(np.array(backend.to_numpy(value)), "constant()")
+    array = frozen(array)  # nor can changing what a run returns
     op = Constant(array)
     return Node(op, (), op.written(()) if name is None else name, tuple(array.shape), array.dtype)
+
+
+def frozen(array: np.ndarray) -> np.ndarray:
+    """A copy of ``array`` that no one can write, not even by setting ``flags.writeable``
+    (its memory is an immutable ``bytes`` object, so neither it nor any view of it can be
+    made writable again): what a constant holds and what a run may return of it."""
+    return np.frombuffer(array.tobytes(), dtype=array.dtype).reshape(array.shape)  # C order
 
 
 def _scalar_name(value) -> str:
@@ -536,8 +555,8 @@ def as_node(value) -> Node:
     """Return ``value`` if it is a node, else wrap it as a constant."""
     if isinstance(value, Node):
         return value
-    if type(value) is float and value == value and value != 0.0:  # fast path: cached scalars
-        node = _scalar_constants.get((float, value))
+    if type(value) is float:  # fast path: cached scalars
+        node = _scalar_constants.get(value_key(value))
         if node is not None:
             return node
     if isinstance(value, Number) or hasattr(value, "shape") or isinstance(value, (list, tuple)):
@@ -725,7 +744,7 @@ def numel(shape: Shape | None) -> int | None:
 def is_weak_scalar(node: Node) -> bool:
     """A Python-number constant (``2.0`` in ``x * 2.0``): it has no dtype of its own and
     takes its user's, as in NumPy; generated code writes it inline."""
-    return node.is_constant and node.dtype is None and isinstance(node.op.value, (bool, int, float))
+    return node.is_constant and node.dtype is None and type(node.op.value) in (bool, int, float)
 
 
 def interpret(outputs: Node | Iterable[Node], values: dict, xp) -> dict:

@@ -67,11 +67,13 @@ def name(value, what: str) -> str | None:
 
 def exponent(value, what: str) -> float | int:
     """A real exponent: a number or a 0-d real array (±inf and NaN compute as in NumPy; not a
-    bool, a complex number or a node); ints stay ints, so ``x ** 2`` keeps integer dtypes."""
+    bool, a complex number or a node). Its type is kept, so NumPy's promotion holds: ints
+    keep integer dtypes (``x ** 2``), ``int64 ** 3.0`` is float64, and a NumPy scalar or
+    0-d array (``np.float64(2.0)``, kept as a NumPy scalar) is strongly typed."""
     kind = getattr(getattr(value, "dtype", None), "kind", None)
     if kind is not None and np.ndim(value) == 0 and kind in "iuf":
-        value = value.item()  # np.float64(2.0), np.array(2.0)
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        value = np.asarray(value)[()]  # np.float64(2.0), np.array(2.0): a NumPy scalar
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise GraphError(
             f"{what} must be a real number (int or float), got {value!r} of type "
             f"{type(value).__name__}; for a tensor exponent use exp(p * log(x))"
@@ -127,3 +129,52 @@ def shape(value, what: str, infer: bool = False) -> tuple:
     elif any(d is not None and d < 0 for d in out):
         raise ParameterError(f"{what} must have sizes >= 0 (or None), got {out}")
     return out
+
+
+# -- the public parameters of optimisers, training, sampling and models ---------------------
+def _interval(low, high, open_low: bool, open_high: bool) -> str:
+    if high is None:
+        return f"{'>' if open_low else '>='} {low:g}"
+    return f"{'(' if open_low else '['}{low:g}, {high:g}{')' if open_high else ']'}"
+
+
+def in_range(value, what: str, low: float, high: float | None = None, *,
+             open_low: bool = False, open_high: bool = False) -> float:  # fmt: skip
+    """A real number (not a bool, not NaN) in ``[low, high]`` (``open_*``: the bound itself
+    excluded; ``high`` None: no upper bound, but finite), as a float. Wrong type:
+    :class:`GraphError`; outside the range: :class:`ParameterError`, naming ``what`` and the
+    accepted range (``AdamW: lr must be a real number >= 0, got nan``)."""
+    if np.ndim(value) == 0 and getattr(value, "dtype", None) is not None:
+        value = np.asarray(value)[()]  # a NumPy scalar or a 0-d array
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise GraphError(f"{what} must be a real number {_interval(low, high, open_low, open_high)}"
+                         f", got {value!r} ({type(value).__name__})")  # fmt: skip
+    number = float(value)
+    inside = (
+        math.isfinite(number)
+        and (number > low if open_low else number >= low)
+        and (high is None or (number < high if open_high else number <= high))
+    )
+    if not inside:
+        accepted = _interval(low, high, open_low, open_high)
+        raise ParameterError(f"{what} must be a real number {accepted}, got {number!r}")
+    return number
+
+
+def count(value, what: str, minimum: int = 0, maximum: int | None = None) -> int:
+    """An integer (Python or NumPy, not a bool or a float such as 2.5 or 3.0) in
+    ``[minimum, maximum]``: a number of steps, of tokens, a top-k."""
+    number = integer(value, what)
+    if number < minimum or (maximum is not None and number > maximum):
+        bound = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+        raise ParameterError(f"{what} must be an integer {bound}, got {number}")
+    return number
+
+
+def finite_array(array, what: str):
+    """``array`` (on the host) if it holds no NaN or infinity; else a
+    :class:`ParameterError` naming ``what`` and how many values are not finite."""
+    bad = int((~np.isfinite(np.asarray(array, dtype=np.float64))).sum())
+    if bad:
+        raise ParameterError(f"{what} holds {bad} NaN or infinite value(s); refusing to load it")
+    return array

@@ -177,3 +177,54 @@ def test_launch_timeout_must_be_positive(monkeypatch):
     monkeypatch.setenv(emulator.TIMEOUT_ENV, "soon")
     with pytest.raises(KernelLaunchError, match="COURSE_LIB_KERNEL_TIMEOUT='soon'"):
         emulator.launch_timeout()
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(c) for c in f.read().split()]
+    except OSError:
+        return []
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+@needs_emulator
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="needs Linux's /proc")
+def test_launch_child_dies_with_its_parent():
+    """A notebook kernel killed while an emulated kernel spins leaves no orphan at 100 %."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    emulator.compile_module(HANG, "hang.cu")  # compiled (and cached) here, not in the timing
+    script = (
+        "import numpy as np\nfrom course_lib.kernels import emulator\n"
+        f"k = emulator.compile_module({HANG!r}, 'hang.cu').get_function('wait_for_neighbour')\n"
+        "k(1, 2, [np.zeros(2, np.int32)])\n"
+    )
+    env = {**os.environ, emulator.TIMEOUT_ENV: "600"}
+    children: list[int] = []
+    parent = subprocess.Popen([sys.executable, "-c", script], env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while not children and time.monotonic() < deadline and parent.poll() is None:
+            time.sleep(0.1)
+            children = _children(parent.pid)
+        assert children, "the launch child did not start"
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while any(map(_running, children)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(map(_running, children)), "the launch child outlived its parent"
+    finally:
+        parent.kill()
+        for child in children:  # an orphan (without the fix) would spin on: end it
+            if _running(child):
+                os.kill(child, signal.SIGKILL)

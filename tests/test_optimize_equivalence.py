@@ -174,3 +174,61 @@ def test_optimized_training_graph_writes_back_the_same_parameters(kind, case):
 
 def _diverged(arrays) -> bool:
     return any(np.max(np.abs(a[np.isfinite(a)]), initial=0.0) > DIVERGED for a in arrays)
+
+
+# -- the second round: what compares equal but computes differently, and outputs that alias --
+# Each step makes a node from earlier ones; the outputs are every node, views before their
+# bases, so optimised and plain runs must agree on values, dtypes, NaN/inf and on aliasing.
+ROUND2 = [
+    lambda x, i: x[True],  # a bool index adds an axis: not x[1]
+    lambda x, i: x[False],
+    lambda x, i: x[1],
+    lambda x, i: i**3.0,  # int64 ** float: float64, not merged with i ** 3
+    lambda x, i: i**3,
+    lambda x, i: i**2.0,
+    lambda x, i: x * np.float64(1.0000001),  # a NumPy scalar is strongly typed
+    lambda x, i: x * np.float32(3.0) + 1.0,
+    lambda x, i: x * -0.0 + x * 0.0,
+    lambda x, i: x ** np.float64(2.0),
+    lambda x, i: cl.reshape(x, (-1,)),  # views of x, then x itself
+    lambda x, i: cl.transpose(x),
+    lambda x, i: x[0],
+    lambda x, i: x,
+    lambda x, i: (x * 2.0)[0],
+    lambda x, i: x * 2.0,
+]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    steps=st.lists(st.integers(0, len(ROUND2) - 1), min_size=1, max_size=8),
+    dtype=st.sampled_from([np.float32, np.float64]),
+    specials=st.lists(st.sampled_from(SPECIALS), max_size=4),
+    seed=st.integers(0, 2**16),
+)
+def test_optimize_equals_plain_on_values_dtypes_and_aliasing(steps, dtype, specials, seed):
+    x = cl.variable("x", (2, 3), dtype)
+    i = cl.variable("i", (2, 3), np.int64)
+    outputs = [ROUND2[k](x, i) for k in steps] + [x[0], x]  # a view before its base
+    rng = np.random.default_rng(seed)
+    feed = {x: _sample(x, rng, specials), i: rng.integers(-3, 4, (2, 3))}
+    kept = {v: np.array(a, copy=True) for v, a in feed.items()}
+    plain, optimised = _run(outputs, feed, False), _run(outputs, feed, True)
+    assert not isinstance(plain, type), plain
+    for k, (got, want) in enumerate(zip(optimised, plain)):
+        got, want = cl.to_numpy(got), cl.to_numpy(want)
+        assert got.dtype == want.dtype and got.shape == want.shape, (steps, k)
+        np.testing.assert_array_equal(got, want, err_msg=f"{steps}: output {k}")
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    for results in (plain, optimised):
+        arrays = [getattr(r, "_a", r) for r in results]
+        for k, a in enumerate(arrays):
+            for b in arrays[k + 1:]:
+                assert not np.shares_memory(a, b), steps
+            for fed in feed.values():
+                assert not np.shares_memory(a, fed), steps
+        for r in results:
+            if r.size:
+                r[...] = -7  # writing any result changes no other, nor a feed
+        for v, a in feed.items():
+            np.testing.assert_array_equal(a, kept[v])

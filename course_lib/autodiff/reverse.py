@@ -315,6 +315,11 @@ def _targets(out: Node, wrt) -> list[Node]:
                 f"grad: {t.name} is a constant, and constants are not differentiated; "
                 "make it a variable to get its gradient"
             )
+        if t.dtype is not None and t.dtype.kind not in "fc":
+            raise GraphError(
+                f"grad: {t.name} is {t.dtype}; only floating-point values have gradients "
+                "(as in PyTorch): declare it with a float dtype or cast it"
+            )
     return targets
 
 

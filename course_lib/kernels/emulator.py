@@ -142,6 +142,22 @@ def _wait_for(pid: int, timeout: float, what: str) -> int:
         raise
 
 
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with(parent: int) -> None:
+    """In a launch child: be killed when the parent dies (a notebook kernel restarted while
+    a kernel spins), instead of spinning on, orphaned, at 100 % of a core. Linux's
+    ``PR_SET_PDEATHSIG``; where there is none, the parent's watchdog is the only limit."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
 def emulator_available() -> bool:
     """True when a C++ compiler is found (the emulator needs g++ or a compatible one)."""
     return compiler() is not None
@@ -299,9 +315,11 @@ class EmulatedKernel:
         copies = [_shared_copy(a) if isinstance(a, np.ndarray) else a for a in args]
         report = mmap.mmap(-1, _REPORT_BYTES)
         report[:4] = _FAILED_BEFORE_REPORT.to_bytes(4, "little", signed=True)
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the child: launch, report, and leave without Python's exit handlers
             faulthandler.disable()  # a crash is reported by the parent, not dumped here
+            _die_with(parent)
             try:
                 status, message, counters = self._run(grid3, block3, copies, shared_mem, counting)
                 text = message.encode()[:_MESSAGE_BYTES]

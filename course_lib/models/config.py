@@ -61,8 +61,9 @@ class LlamaConfig:
 
     def __post_init__(self):
         sizes = ("dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim", "vocab_size", "max_seq_len")
-        for field in sizes:
-            params.positive_size(getattr(self, field), f"LlamaConfig.{field}")
+        for field in sizes:  # stored as ints: dim=16.0 would fail later, deep in a reshape
+            size = params.positive_size(getattr(self, field), f"LlamaConfig.{field}")
+            object.__setattr__(self, field, size)
         for field, choices in ARCHITECTURE.items():
             one_of(getattr(self, field), choices, f"LlamaConfig.{field}")
         params.real(self.norm_eps, "LlamaConfig.norm_eps", minimum=0.0)

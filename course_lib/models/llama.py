@@ -22,7 +22,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from .. import backend
+from .. import backend, params
 from ..backend import to_numpy
 from ..errors import FeedError, ShapeError
 from ..graph import constant
@@ -206,6 +206,7 @@ def load_hf_state_dict(model: Llama, state_dict: Mapping) -> Llama:
                 f"the model expects {model.params[name].shape}"
             )
         array = np.ascontiguousarray(array, dtype=model.dtype)
+        params.finite_array(array, f"state dict entry {name}")
         arrays[name] = backend.to_device(array, f"state dict entry {name}")
     model.params.update(arrays)
     return model

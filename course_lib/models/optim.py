@@ -15,9 +15,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .. import backend
+from .. import backend, params
 from ..backend import to_numpy
-from ..errors import FeedError, ShapeError
+from ..errors import FeedError, GraphError, ShapeError
 from ..graph import Node, Op, apply, variable
 
 
@@ -104,6 +104,14 @@ class AdamWUpdate(Op):
         return 7 * math.prod(out_shape)
 
 
+def _floating(dtype, what: str) -> None:
+    """Optimisers update floating-point parameters only: an integer one would round every
+    step to nothing (``lr`` cast to 0) and train silently on."""
+    if dtype is not None and np.dtype(dtype).kind != "f":
+        raise GraphError(f"{what} is {np.dtype(dtype)}; optimisers update floating-point "
+                         "parameters only (convert it with .astype(np.float32))")  # fmt: skip
+
+
 def _factor(scalar, like):
     """A scalar factor (a 0-d array computed in float64 from the fed lr and step) in the
     parameters' dtype, left on the device: reading it into a Python float would wait for
@@ -116,7 +124,7 @@ class Optimizer:
     the new values back after the run."""
 
     def __init__(self, lr: float):
-        self.lr = float(lr)
+        self.lr = params.in_range(lr, f"{type(self).__name__}: lr", 0.0)
         self.step_count = 0
         self.lr_var = variable("lr", (), np.float64)
         self._names: list[str] = []
@@ -137,8 +145,9 @@ class Optimizer:
 
     def feed(self, lr: float | None = None) -> dict:
         """Advance the step count; the state to feed this step (``lr`` overrides the base)."""
+        lr = self.lr if lr is None else params.in_range(lr, f"{type(self).__name__}: lr", 0.0)
         self.step_count += 1
-        return {self.lr_var: np.float64(self.lr if lr is None else lr)}
+        return {self.lr_var: np.float64(lr)}
 
     def write_back(self, arrays: dict[str, np.ndarray], values: Sequence) -> None:
         """Store one run's results of :meth:`update_nodes` (same order): the new parameters
@@ -164,9 +173,10 @@ class SGD(Optimizer):
 
     def __init__(self, lr: float = 0.1, weight_decay: float = 0.0):
         super().__init__(lr)
-        self.weight_decay = weight_decay
+        self.weight_decay = params.in_range(weight_decay, "SGD: weight_decay", 0.0)
 
     def _update(self, name, param, grad):
+        _floating(param.dtype, f"SGD: parameter {name}")
         return apply(SGDUpdate(self.weight_decay), param, grad, self.lr_var, name=f"update({name})")
 
 
@@ -180,9 +190,16 @@ class AdamW(Optimizer):
     def __init__(self, arrays: dict[str, np.ndarray], lr: float = 1e-3, betas=(0.9, 0.95),
                  eps: float = 1e-8, weight_decay: float = 0.01):  # fmt: skip
         super().__init__(lr)
-        self.betas, self.eps, self.weight_decay = tuple(betas), float(eps), float(weight_decay)
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise GraphError(f"AdamW: betas must be a pair (beta1, beta2), got {betas!r}")
+        self.betas = tuple(params.in_range(b, f"AdamW: betas[{k}]", 0.0, 1.0, open_high=True)
+                           for k, b in enumerate(betas))  # fmt: skip
+        self.eps = params.in_range(eps, "AdamW: eps", 0.0)
+        self.weight_decay = params.in_range(weight_decay, "AdamW: weight_decay", 0.0)
         xp = backend.xp()  # the moments live where the parameters do
         arrays = {n: backend.to_device(a, f"AdamW: parameter {n}") for n, a in arrays.items()}
+        for n, a in arrays.items():
+            _floating(a.dtype, f"AdamW: parameter {n}")
         self.m = {n: xp.zeros_like(a) for n, a in arrays.items()}
         self.v = {n: xp.zeros_like(a) for n, a in arrays.items()}
         self.step_var = variable("step", (), np.int64)

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .. import params
 from ..errors import GraphError, ShapeError
 from .decoder import DecoderLM
 from .tokenizer import ByteTokenizer
@@ -21,10 +22,9 @@ def next_token_distribution(logits: np.ndarray, temperature: float, top_k: int |
     """Probabilities from one logits row: divided by ``temperature``, only the ``top_k``
     largest kept. ``temperature == 0`` puts all mass on the argmax (greedy decoding)."""
     logits = np.asarray(logits, dtype=np.float64)
-    if temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature}")
-    if top_k is not None and not 1 <= top_k <= logits.size:
-        raise ValueError(f"top_k must be in [1, {logits.size}], got {top_k}")
+    temperature = params.in_range(temperature, "sampling: temperature", 0.0)
+    if top_k is not None:
+        top_k = params.count(top_k, "sampling: top_k", 1, logits.size)
     if temperature == 0:
         probs = np.zeros_like(logits)
         probs[np.argmax(logits)] = 1.0
@@ -61,6 +61,11 @@ def generate(
     the context fills the window, each step starts a new window at position 0, which is a
     prefill again: the cache saves work only while the text fits in ``max_seq_len``.
     """
+    max_new_tokens = params.count(max_new_tokens, "generate: max_new_tokens", 0)
+    params.in_range(temperature, "generate: temperature", 0.0)
+    if top_k is not None:
+        params.count(top_k, "generate: top_k", 1)
+    params.flag(kv_cache, "generate: kv_cache")
     tokenizer = ByteTokenizer()
     as_text = isinstance(prompt, str)
     ids = list(tokenizer.encode(prompt)) if as_text else [int(i) for i in prompt]

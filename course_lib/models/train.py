@@ -159,6 +159,7 @@ def train(
     every ``eval_every`` steps and after the last (:func:`held_out_loss`). Returns the
     history.
     """
+    steps = params.count(steps, "train: steps", 0)
     optimizer = AdamW(model.params) if optimizer is None else optimizer
     run = training_step(model, optimizer, batch, seq, optimize)
     rng = np.random.default_rng(seed)

@@ -137,19 +137,26 @@ class Maximum(Elementwise):
     def compute(self, xp, x, y):
         return xp.maximum(x, y)
 
+    # PyTorch's convention: the larger input gets the gradient, a tie splits it in halves,
+    # and where either input is NaN (so is the output) both get it
     def gradient(self, node, g, needs):
         x, y = node.inputs
+        half = where(equal(x, y), mul(g, 0.5), g)
         return [
-            unbroadcast(mul(g, greater_equal(x, y)), node, 0) if needs[0] else None,
-            unbroadcast(mul(g, less(x, y)), node, 1) if needs[1] else None,
+            unbroadcast(where(less(x, y), 0.0, half), node, 0) if needs[0] else None,
+            unbroadcast(where(greater(x, y), 0.0, half), node, 1) if needs[1] else None,
         ]
 
     def jvp(self, node, dx, dy):
+        if dx is None and dy is None:
+            return None
         x, y = node.inputs
-        return tangent_sum(
-            None if dx is None else mul(dx, greater_equal(x, y)),
-            None if dy is None else mul(dy, less(x, y)),
-        )
+        a, b = (0.0 if dx is None else dx), (0.0 if dy is None else dy)
+        both = add(a, b)  # the tangent where the output is NaN: both inputs count
+        t = where(equal(x, y), mul(both, 0.5),
+                  where(less(x, y), b, where(greater(x, y), a, both)))  # fmt: skip
+        present = [k for k, d in ((0, dx), (1, dy)) if d is not None]
+        return broadcast_tangent(t, node, present)
 
 
 class AddN(Elementwise):
@@ -264,6 +271,9 @@ class Neg(Elementwise):
         return [neg(g)]
 
 
+_FLOAT = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+
+
 class Power(Unary):
     """``x ** p`` for a constant real exponent p."""
 
@@ -280,6 +290,8 @@ class Power(Unary):
         return f"pow({self.p:g})"
 
     def expression(self, args, target):
+        if type(self.p) not in (int, float):
+            return None  # a NumPy-scalar exponent promotes (float32 ** float64): left to NumPy
         p = float(self.p)
         if not math.isfinite(p):
             return None  # no literal for it in numexpr or C: left to NumPy (not fused)
@@ -287,13 +299,28 @@ class Power(Unary):
             return f"sqrt({args[0]})" if target == "numexpr" else f"sqrtf({args[0]})"
         return f"({args[0]} ** {p!r})" if target == "numexpr" else f"powf({args[0]}, {p!r}f)"
 
+    def infer_dtype(self, dtype):
+        # NumPy's promotion: int64 ** 3.0 is float64, float32 ** np.float64(2) is float64,
+        # bool ** 2 is int8; asked of NumPy itself, on one element
+        if dtype is None:
+            return None
+        try:
+            with np.errstate(all="ignore"):
+                return (np.ones(1, dtype) ** self.p).dtype
+        except (ValueError, TypeError):  # int ** -1: the run raises NumPy's error
+            return np.result_type(dtype, self.p)
+
     def compute(self, xp, x):
         p = self.p
-        return x * x if p == 2 else x**p
+        if p == 2 and type(p) in (int, float) and getattr(x, "dtype", None) in _FLOAT:
+            return x * x  # the dtype and the numbers of x ** 2 (NumPy squares), faster
+        return x**p
 
     def derivative(self, node):
         x = node.inputs[0]
         p = self.p
+        if p == 0.5:  # NumPy computes x ** 0.5 as sqrt: the slope is sqrt's, 0.5 / sqrt(x)
+            return div(0.5, node)  # (NaN at -inf, -inf at -0.0, as PyTorch's)
         if p == 0:  # d/dx x**0 = 0, also at x = 0 (0 · 0⁻¹ would be NaN), as in PyTorch
             return zeros_like(x)
         return mul(p, x if p - 1 == 1 else power(x, p - 1))
@@ -424,8 +451,8 @@ class Rsqrt(Unary):
     def compute(self, xp, x):
         return 1.0 / xp.sqrt(x)
 
-    def derivative(self, node):
-        return mul(-0.5, div(node, node.inputs[0]))
+    def derivative(self, node):  # -x^(-3/2) / 2 = -rsqrt(x)³ / 2: +inf at -0.0, as PyTorch
+        return mul(-0.5, mul(node, mul(node, node)))
 
 
 class Cast(Elementwise):

@@ -8,7 +8,7 @@ import math
 from .. import params
 from ..graph import Node, Op, apply
 from .axes import normalize_axes, reduced
-from .elementwise import div, equal, exp, mul, sub
+from .elementwise import div, equal, exp, mul, sub, where
 
 
 class Reduce(Op):
@@ -64,8 +64,11 @@ class Max(Reduce):
         return xp.max(x, axis=self.axis, keepdims=self.keepdims)
 
     def _weights(self, node):
+        # the positions equal to the maximum share the gradient; where the maximum is NaN,
+        # the NaN positions do (PyTorch's convention: max of [3, nan, 1] -> [0, 1, 0])
         x = node.inputs[0]
-        mask = equal(x, unreduce(node, x, self.axis, self.keepdims))
+        m = unreduce(node, x, self.axis, self.keepdims)
+        mask = where(equal(m, m), equal(x, m), equal(equal(x, x), False))
         count = unreduce(sum(mask, self.axis, keepdims=True), x, self.axis, keepdims=True)
         return div(mask, count)
 

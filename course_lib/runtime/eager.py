@@ -120,9 +120,8 @@ class Tensor(Node):
         ``.numpy()`` gives a writable copy on the host."""
         if not isinstance(self._data, np.ndarray):
             return self._data.copy()
-        view = self._data.view()
-        view.flags.writeable = False
-        return view
+        # a view that cannot be made writable again (flags.writeable = True is refused)
+        return np.lib.stride_tricks.as_strided(self._data, writeable=False)
 
     def __setattr__(self, key, value):
         if key not in ("grad", "requires_grad"):

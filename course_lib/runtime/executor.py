@@ -15,6 +15,8 @@ from ..graph import Node, compute_error, node_list, topological_order
 from ..ops.control import DEAD, Switch
 from ..passes import optimize as run_passes
 
+_AMBIGUOUS = object()  # a name that several variables share
+
 
 class Executor:
     """Run a fixed set of output nodes for many different feeds.
@@ -81,13 +83,27 @@ class Executor:
             if node.inputs
         ]
         self._out_slots = [slot[o] for o in self.outputs]
-        self._names = {v.name: v for v in self.variables}
+        self._names: dict = {}
+        for v in self.variables:  # a name two variables share feeds neither (ambiguous)
+            self._names[v.name] = _AMBIGUOUS if v.name in self._names else v
 
     # -- feeding ---------------------------------------------------------------------------
     def _resolve_feed(self, feed: Mapping, allow_unused: bool) -> dict:
+        if not isinstance(feed, Mapping):
+            name = self.variables[0].name if self.variables else "x"
+            raise FeedError(f"run() takes a dict {{variable or name: array}}, got "
+                            f"{type(feed).__name__}; pass run({{{name!r}: array}})")  # fmt: skip
         values = {}
         for key, value in feed.items():
-            var = self._names.get(key) if isinstance(key, str) else key
+            if isinstance(key, str):
+                var = self._names.get(key)
+                if var is _AMBIGUOUS:
+                    raise FeedError(
+                        f"feed names {key!r}, but several variables of these outputs are called "
+                        f"{key!r}; feed them by node ({{variable: array}}) instead of by name"
+                    )
+            else:
+                var = key
             if var is None or var not in self._var_slot:
                 if allow_unused:
                     continue
@@ -95,6 +111,10 @@ class Executor:
                 expected = ", ".join(sorted(self._names)) or "nothing"
                 raise FeedError(
                     f"feed names {name!r}, which these outputs do not use; expected {expected}"
+                )
+            if var in values:
+                raise FeedError(
+                    f"variable {var.name} is fed twice (by node and by name); feed it once"
                 )
             values[var] = value
         missing = [v.name for v in self.variables if v not in values]
@@ -107,7 +127,18 @@ class Executor:
 
     @staticmethod
     def _check(var: Node, value):
-        array = backend.to_device(value, f"the value fed to variable {var.name}")
+        what = f"the value fed to variable {var.name}"
+        if isinstance(value, Node):
+            raise FeedError(f"{what} is the node {value.name}; feed arrays (evaluate it first)")
+        try:
+            array = backend.to_device(value, what)
+        except (ValueError, TypeError) as exc:  # ragged lists, objects NumPy cannot hold
+            raise FeedError(f"{what} is not an array of numbers: {exc}") from None
+        kind = getattr(getattr(array, "dtype", None), "kind", "O")
+        if kind not in "biuf":
+            raise FeedError(f"{what} holds {getattr(array, 'dtype', type(array).__name__)} "
+                            "values; course_lib computes with booleans, integers and real "
+                            "floats")  # fmt: skip
         if var.shape is not None:
             ok = len(array.shape) == len(var.shape) and all(
                 d is None or d == a for d, a in zip(var.shape, array.shape)
@@ -196,10 +227,15 @@ def _skipping_dead(op, skipped: list):
 
 
 def _aliases(xp, value, others: list) -> bool:
-    """Whether ``value`` may share memory with one of ``others`` (an array that owns its
-    memory is new, unless it is one of them; a view gets NumPy's cheap test of bounds)."""
+    """Whether ``value`` may share memory with one of ``others``. An array that owns its
+    memory is new unless it is one of them or the base of one that is a view (``[y[0], y]``:
+    the row came first); a view gets NumPy's cheap test of bounds against all of them."""
     if getattr(value, "base", None) is None:
-        return any(value is other for other in others)
+        return any(
+            value is other
+            or (getattr(other, "base", None) is not None and xp.may_share_memory(value, other))
+            for other in others
+        )
     return any(hasattr(other, "shape") and xp.may_share_memory(value, other) for other in others)
 
 

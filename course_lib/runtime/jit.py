@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import backend, params
 from ..errors import GraphError, ParameterError, ShapeError
-from ..graph import Node, node_list, same_kind, variable
+from ..graph import Node, node_list, same_kind, value_key, variable
 from .eager import Tensor
 from .executor import Executor
 
@@ -83,10 +83,9 @@ class JitFunction:
                         f"jit({self.__name__}): argument {i} ({type(arg).__name__}) is neither an "
                         "array nor a hashable constant"
                     ) from None
-                # floats by repr: -0.0 == 0.0 would reuse the other's trace, and nan != nan
-                # would trace again on every call
-                value = repr(arg) if isinstance(arg, float) else arg
-                key.append(("constant", type(arg).__name__, value))
+                # by type and value (graph.value_key): (0.0,) and (-0.0,), (1,) and (1.0,)
+                # each get their own trace, and nan finds its own again
+                key.append(("constant", value_key(arg)))
         return tuple(key), arrays
 
     def _run_eagerly(self, args):
