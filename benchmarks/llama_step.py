@@ -11,15 +11,19 @@ work is finished when the clock stops.
 Run: ``.venv/bin/python benchmarks/llama_step.py [--device gpu] [--model gpu]`` (needs the
 ``oracle`` extra: PyTorch and threadpoolctl). Targets: CPU ratio <= 1.5; GPU <= 3 for tiny
 (launch-bound), <= 1.5 for the gpu model. ``--device strict`` runs course_lib on the strict
-stand-in device (a check that the step runs there, not a speed).
+stand-in device (a check that the step runs there, not a speed). ``--profile`` (CPU) then
+prints where a step's time goes by op family at 1 and ``--threads`` threads, course_lib's ops
+timed one by one beside PyTorch's profiler (``step_profile.py``).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 import numpy as np
+from step_profile import course_lib_seconds, profile_table, torch_seconds
 from threadpoolctl import threadpool_limits
 
 import course_lib as cl
@@ -41,13 +45,17 @@ def course_lib_step(config: LlamaConfig, tokens: np.ndarray):
     run = training_step(model, optimizer, *tokens.shape)  # built once, outside the timing
     graph = model.forward_graph(*tokens.shape)
 
+    def feed():
+        values = model.feed(graph, tokens)
+        values.update(optimizer.feed())
+        return values
+
     def step():
-        feed = model.feed(graph, tokens)
-        feed.update(optimizer.feed())
-        loss, *new_values = run.run(feed)
+        loss, *new_values = run.run(feed())
         optimizer.write_back(model.params, new_values)
         return float(loss)  # waits for the device
 
+    step.outputs, step.feed = run.outputs, feed  # what --profile times op by op
     return step
 
 
@@ -136,6 +144,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="blocks per library")
     parser.add_argument("--per-block", type=int, default=3, help="timed steps per block")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--profile", action="store_true",
+                        help="also print each op family's time at 1 and --threads threads")
     args = parser.parse_args()
     config, batch, seq = MODELS[args.model]
     batch, seq = args.batch or batch, args.seq or seq
@@ -167,6 +177,28 @@ def main() -> None:
         ratio = medians["course_lib"] / medians["PyTorch"]
         target = 1.5 if args.device == "cpu" or args.model == "gpu" else 3.0
         print(f"  ratio course_lib/PyTorch = {ratio:.2f}  (target <= {target})")
+    if args.profile and args.device == "cpu":
+        for threads in sorted({1, args.threads}):
+            print(profile_at(threads, fns, args.per_block))
+
+
+def profile_at(threads: int, fns: dict, per_block: int) -> str:
+    """The family table (``step_profile``) at ``threads`` threads, with the step medians."""
+    torch = sys.modules.get("torch")  # imported by main when PyTorch is installed
+    previous = torch.get_num_threads() if torch else None
+    if torch:
+        torch.set_num_threads(threads)
+    try:
+        with threadpool_limits(limits=threads):
+            medians = blocked_medians(fns, rounds=1, per_block=per_block)
+            step = fns["course_lib"]
+            by_family = {"course_lib": course_lib_seconds(step.outputs, step.feed())}
+            if "PyTorch" in fns:
+                by_family["PyTorch"] = torch_seconds(fns["PyTorch"])
+    finally:
+        if torch:
+            torch.set_num_threads(previous)
+    return profile_table(threads, medians, by_family)
 
 
 if __name__ == "__main__":
