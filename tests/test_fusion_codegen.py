@@ -179,3 +179,28 @@ def test_a_bound_loop_reads_its_arrays_at_each_call_and_keeps_them_alive():
     bind_cpu_loop(kernel, [empty], empty)()  # nothing to run, nothing compiled
     with pytest.raises(ShapeError, match="one shape"):
         bind_cpu_loop(kernel, [np.ones(3, np.float32)], np.ones(4, np.float32))
+
+
+def test_a_python_number_input_stays_weak_in_the_numexpr_program():
+    """An op may return a Python number (``count``): NumPy's operators take it in the
+    array's dtype, and so does the fused program (float32 stays float32, not float64)."""
+    x, n = cl.variable("x", (5,), np.float32), cl.variable("n", (), np.float64)
+    body = (x - 1.0) / n
+    values = np.linspace(-2, 2, 5, dtype=np.float32)
+    result = numexpr_program([x, n], body).evaluate([values, 3.0])
+    assert result.dtype == np.float32
+    np.testing.assert_array_equal(result, (values - 1.0) / 3.0)
+    strong = numexpr_program([x, n], body).evaluate([values, np.float64(3.0)])
+    assert strong.dtype == np.float64  # a NumPy float64 is strong, as in NumPy
+
+
+def test_the_optimised_cross_entropy_gradient_keeps_float32():
+    logits = cl.variable("logits", (6, 11), np.float32)
+    targets = cl.variable("t", (6,), np.int64)
+    (g,) = cl.grad(cl.cross_entropy(logits, targets), [logits])
+    rng = np.random.default_rng(0)
+    feed = {logits: rng.standard_normal((6, 11)).astype(np.float32),
+            targets: rng.integers(0, 11, 6)}  # fmt: skip
+    plain, fused = cl.evaluate(g, feed), cl.Executor(g, optimize=True).run(feed)
+    assert plain.dtype == fused.dtype == np.float32
+    np.testing.assert_allclose(fused, plain, rtol=1e-6, atol=1e-8)
