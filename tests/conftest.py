@@ -75,10 +75,14 @@ def needs_gxx(what: str) -> pytest.MarkDecorator:
 
 def run_benchmark(script: str, *args: str, timeout: float = 300) -> str:
     """Run ``benchmarks/<script>`` with ``args`` in a fresh interpreter; return its stdout
-    (the run must exit 0; its stderr is the failure message otherwise)."""
+    (the run must exit 0; its stderr is the failure message otherwise). The checkout's own
+    ``course_lib`` comes first on the path (a script's folder, not the current one, starts
+    it, so an environment installed from another checkout would be measured otherwise)."""
+    path = os.pathsep.join(filter(None, [str(BENCHMARKS.parent), os.environ.get("PYTHONPATH")]))
     result = subprocess.run(
         [sys.executable, str(BENCHMARKS / script), *args],
         capture_output=True, text=True, timeout=timeout, check=False,
+        env={**os.environ, "PYTHONPATH": path},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     return result.stdout
