@@ -98,3 +98,32 @@ def test_grad_refuses_a_seed_of_another_shape_and_uses_one_of_the_same():
     (gx,) = cl.grad(y, [x], seed=seed)
     value = np.linspace(-1, 1, 6).reshape(2, 3)
     np.testing.assert_allclose(cl.evaluate(gx, {x: value}), seed * np.exp(value))
+
+
+def test_trace_steps_out_of_range_name_the_range(worked_example):
+    *_, trace = worked_example
+    last = len(trace.steps) - 1
+    for bad in (-1, last + 1, 10**6, 1.5, True):
+        for call in (trace.describe, trace.state_text, trace.state):
+            with pytest.raises(cl.OutOfRangeError, match=rf"integer from 0 to {last}"):
+                call(bad)
+    assert trace.describe(last) and trace.state_text(0)
+
+
+def test_jit_refuses_keyword_arguments_by_name():
+    f = cl.jit(lambda a: a * 2.0)
+    with pytest.raises(cl.GraphError, match=r"by position .*\['b'\]"):
+        f(b=3)
+
+
+def test_adamw_refuses_a_step_before_the_first():
+    from course_lib.models import AdamW  # noqa: PLC0415
+
+    params = {"w": np.ones(3)}
+    optimizer = AdamW(params)
+    w, g = cl.variable("w", (3,), np.float64), cl.variable("g", (3,), np.float64)
+    run = cl.Executor(optimizer.update_nodes({"w": w}, {"w": g}))
+    feed = {w: params["w"], g: np.ones(3), **optimizer.feed()}
+    feed[optimizer.step_var] = np.int64(0)
+    with pytest.raises(cl.ParameterError, match=r"step counts from 1 .*got 0"):
+        run.run(feed)

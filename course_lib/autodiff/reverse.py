@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from numbers import Integral
 
-from ..errors import GraphError, ShapeError
+from ..errors import GraphError, OutOfRangeError, ShapeError
 from ..graph import Node, as_node, formula, node_list, same_kind, topological_order
 from ..ops import ones_like, sum_n, zeros_like
 
@@ -98,11 +99,21 @@ class Trace:
         k = self._numbers[owner]
         return f"v̄{k}" if source is None else f"v̄({k}→{self._numbers[source]})"
 
+    def _checked(self, step) -> int:
+        """``step`` if it numbers one of the steps (0 to len(steps) − 1), else a clear error."""
+        last = len(self.steps) - 1
+        if isinstance(step, bool) or not isinstance(step, Integral) or not 0 <= step <= last:
+            raise OutOfRangeError(
+                f"Trace: step must be an integer from 0 to {last} (this trace has "
+                f"{len(self.steps)} steps), got {step!r}"
+            )
+        return int(step)
+
     def state(self, step: int) -> tuple[dict, dict]:
         """``node_to_grad`` after ``step``, and for each of its entries the node i it came
         from (``None`` for the seed), replayed from the steps."""
         node_to_grad, sources = {self.out: [self.seed]}, {self.out: [None]}
-        for s in self.steps[: step + 1]:
+        for s in self.steps[: self._checked(step) + 1]:
             if s.kind == "partial":
                 node_to_grad.setdefault(s.input, []).append(s.created)
                 sources.setdefault(s.input, []).append(s.node)
@@ -141,7 +152,7 @@ class Trace:
         """The partial adjoint of a ``"partial"`` step as the op's rule built it, over the
         names known before the step: ``v̄4 × v3`` for v̄(2→4) (Mul's rule), ``v̄5 × cos(v2)``
         for a sine, or just ``v̄3`` when the rule built no new node (``v3 = v2 + 1``)."""
-        s = self.steps[step]
+        s = self.steps[self._checked(step)]
         if s.kind != "partial":
             raise ValueError(f"step {step} sums node_to_grad[{self._numbers[s.node]}]: no rule")
         return _written(s.created, self.names(step))
@@ -154,7 +165,7 @@ class Trace:
         ``course_lib.viz.steps.trace_values``), the step is also worked out with the
         forward values plugged in: ``… = v̄4 × v3 = 1.000 × 2.649 = 2.649``.
         """
-        s = self.steps[step]
+        s = self.steps[self._checked(step)]
         i = self._numbers[s.node]
         values = values or {}
         if s.kind == "adjoint":

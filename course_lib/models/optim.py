@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import backend, params
 from ..backend import to_numpy
-from ..errors import FeedError, GraphError, ShapeError
+from ..errors import FeedError, GraphError, ParameterError, ShapeError
 from ..graph import Node, Op, apply, variable
 
 
@@ -90,6 +90,11 @@ class AdamWUpdate(Op):
         return param
 
     def compute(self, xp, param, m, v, lr, step):
+        if int(step) < 1:  # one read of a number per parameter (on a GPU: a synchronisation)
+            raise ParameterError(
+                f"adamw_update: step counts from 1 (the bias corrections divide by "
+                f"1 − β^step), got {int(step)}; feed optimizer.feed()"
+            )
         b1, b2, t = self.beta1, self.beta2, step
         if self.weight_decay:
             param = param * _factor(1.0 - lr * self.weight_decay, param)

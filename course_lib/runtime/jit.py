@@ -51,7 +51,12 @@ class JitFunction:
         self.stats = {"traces": 0, "hits": 0, "eager": 0, "trace_seconds": 0.0}
         functools.update_wrapper(self, fn)
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            raise GraphError(
+                f"jit({self.__name__}) takes its arguments by position (each is a traced "
+                f"input or a constant of the guard), got keyword(s) {sorted(kwargs)}"
+            )
         key, arrays = self._guard(args)
         entry = self.cache.get(key)
         if entry is None and self.max_traces is not None and len(self.cache) >= self.max_traces:
