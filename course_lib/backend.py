@@ -182,6 +182,15 @@ def host_array(value, what: str = "an array") -> numpy.ndarray:
     return numpy.asarray(value)
 
 
+def to_host(value):
+    """``value`` with its device arrays copied to the host (NumPy), inside lists and tuples
+    too; everything else as it is. What a display edge (a check, a plot, a test's
+    comparison) calls on results that may live on a device."""
+    if type(value) in (list, tuple):
+        return type(value)(to_host(v) for v in value)
+    return to_numpy(value) if device_of(value) not in (None, "cpu") else value
+
+
 def to_numpy(array):
     """A NumPy array on the host from any device's array (a copy from a device; a NumPy
     array itself), a number or a list: the way out of the device boundary."""

@@ -102,17 +102,9 @@ _ASSERTIONS = (
 )  # fmt: skip
 
 
-def _to_host(value):
-    if isinstance(value, (list, tuple)):
-        return type(value)(_to_host(v) for v in value)
-    if cl.backend.device_of(value) not in (None, "cpu"):
-        return cl.to_numpy(value)
-    return value
-
-
 def _host_assertion(assertion):
     def check(*args, **kwargs):
-        return assertion(*_to_host(args), **kwargs)
+        return assertion(*cl.backend.to_host(args), **kwargs)
 
     return check
 

@@ -35,7 +35,8 @@ from pathlib import Path
 import numpy as np
 
 from .. import evaluate, topological_order
-from ..backend import device_of, get_device, to_numpy
+from ..backend import get_device
+from ..backend import to_host as host  # checks compare and show numbers on the host
 
 DEFAULT_TIME_LIMIT = 10.0  # seconds an answer may take for the whole check
 
@@ -592,18 +593,6 @@ def run_graph(nodes, feed: dict):
 
 
 # -- comparing numbers ------------------------------------------------------------------------
-def host(value):
-    """``value`` with its device arrays copied to the host (NumPy), in lists and tuples too.
-
-    Checks compare and show numbers on the host: what the graphs compute stays on the
-    current device (a GPU, or the strict stand-in), where NumPy cannot read it."""
-    if device_of(value) not in (None, "cpu"):
-        return to_numpy(value)
-    if type(value) in (list, tuple):
-        return type(value)(host(v) for v in value)
-    return value
-
-
 def close(got, want, rtol: float = 1e-7, atol: float = 1e-9) -> bool:
     """Same shape, and equal up to the tolerances (NaN where NaN, infinities where equal);
     arrays of any device."""

@@ -73,11 +73,7 @@ def _declare_flops(mode: str, flops: int) -> None:
 
 @functools.cache
 def _xp(mode: str):
-    if mode == "gpu":
-        import cupy  # noqa: PLC0415
-
-        return cupy
-    return np
+    return backend.array_module("gpu" if mode == "gpu" else "cpu")
 
 
 def _inputs(mode: str, *arrays):

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
-from ..backend import to_numpy
+from ..backend import to_host
 
 
 def _register_figure_display() -> None:
@@ -30,9 +30,7 @@ def host_numbers(values) -> np.ndarray:
     """``values`` as a NumPy array on the host, for matplotlib: a device array (a GPU's, the
     strict stand-in's) is copied there, and so is every element of a list or tuple (losses
     recorded step by step, say)."""
-    if type(values) in (list, tuple):
-        return np.asarray([host_numbers(v) for v in values])
-    return to_numpy(values)
+    return np.asarray(to_host(values))
 
 
 def plot_difference_errors(eps_values: Sequence[float], errors: Mapping[str, np.ndarray]) -> Figure:
