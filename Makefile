@@ -101,32 +101,38 @@ links: $(VENV)/.lab-stamp
 
 # Everything that needs an NVIDIA GPU, in under 8 minutes: each piece has its own time limit
 # (seconds below; `make -k gpu-check` goes on after a failing piece). Refuses without a GPU.
-GPU_RUN = COURSE_LIB_DEVICE=gpu timeout -k 10
+# On a GPU image that already has CuPy, PyTorch and pytest (a cloud notebook, a lab server),
+# skip the venv: `make -k gpu-check GPU_PYTHON=python3 GPU_SETUP=` (course_lib from this
+# checkout); GPU_PYTEST adds pytest options, e.g. `GPU_PYTEST="-n 6 --dist loadfile"` (xdist).
+GPU_PYTHON ?= $(BIN)/python
+GPU_SETUP ?= $(VENV)/.test-stamp
+GPU_PYTEST ?=
+GPU_RUN = COURSE_LIB_DEVICE=gpu PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} timeout -k 10
 .PHONY: gpu-check gpu-present gpu-tests gpu-engine gpu-notebooks gpu-benchmarks
 gpu-check: gpu-present gpu-tests gpu-engine gpu-notebooks gpu-benchmarks
 	@echo "gpu-check: every piece passed"
 
-gpu-present: $(VENV)/.test-stamp
-	@$(BIN)/python -c "from course_lib.backend import gpu_available; raise SystemExit(not gpu_available())" \
+gpu-present: $(GPU_SETUP)
+	@$(GPU_RUN) 60 $(GPU_PYTHON) -c "from course_lib.backend import gpu_available; raise SystemExit(not gpu_available())" \
 	  || { echo "make gpu-check needs an NVIDIA GPU with CuPy (pip install -e '.[gpu]'); none found here."; \
 	       echo "Without a GPU, 'make test' checks the kernels with NVRTC and the CPU emulator."; exit 1; }
 
 gpu-tests: gpu-present
-	$(GPU_RUN) 40 $(BIN)/python -m pytest -q -m gpu tests
+	$(GPU_RUN) 40 $(GPU_PYTHON) -m pytest -q -m gpu $(GPU_PYTEST) tests
 
 gpu-engine: gpu-present
-	$(GPU_RUN) 120 $(BIN)/python -m pytest -q -p no:randomly $(DEVICE_TESTS)
+	$(GPU_RUN) 120 $(GPU_PYTHON) -m pytest -q -p no:randomly $(GPU_PYTEST) $(DEVICE_TESTS)
 
 gpu-notebooks: gpu-present
-	$(GPU_RUN) 150 $(BIN)/python -m pytest -q --nbval-lax -p no:randomly notebooks
+	$(GPU_RUN) 150 $(GPU_PYTHON) -m pytest -q --nbval-lax -p no:randomly $(GPU_PYTEST) notebooks
 
 # benchmarks/llama_step.py --device gpu: PyTorch and course_lib on the same GPU, the tiny model
 # (launch-bound) and the dim-1024 one. The limits add up to 470 s.
 gpu-benchmarks: gpu-present
-	$(GPU_RUN) 15 $(BIN)/python benchmarks/kernel_launch.py
-	$(GPU_RUN) 60 $(BIN)/python benchmarks/gpu.py
-	$(GPU_RUN) 30 $(BIN)/python benchmarks/llama_step.py --device gpu
-	$(GPU_RUN) 55 $(BIN)/python benchmarks/llama_step.py --device gpu --model gpu --rounds 2 --per-block 2
+	$(GPU_RUN) 15 $(GPU_PYTHON) benchmarks/kernel_launch.py
+	$(GPU_RUN) 60 $(GPU_PYTHON) benchmarks/gpu.py
+	$(GPU_RUN) 30 $(GPU_PYTHON) benchmarks/llama_step.py --device gpu
+	$(GPU_RUN) 55 $(GPU_PYTHON) benchmarks/llama_step.py --device gpu --model gpu --rounds 2 --per-block 2
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

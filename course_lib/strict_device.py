@@ -262,9 +262,33 @@ for _name in (
     setattr(StrictArray, _name, _method(_name))
 
 
+#: Functions that take host values (numbers, shapes, dtypes) first, as CuPy's do; CuPy's other
+#: non-ufunc functions refuse a number where an array belongs (``cupy.sum(1.0)``,
+#: ``cupy.broadcast_to(1.0, shape)``, ``cupy.may_share_memory(1.0, a)`` all raise).
+_TAKE_HOST_VALUES = frozenset({
+    "zeros", "ones", "empty", "full", "arange", "linspace", "logspace", "eye", "identity",
+    "tri", "indices", "result_type", "promote_types", "can_cast", "min_scalar_type", "finfo",
+    "iinfo", "isscalar", "ndim", "shape", "size", "concatenate", "einsum", "atleast_1d",
+    "atleast_2d", "atleast_3d", "broadcast_shapes", "isdtype", "issubdtype",
+})  # fmt: skip
+
+
+def _takes_an_array_first(name: str, func, args, kwargs) -> None:
+    """Refuse a number or NumPy scalar where CuPy's function wants a device array."""
+    if isinstance(func, np.ufunc) or name in _TAKE_HOST_VALUES:
+        return
+    first = args[0] if args else next(iter(kwargs.values()), None)
+    if isinstance(first, (numbers.Number, np.generic)):
+        raise TypeError(
+            f"strict_device.{name} takes a device array, not {type(first).__name__} (CuPy "
+            "refuses it too); make one with xp.asarray(value) first"
+        )
+
+
 def _function(name: str, func):
     def call(*args, **kwargs):
         what = f"strict_device.{name}"
+        _takes_an_array_first(name, func, args, kwargs)
         return _wrap(func(*_unwrap(args, what), **_unwrap(kwargs, what)))
 
     call.__name__ = name
@@ -291,6 +315,7 @@ def array(value, dtype=None, copy=True, order="K", ndmin=0):
 
 
 def ascontiguousarray(value, dtype=None):
+    _takes_an_array_first("ascontiguousarray", ascontiguousarray, (value,), {})
     return StrictArray(np.ascontiguousarray(_unwrap(value, "ascontiguousarray"), dtype=dtype))
 
 

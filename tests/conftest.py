@@ -89,6 +89,21 @@ def run_benchmark(script: str, *args: str, timeout: float = 300) -> str:
 
 
 
+def shares_memory(a, b) -> bool:
+    """``np.shares_memory`` for results on any device: the strict device's arrays are compared
+    through the NumPy arrays inside them, CuPy's with CuPy, and arrays on different devices
+    (a host feed and its device copy) never share memory."""
+    a, b = getattr(a, "_a", a), getattr(b, "_a", b)
+    on_host = [isinstance(v, np.ndarray) or np.isscalar(v) for v in (a, b)]
+    if all(on_host):
+        return np.shares_memory(a, b)
+    if any(on_host):
+        return False
+    import cupy  # noqa: PLC0415  (both arrays are CuPy's)
+
+    return cupy.shares_memory(a, b)
+
+
 # -- the device the tests run on ----------------------------------------------------------
 # `COURSE_LIB_DEVICE=strict` (make test runs the engine, runtime, passes, autodiff, eager,
 # jit and model tests so too) puts every result on the strict stand-in device, whose arrays

@@ -14,7 +14,9 @@ import pytest
 from exercise_notebooks import notebook_exercises, reference_answer
 
 import course_lib as cl
+from conftest import needs_gxx
 from course_lib.exercises import EXERCISES, verify
+from course_lib.exercises.gpu_kernels import declared_params
 
 
 def _reference(exercise_id):
@@ -448,3 +450,35 @@ def test_a_wrong_answer_gets_its_hint(exercise_id, mistake):
     assert verdict.status == "failed", verdict.message
     assert verdict.mistake == mistake, verdict.message
     assert str(verdict).endswith(f"\n  Hint: {hint}")
+
+
+# -- 07 on a GPU: the signature read from the source ------------------------------------------
+@needs_gxx("comparing with the emulator's compiled signature")
+@pytest.mark.parametrize(("exercise_id", "kernel"), [("07.scale_add", "scale_add"),
+                                                     ("07.softmax_rows", "softmax_rows")])
+def test_the_gpu_check_reads_the_signature_the_emulator_compiles(exercise_id, kernel):
+    """CuPy's kernels do not report their parameters, so on a GPU the check reads them from
+    the source: the same names as the emulator's compiled ones, swapped parameters included."""
+    from course_lib.kernels import emulator
+
+    right = _reference(exercise_id)
+    swapped = SCALE_ADD["signature"](right) if kernel == "scale_add" else right.replace(
+        "int rows, int cols", "int cols, float rows")
+    assert swapped != right
+    for source in (right, swapped):
+        compiled = emulator.compile_module(source, f"{kernel}.cu").get_function(kernel)
+        assert declared_params(source, kernel) == compiled.param_types
+
+
+@pytest.mark.parametrize(("source", "want"), [
+    ('extern "C" __global__ void k(const float* __restrict__ x, /* n, */ int n) {}',
+     ("float32*", "int32")),
+    ('extern "C" __global__ void k(void) {}', ()),
+    ('extern "C" __global__ void k(double **p, // rows\n unsigned int m) {}',
+     ("float64**", "uint32")),
+    ("#define ARGS float* x\nextern \"C\" __global__ void k(ARGS) {}", None),
+    ('extern "C" __global__ void k(half* x) {}', None),
+    ('extern "C" __global__ void other(float* x) {}', None),
+])  # fmt: skip
+def test_a_signature_not_plain_enough_to_read_is_left_to_the_run(source, want):
+    assert declared_params(source, "k") == want

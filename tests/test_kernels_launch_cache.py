@@ -81,3 +81,34 @@ def test_gpu_modules_are_built_once(monkeypatch):
         launch._kernel.cache_clear()
     assert kernels == {"kernel rms_norm_rows"} and len(built) == 1
     assert built[0] == sources.read_source("rms_norm.cu")
+
+
+def test_fused_kernels_are_built_without_multiply_add_contraction(monkeypatch):
+    """A generated fused kernel is compiled with --fmad=false (``d + (a + b) * c`` rounds after
+    the product, as NumPy and CuPy's one-op kernels do: ``optimize=True`` keeps the plain
+    path's bits on a GPU); the hand-written kernels keep their multiply-adds. A stand-in CuPy
+    here, as above."""
+    from course_lib.kernels import FusedElementwise
+
+    built = {}
+
+    class RawModule:
+        def __init__(self, code, options):
+            built[code] = options
+
+        def get_function(self, name):
+            return lambda grid, block, args: None
+
+    monkeypatch.setattr(gpu, "_cupy", lambda: types.SimpleNamespace(RawModule=RawModule))
+    monkeypatch.setattr(launch, "_xp", lambda mode: np)
+    gpu.compile_module.cache_clear()
+    launch._kernel.cache_clear()
+    fused = FusedElementwise("fused_lecture", ("a", "b", "c", "d"), (("e", "d + (a + b) * c"),))
+    try:
+        launch.fused(fused, *[np.ones(4, np.float32)] * 4, mode="gpu")
+        launch.get_kernel("rms_norm.cu", "rms_norm_rows", "gpu")
+    finally:
+        gpu.compile_module.cache_clear()
+        launch._kernel.cache_clear()
+    assert "--fmad=false" in built[fused.source]
+    assert "--fmad=false" not in built[sources.read_source("rms_norm.cu")]

@@ -436,7 +436,11 @@ def test_training_records_the_held_out_loss():
     assert evaluate() == pytest.approx(history.val_losses[-1], rel=1e-6)
     plain = train(Llama(config, seed=0), train_part, 45, batch=8, seq=32, progress=False,
                   optimizer=AdamW(model.params, lr=1e-2))  # fmt: skip
-    assert plain.val_steps == [] and plain.losses == history.losses  # evaluation changes nothing
+    # evaluation changes nothing: the same losses, bit for bit; on a GPU to rounding only (the
+    # embedding's gradient adds rows with atomic additions, cupyx.scatter_add, in an order
+    # that varies from run to run)
+    same = history.losses if cl.get_device() != "gpu" else pytest.approx(history.losses, rel=1e-5)
+    assert plain.val_steps == [] and plain.losses == same
     with pytest.raises(cl.ShapeError, match="train: eval_every must be a positive integer"):
         train(model, train_part, 1, batch=2, seq=8, progress=False, validation=held_out,
               eval_every=0)

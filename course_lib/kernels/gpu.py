@@ -22,9 +22,12 @@ def _cupy():
 
 
 @functools.lru_cache(maxsize=64)
-def compile_module(source: str, filename: str = "module.cu"):
-    """``cupy.RawModule`` for CUDA C ``source`` (CuPy compiles with NVRTC and caches on disk)."""
-    return _cupy().RawModule(code=source, options=("--std=c++17",))
+def compile_module(source: str, filename: str = "module.cu", contract: bool = True):
+    """``cupy.RawModule`` for CUDA C ``source`` (CuPy compiles with NVRTC and caches on disk).
+    ``contract=False`` forbids fusing ``a * b + c`` into one multiply-add (rounded once), so
+    each operation rounds as it does alone, in NumPy or in CuPy's one-op kernels."""
+    options = ("--std=c++17",) if contract else ("--std=c++17", "--fmad=false")
+    return _cupy().RawModule(code=source, options=options)
 
 
 def load_module(filename: str):

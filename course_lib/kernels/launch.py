@@ -390,8 +390,11 @@ def fused(kernel: FusedElementwise, *inputs, mode: str | None = None, block: int
     outputs = tuple(xp.empty_like(arrays[0]) for _ in kernel.outputs)
     size = arrays[0].size
     if size:
-        builder = gpu.compile_module if mode == "gpu" else emulator.compile_module
-        function = builder(kernel.source, f"{kernel.name}.cu").get_function(kernel.name)
+        if mode == "gpu":  # rounded as the unfused ops round (no multiply-add contraction)
+            module = gpu.compile_module(kernel.source, f"{kernel.name}.cu", contract=False)
+        else:
+            module = emulator.compile_module(kernel.source, f"{kernel.name}.cu")
+        function = module.get_function(kernel.name)
         grid = (min(_blocks(size, block), 65535),)
         function(grid, (block,), (*arrays, *outputs, np.int32(size)))
     return outputs

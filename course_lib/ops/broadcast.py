@@ -119,6 +119,8 @@ class BroadcastTo(ToShape):
         return self.shape
 
     def compute(self, xp, x, like=None):
+        if not hasattr(x, "shape"):  # a number (a scalar constant): CuPy wants an array
+            x = xp.asarray(x)
         return xp.broadcast_to(x, self.target(like))
 
 

@@ -314,7 +314,10 @@ class Power(Unary):
         p = self.p
         if p == 2 and type(p) in (int, float) and getattr(x, "dtype", None) in _FLOAT:
             return x * x  # the dtype and the numbers of x ** 2 (NumPy squares), faster
-        return x**p
+        result = x**p
+        if xp is not np and getattr(x, "dtype", None) == np.bool_:  # CuPy: bool ** 2 is int64
+            return result.astype(self.infer_dtype(x.dtype), copy=False)
+        return result
 
     def derivative(self, node):
         x = node.inputs[0]
@@ -495,6 +498,8 @@ class Fill(Op):
         return shape
 
     def compute(self, xp, x):
+        if not hasattr(x, "dtype"):  # a number (a scalar constant): CuPy's full_like wants an array
+            x = xp.asarray(x)
         return xp.full_like(x, self.value)
 
     def gradient(self, node, g, needs):

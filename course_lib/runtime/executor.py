@@ -229,7 +229,10 @@ def _skipping_dead(op, skipped: list):
 def _aliases(xp, value, others: list) -> bool:
     """Whether ``value`` may share memory with one of ``others``. An array that owns its
     memory is new unless it is one of them or the base of one that is a view (``[y[0], y]``:
-    the row came first); a view gets NumPy's cheap test of bounds against all of them."""
+    the row came first); a view gets NumPy's cheap test of bounds against all of them. A
+    number (a scalar constant's value) aliases nothing."""
+    if not hasattr(value, "shape"):
+        return False
     if getattr(value, "base", None) is None:
         return any(
             value is other
