@@ -162,7 +162,7 @@ def test_softmax_and_rms_norm(rows, cols, rng):
 
 @pytest.mark.parametrize("block, cols", [(32, 33), (64, 7), (96, 3000), (32, 32 * 32 + 33)])
 def test_row_kernels_any_whole_warp_block(block, cols, rng):
-    """Blocks of any whole number of warps; rows longer than the registers hold (32 per
+    """Blocks of any whole number of warps; rows longer than the registers hold (16 per
     thread) read the rest from global memory again."""
     x, w = _f32(rng, 3, cols, scale=10.0), _f32(rng, cols)
     np.testing.assert_allclose(
@@ -191,6 +191,24 @@ def test_row_kernels_reject_other_blocks(rng):
     for block in (16, 48, 2048):
         with pytest.raises(KernelLaunchError, match="multiple of 32"):
             launch.softmax(_f32(rng, 2, 5), block=block, **EMU)
+
+
+@pytest.mark.parametrize("n", [0, 1, 33, 1000])
+def test_adamw_kernels(n, rng):
+    """AdamW's moments and update (``adamw.cu``) against NumPy, empty arrays included."""
+    p, g, m = _f32(rng, n), _f32(rng, n), _f32(rng, n)
+    v = np.abs(_f32(rng, n)) + 0.01
+    for power, beta in ((1, 0.9), (2, 0.95)):
+        want = reference.adam_moment(m, g, beta, power)
+        for block in (256, 1024):
+            got = launch.adam_moment(m, g, beta, power, block=block, **EMU)
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    for decay, step in ((0.0, 1), (0.1, 1000)):
+        args = (p, m, v, np.float64(1e-3), np.int64(step), 0.9, 0.95, 1e-8, decay)
+        np.testing.assert_allclose(launch.adamw_update(*args, **EMU), reference.adamw_update(*args),
+                                   rtol=1e-6, atol=1e-7)  # fmt: skip
+    with pytest.raises(ShapeError, match="adam_moment needs m and g of one shape"):
+        launch.adam_moment(m, np.ones(n + 1, np.float32), 0.9, 1, **EMU)
 
 
 @pytest.mark.parametrize("seq_len", SIZES)

@@ -15,6 +15,7 @@ from course_lib.graph import Op, apply
 from course_lib.kernels import dispatch, emulator
 from course_lib.models import LlamaConfig, flops_table
 from course_lib.models.compute import FAMILIES
+from course_lib.models.optim import AdamMoment, AdamWUpdate
 from course_lib.ops.control import Switch
 from course_lib.ops.elementwise import Exp
 from course_lib.ops.linalg import MatMul
@@ -59,7 +60,13 @@ def test_each_kernel_hook_computes_what_its_op_computes(rng):
         (RMSNorm(1e-5), (x, w), (x, w)),
         (Rope(seq_axis=-2), (q,), (q, cos, sin)),
         (Rope(seq_axis=2, inverse=True), (q,), (q, cos, -sin)),
+        (AdamMoment(0.9, 1), (x, x[::-1]), (x, x[::-1])),
+        (AdamMoment(0.95, 2), (x, x[::-1]), (x, x[::-1])),
     ]
+    v, lr, step = np.abs(x[::-1]) + 0.1, np.array(3e-3), np.array(7)  # lr float64, step int64
+    for decay in (0.0, 0.1):
+        update = AdamWUpdate(0.9, 0.95, 1e-8, decay)
+        cases.append((update, (x, x[::-1], v, lr, step), (x, x[::-1], v, lr, step)))
     for op, inputs, arrays in cases:
         expected = op.compute(np, *inputs)
         hooked = op.gpu_kernel(dispatch.Launcher("emulator"), *arrays)
@@ -127,10 +134,11 @@ def test_run_on_gpu_follows_the_switches(monkeypatch):
 
 def test_the_kernel_switches_are_the_ops_with_a_hook():
     hooked = sorted({cls.name for cls in _op_classes() if "gpu_kernel" in vars(cls)})
-    assert hooked == ["matmul", "rms_norm", "rope", "softmax"]
+    assert hooked == ["adam_moment", "adamw_update", "matmul", "rms_norm", "rope", "softmax"]
     with pytest.raises(KeyError, match=re.escape(f"hooks exist for {hooked}")):
         dispatch.use_kernel("conv2d")
-    assert [dispatch.kernel_enabled(name) for name in hooked] == [False, True, True, True]
+    enabled = [dispatch.kernel_enabled(name) for name in hooked]
+    assert enabled == [True, True, False, True, True, True]
 
 
 # -- pictures ---------------------------------------------------------------------------------

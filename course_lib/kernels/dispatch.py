@@ -5,9 +5,9 @@ Each op with a kernel says how to call it in its ``gpu_kernel(launch, *arrays)``
 ``run_on_gpu(self, xp, ...)``: the kernel's result, or ``None`` when the op should fall back
 to its array-module code: on the CPU, when its kernel is switched off, or when the arrays are
 not what the kernel handles (dtype, axis, rank). This module only keeps the switches: softmax,
-RMSNorm and RoPE use their kernels by default; matmul keeps cuBLAS (``cupy.matmul``) unless
-``use_kernel("matmul", True)`` asks for the teaching tiled kernel. Nothing here loads the
-kernel machinery (CuPy, the emulator) before a kernel runs.
+RMSNorm, RoPE and AdamW's two update ops use their kernels by default; matmul keeps cuBLAS
+(``cupy.matmul``) unless ``use_kernel("matmul", True)`` asks for the teaching tiled kernel.
+Nothing here loads the kernel machinery (CuPy, the emulator) before a kernel runs.
 """
 
 from __future__ import annotations
@@ -19,12 +19,13 @@ import numpy as np
 from ..backend import is_gpu
 
 #: Op name -> whether ops of that name use their kernel on the GPU (one entry per hook).
-_ENABLED = {"softmax": True, "matmul": False, "rms_norm": True, "rope": True}
+_ENABLED = {"softmax": True, "matmul": False, "rms_norm": True, "rope": True,
+            "adam_moment": True, "adamw_update": True}  # fmt: skip
 
 
 def use_kernel(op: str, enabled: bool = True) -> None:
     """Switch the GPU kernel of the ops named ``op`` (``"softmax"``, ``"matmul"``,
-    ``"rms_norm"`` or ``"rope"``) on or off."""
+    ``"rms_norm"``, ``"rope"``, ``"adam_moment"`` or ``"adamw_update"``) on or off."""
     if op not in _ENABLED:
         raise KeyError(f"no kernel hook for op {op!r}; hooks exist for {sorted(_ENABLED)}")
     _ENABLED[op] = bool(enabled)
@@ -55,7 +56,8 @@ def kernel_result(op, *arrays, mode: str):
     """The result of ``op``'s kernel on ``arrays`` in ``mode`` (``"gpu"`` or ``"emulator"``),
     or None if it does not apply. The kernels compute in float32: other dtypes are left to
     the op's own code, so a float64 graph stays float64."""
-    if not all(a.dtype == np.float32 for a in arrays):
+    scalars = getattr(op, "kernel_scalar_inputs", 0)  # trailing 0-d inputs of their own dtype
+    if not all(a.dtype == np.float32 for a in arrays[: len(arrays) - scalars]):
         return None
     return op.gpu_kernel(Launcher(mode), *arrays)
 

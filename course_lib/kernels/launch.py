@@ -28,7 +28,7 @@ TRANSPOSES = ("naive", "shared", "padded")
 REDUCTIONS = ("tree", "shuffle")
 MAX_HEAD_DIM = 128  # MAX_HEAD_DIM in attention.cu
 ATTENTION_THREADS, ATTENTION_KEYS = 256, 32  # block and BC (keys per tile) in attention.cu
-ROW_VALUES = 8  # row elements per thread the row kernels aim for (they hold up to 32)
+ROW_VALUES = 8  # row elements per thread the row kernels aim for (they hold up to 16)
 
 
 def default_mode() -> str:
@@ -319,6 +319,50 @@ def rope(x, cos, sin, *, mode: str | None = None, block: int = 256):
     return y
 
 
+def _grid(count: int, block: int) -> int:
+    """Blocks for a grid-stride loop over ``count`` elements (at most 65,535: each thread
+    then takes several)."""
+    return min(_blocks(count, block), 65535)
+
+
+def adam_moment(m, g, beta: float, power: int, *, mode: str | None = None, block: int = 256):
+    """AdamW's new moment ``beta * m + (1 - beta) * g**power`` (``adamw.cu``): power 1 for
+    the first moment, 2 for the second."""
+    mode = _mode(mode)
+    m, g = _inputs(mode, m, g)
+    if m.shape != g.shape or power not in (1, 2):
+        raise ShapeError(f"adam_moment needs m and g of one shape and power 1 or 2, got "
+                         f"{m.shape}, {g.shape}, power {power}")  # fmt: skip
+    out = _xp(mode).empty_like(m)
+    if m.size:
+        args = (m, g, out, np.float32(beta), np.float32(1.0 - beta), np.int32(power),
+                np.int64(m.size))  # fmt: skip
+        get_kernel("adamw.cu", "adam_moment", mode)((_grid(m.size, block),), (block,), args)
+        _declare_flops(mode, (power + 2) * m.size)
+    return out
+
+
+def adamw_update(param, m, v, lr, step, beta1: float, beta2: float, eps: float,
+                 weight_decay: float, *, mode: str | None = None, block: int = 256):  # fmt: skip
+    """AdamW's new parameter from the new moments (``adamw.cu``); ``lr`` (float64) and
+    ``step`` (int64) are 0-d arrays read by the kernel, never by the host."""
+    mode = _mode(mode)
+    param, m, v = _inputs(mode, param, m, v)
+    if not param.shape == m.shape == v.shape:
+        raise ShapeError(f"adamw_update needs θ, m and v of one shape, got {param.shape}, "
+                         f"{m.shape}, {v.shape}")  # fmt: skip
+    xp = _xp(mode)
+    lr = xp.ascontiguousarray(xp.asarray(lr, dtype=np.float64))
+    step = xp.ascontiguousarray(xp.asarray(step, dtype=np.int64))
+    out = xp.empty_like(param)
+    if param.size:
+        args = (param, m, v, lr, step, out, np.float64(beta1), np.float64(beta2),
+                np.float32(eps), np.float64(weight_decay), np.int64(param.size))  # fmt: skip
+        get_kernel("adamw.cu", "adamw_update", mode)((_grid(param.size, block),), (block,), args)
+        _declare_flops(mode, 7 * param.size)
+    return out
+
+
 def attention_rows(head_dim: int) -> int:
     """Query rows per block of ``attention.cu`` (BR): 64 up to head_dim 64, else 32, so its
     tiles fit in 48 KiB of shared memory."""
@@ -395,6 +439,6 @@ def fused(kernel: FusedElementwise, *inputs, mode: str | None = None, block: int
         else:
             module = emulator.compile_module(kernel.source, f"{kernel.name}.cu")
         function = module.get_function(kernel.name)
-        grid = (min(_blocks(size, block), 65535),)
+        grid = (_grid(size, block),)
         function(grid, (block,), (*arrays, *outputs, np.int32(size)))
     return outputs

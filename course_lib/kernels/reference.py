@@ -49,6 +49,19 @@ def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float = 1e-6) -> np.ndarray
     return (weight * (x / np.sqrt(mean_square + eps))).astype(x.dtype)
 
 
+def adam_moment(m: np.ndarray, g: np.ndarray, beta: float, power: int) -> np.ndarray:
+    """``beta * m + (1 - beta) * g**power`` (AdamW's moments), in m's dtype."""
+    return (m * beta + (1.0 - beta) * g**power).astype(m.dtype)
+
+
+def adamw_update(param, m, v, lr, step, beta1, beta2, eps, weight_decay) -> np.ndarray:
+    """``θ(1 − lr·λ) − lr/(1−β₁ᵗ) · m / (sqrt(v)/sqrt(1−β₂ᵗ) + ε)``, in θ's dtype."""
+    lr, t = float(lr), int(step)
+    theta = param * np.float32(1.0 - lr * weight_decay) if weight_decay else param
+    denom = np.sqrt(v) * np.float32(1.0 / np.sqrt(1.0 - beta2**t)) + np.float32(eps)
+    return (theta - m / denom * np.float32(lr / (1.0 - beta1**t))).astype(param.dtype)
+
+
 def rope_tables(seq_len: int, head_dim: int, theta: float = 10000.0):
     """``cos`` and ``sin`` tables of shape (seq_len, head_dim // 2), float32, for RoPE."""
     inv_freq = theta ** (-np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)

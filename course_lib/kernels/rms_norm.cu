@@ -6,10 +6,12 @@
 // written from the registers. Rows longer than blockDim.x * VALUES read the rest again.
 #include "block_reduce.cuh"
 
-#define VALUES 32  // row elements a thread keeps in registers
+#define VALUES 16  // row elements a thread keeps in registers
 
-extern "C" __global__ void rms_norm_rows(const float* __restrict__ x, const float* __restrict__ w,
-                                        float* __restrict__ y, int rows, int cols, float eps) {
+// __launch_bounds__(1024): at most 64 registers a thread, so a block of any size fits an SM
+extern "C" __global__ void __launch_bounds__(1024)
+rms_norm_rows(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y,
+              int rows, int cols, float eps) {
     int row = blockIdx.x;
     if (row >= rows) {
         return;
@@ -18,13 +20,15 @@ extern "C" __global__ void rms_norm_rows(const float* __restrict__ x, const floa
     float* y_row = y + (long long)row * cols;
     int held = min(cols, VALUES * (int)blockDim.x);
 
-    float v[VALUES];
+    float v[VALUES];  // every load issued before any value is used, as in softmax.cu
+#pragma unroll
+    for (int c = 0; c < VALUES; ++c) {
+        int j = threadIdx.x + c * blockDim.x;
+        v[c] = j < held ? x_row[j] : 0.0f;
+    }
     float local = 0.0f;
 #pragma unroll
     for (int c = 0; c < VALUES; ++c) {
-        if (c * blockDim.x >= held) break;  // the same for the whole block
-        int j = threadIdx.x + c * blockDim.x;
-        v[c] = j < held ? x_row[j] : 0.0f;
         local += v[c] * v[c];
     }
     for (int j = held + threadIdx.x; j < cols; j += blockDim.x) {
@@ -34,7 +38,6 @@ extern "C" __global__ void rms_norm_rows(const float* __restrict__ x, const floa
 
 #pragma unroll
     for (int c = 0; c < VALUES; ++c) {
-        if (c * blockDim.x >= held) break;  // the same for the whole block
         int j = threadIdx.x + c * blockDim.x;
         if (j < held) {
             y_row[j] = w[j] * (v[c] * inv_rms);

@@ -15,7 +15,8 @@ from .errors import KernelCompileError
 
 KERNEL_DIR = Path(__file__).resolve().parent
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"[ \t]*$', re.MULTILINE)
-_KERNEL = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(')
+_BOUNDS = r"(?:__launch_bounds__\s*\([^)]*\)\s*)?"  # optional, between void and the name
+_KERNEL = re.compile(rf'extern\s+"C"\s+__global__\s+void\s+{_BOUNDS}(\w+)\s*\(')
 _COMMENT_OR_STRING = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"', re.DOTALL)
 
 
@@ -67,7 +68,7 @@ def kernel_source(filename: str, name: str | None = None) -> str:
     text = (KERNEL_DIR / filename).read_text()
     if name is None:
         return text
-    match = re.search(rf'extern\s+"C"\s+__global__\s+void\s+{re.escape(name)}\s*\(', text)
+    match = re.search(rf'extern\s+"C"\s+__global__\s+void\s+{_BOUNDS}{re.escape(name)}\s*\(', text)
     if match is None:
         raise KernelCompileError(f"{filename} has no kernel {name!r}")
     lines = text[: match.start()].split("\n")

@@ -200,12 +200,14 @@ class Executor:
 
     def _results(self, values: list, fed: list, xp):
         outs = []
+        earlier = _Earlier(fed)
         for node, s in zip(self.outputs, self._out_slots):
             value = values[s]
             if value is DEAD:
                 raise GraphError(f"output {node.name} is on a branch that was not taken")
-            if _aliases(xp, value, fed + outs):
+            if earlier.aliased_by(xp, value):
                 value = value.copy()  # a fed array (or an earlier output) seen through a view
+            earlier.add(value)
             outs.append(value)
         return outs[0] if self.single else outs
 
@@ -226,20 +228,33 @@ def _skipping_dead(op, skipped: list):
     return run
 
 
-def _aliases(xp, value, others: list) -> bool:
-    """Whether ``value`` may share memory with one of ``others``. An array that owns its
-    memory is new unless it is one of them or the base of one that is a view (``[y[0], y]``:
-    the row came first); a view gets NumPy's cheap test of bounds against all of them. A
-    number (a scalar constant's value) aliases nothing."""
-    if not hasattr(value, "shape"):
-        return False
-    if getattr(value, "base", None) is None:
-        return any(
-            value is other
-            or (getattr(other, "base", None) is not None and xp.may_share_memory(value, other))
-            for other in others
-        )
-    return any(hasattr(other, "shape") and xp.may_share_memory(value, other) for other in others)
+class _Earlier:
+    """The arrays an output must not share memory with (the feeds, the earlier outputs), kept
+    so that each output is checked in time proportional to the views among them, not to all
+    of them (a training step has hundreds of outputs)."""
+
+    def __init__(self, arrays: list):
+        self.ids, self.views, self.arrays = set(), [], []
+        for array in arrays:
+            self.add(array)
+
+    def add(self, array) -> None:
+        if hasattr(array, "shape"):
+            self.ids.add(id(array))
+            self.arrays.append(array)
+            if getattr(array, "base", None) is not None:
+                self.views.append(array)
+
+    def aliased_by(self, xp, value) -> bool:
+        """Whether ``value`` may share memory with one of them. An array that owns its memory
+        is new unless it is one of them or the base of one that is a view (``[y[0], y]``: the
+        row came first); a view gets NumPy's cheap test of bounds against all of them. A
+        number (a scalar constant's value) aliases nothing."""
+        if not hasattr(value, "shape"):
+            return False
+        if getattr(value, "base", None) is None:
+            return id(value) in self.ids or any(xp.may_share_memory(value, v) for v in self.views)
+        return any(xp.may_share_memory(value, other) for other in self.arrays)
 
 
 def _nbytes(value) -> int:
