@@ -29,6 +29,7 @@ GUARD_KEY = {
     "ignores-dtype": lambda ref: lambda args: tuple(a.shape for a in args),
     "size-not-shape": lambda ref: lambda args: tuple((a.size, a.dtype) for a in args),
     "order-lost": lambda ref: lambda args: tuple(sorted((a.shape, str(a.dtype)) for a in args)),
+    "keyed-on-layout": lambda ref: lambda args: (ref(args), tuple(a.strides for a in args)),
     "unhashable": lambda ref: lambda args: list(ref(args)),
 }
 
@@ -274,13 +275,22 @@ CAN_VIEW = {
 
 
 # -- 06 ---------------------------------------------------------------------------------------
-def _counting(count_stores=True, count_variables=False, per_byte=False):
+def _counting(count_stores=True, count_variables=False, per_byte=False, one_flop=False,
+              output_sized=False):  # fmt: skip
+    """intensity() with one mistake switched on (each op's FLOPs asked of the op, each input
+    loaded at its own size, otherwise)."""
+
     def intensity(outputs):
         flops = moved = 0
         for node in cl.topological_order(outputs):
-            if node.inputs or count_variables:
-                n = math.prod(node.shape)
-                flops, moved = flops + n, moved + n * (len(node.inputs) + count_stores)
+            n = math.prod(node.shape)
+            if not node.inputs:  # a variable
+                flops, moved = (flops + n, moved + n) if count_variables else (flops, moved)
+                continue
+            shapes = [i.shape for i in node.inputs]
+            flops += n if one_flop else node.op.flops(node.shape, *shapes)
+            loads = n * len(shapes) if output_sized else sum(math.prod(s) for s in shapes)
+            moved += loads + n * count_stores
         return Fraction(flops, moved * (4 if per_byte else 1))
 
     return intensity
@@ -289,9 +299,10 @@ def _counting(count_stores=True, count_variables=False, per_byte=False):
 def _fused(outputs):
     """One kernel for the whole graph: each variable loaded once, each output stored once."""
     nodes = cl.topological_order(outputs)
-    n = math.prod(outputs[0].shape)
-    flops = sum(n for node in nodes if node.inputs)
-    moved = n * (sum(1 for node in nodes if not node.inputs) + len(set(outputs)))
+    flops = sum(node.op.flops(node.shape, *[i.shape for i in node.inputs])
+                for node in nodes if node.inputs)  # fmt: skip
+    moved = sum(math.prod(node.shape) for node in nodes if not node.inputs)
+    moved += sum(math.prod(node.shape) for node in set(outputs))
     return Fraction(flops, moved)
 
 
@@ -301,6 +312,8 @@ INTENSITY = {
     "per-byte": lambda ref: _counting(per_byte=True),
     "fused": lambda ref: _fused,
     "float": lambda ref: lambda outputs: float(ref(outputs)),
+    "one-flop": lambda ref: _counting(one_flop=True),
+    "output-sized-inputs": lambda ref: _counting(output_sized=True),
 }
 
 
@@ -335,6 +348,8 @@ SCALE_ADD = {
     "missed-elements": _edited("blockIdx.x * blockDim.x + threadIdx.x", "threadIdx.x"),
     "formula": _edited("a * x[i] + y[i]", "a * (x[i] + y[i])"),
     "signature": _edited("float a, int n", "int n, float a"),
+    "input-written": lambda ref: ref.replace("const float* x", "float* x").replace(
+        "out[i] = a * x[i] + y[i];", "x[i] = a * x[i]; out[i] = x[i] + y[i];"),
 }
 
 SOFTMAX_ROWS = {
@@ -343,6 +358,11 @@ SOFTMAX_ROWS = {
     "shift-mismatch": _edited("sum += expf(row[j] - m)", "sum += expf(row[j])"),
     "no-bounds-check": _edited("if (r >= rows) return;", ""),
     "missed-elements": _edited("blockIdx.x * blockDim.x + threadIdx.x", "threadIdx.x"),
+    "max-start": lambda ref: ref.replace("float m = row[0];", "float m = 0.0f;").replace(
+        "for (int j = 1; j < cols; j++) m", "for (int j = 0; j < cols; j++) m"),
+    "input-written": lambda ref: ref.replace("const float* x", "float* x").replace(
+        "out[r * cols + j] = expf(row[j] - m) / sum;",
+        "{ out[r * cols + j] = expf(row[j] - m) / sum; ((float*)row)[j] = 0.0f; }"),
 }
 
 
@@ -482,3 +502,20 @@ def test_the_gpu_check_reads_the_signature_the_emulator_compiles(exercise_id, ke
 ])  # fmt: skip
 def test_a_signature_not_plain_enough_to_read_is_left_to_the_run(source, want):
     assert declared_params(source, "k") == want
+
+
+# -- any exercise: an answer that changes the arrays it is given ------------------------------
+def test_an_answer_that_changes_an_array_it_was_given_is_wrong():
+    """fold_batchnorm that scales W in place returns the right arrays, but the caller's
+    convolution has lost its weights: every check's ``call`` compares its array arguments."""
+    right = _reference("06.fold_batchnorm")
+
+    def in_place(W, B, gamma, beta, mean, var, eps):
+        W2, B2 = right(W, B, gamma, beta, mean, var, eps)
+        W[...] = W2
+        return W, B2
+
+    verdict = verify("06.fold_batchnorm", in_place)
+    assert verdict.status == "failed" and verdict.mistake == "changed-input", verdict.message
+    assert "changed its argument 1 in place" in verdict.message
+    assert verify("06.fold_batchnorm", right).passed

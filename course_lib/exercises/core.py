@@ -105,6 +105,13 @@ USES_LIBRARY = Mistake(
     "course_lib function that already does it (calling it under another name counts too).",
 )
 
+#: The mistake of an answer that changes an array it was given (the caller still needs it).
+CHANGED_INPUT = Mistake(
+    "changed-input",
+    "do not change the arrays you are given: compute the result into a new array (W2 = W * R, "
+    "not W *= R); the caller still uses them afterwards.",
+)
+
 
 @dataclass(frozen=True)
 class Exercise:
@@ -492,14 +499,18 @@ def _refusing(found: Exercise, answer):
 
 
 # -- calling the answer -----------------------------------------------------------------------
-def call(label: str, fn, *args, errors: Iterable[tuple[type, str, Mistake]] = ()):
-    """``fn(*args)``, with whatever it raises turned into :class:`Wrong` or :class:`NotDone`.
+def call(label: str, fn, *args, errors: Iterable[tuple[type, str, Mistake]] = (),
+         changed: Mistake = CHANGED_INPUT):
+    """``fn(*args)``, with whatever it raises turned into :class:`Wrong` or :class:`NotDone`,
+    and :class:`Wrong` when it changed an array argument in place.
 
     ``label`` shows the call in messages (``"can_view((2, 3), (3, 1), (6,))"``). ``errors``
-    recognises mistakes by what they raise: ``(exception type, text in its message, mistake)``.
+    recognises mistakes by what they raise: ``(exception type, text in its message, mistake)``;
+    ``changed`` is the mistake of an answer that changes an array argument.
     """
+    before = {k: a.copy() for k, a in enumerate(args) if type(a) is np.ndarray}
     try:
-        return exact(label, fn(*args))
+        result = exact(label, fn(*args))
     except NotImplementedError:
         raise NotDone(
             f"{label} raises NotImplementedError (replace the stub with your code)"
@@ -511,6 +522,10 @@ def call(label: str, fn, *args, errors: Iterable[tuple[type, str, Mistake]] = ()
             (m for kind, text, m in errors if isinstance(error, kind) and text in str(error)), None
         )
         raise Wrong(f"{label} raised {_describe(error)}", found) from None
+    for k, copy in before.items():
+        require(np.array_equal(args[k], copy, equal_nan=True) and args[k].shape == copy.shape,
+                f"{label} changed its argument {k + 1} in place", changed)  # fmt: skip
+    return result
 
 
 _VALUE_TYPES = (int, float, complex, str, bytes, tuple, list, dict, set, frozenset, Fraction,

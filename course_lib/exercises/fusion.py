@@ -1,17 +1,34 @@
 """Notebook 06: arithmetic intensity counted from a graph, and conv + BatchNorm folding.
 
 ``06.intensity`` is checked against ``perf.arithmetic_intensity`` on random elementwise
-graphs; ``06.fold_batchnorm`` by running the folded convolution against the convolution
-followed by the BatchNorm (NumPy, random channels and kernel sizes).
+graphs (broadcast inputs, ops of several FLOPs per element); ``06.fold_batchnorm`` by running
+the folded convolution against the convolution followed by the BatchNorm (NumPy, random
+channels and kernel sizes).
 """
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
 
-from .. import add, div, exp, maximum, mul, neg, perf, sub, tanh, topological_order, variable
+from .. import (
+    add,
+    div,
+    exp,
+    maximum,
+    mul,
+    neg,
+    perf,
+    rsqrt,
+    sigmoid,
+    silu,
+    sub,
+    tanh,
+    topological_order,
+    variable,
+)  # fmt: skip
 from .core import Mistake, Wrong, call, close, exercise, first_match, require, show
 
 NO_STORES = Mistake(
@@ -38,13 +55,26 @@ FLOAT = Mistake(
     "float",
     "return an exact Fraction(flops, accesses): a float cannot hold 1/3 exactly.",
 )
+ONE_FLOP = Mistake(
+    "one-flop",
+    "not every op costs 1 FLOP per element: ask the op, node.op.flops(node.shape, *input "
+    "shapes) (sigmoid costs 3 per element, silu 4, rsqrt 2).",
+)
+OUTPUT_SIZED = Mistake(
+    "output-sized-inputs",
+    "each input is loaded at its own size: a (1,) input broadcast over a (1000,) output is one "
+    "load, not 1000. Sum math.prod(i.shape) over the inputs.",
+)
 
-_BINARY, _UNARY = (add, sub, mul, div, maximum), (neg, exp, tanh)
+_BINARY, _UNARY = (add, sub, mul, div, maximum), (neg, exp, tanh, sigmoid, silu, rsqrt)
 
 
 def _random_program(rng, n: int) -> list:
-    """A few outputs of a random elementwise graph on float32 vectors, sharing intermediates."""
-    nodes = [variable(f"x{i}", (n,), np.float32) for i in range(int(rng.integers(1, 5)))]
+    """A few outputs of a random elementwise graph on float32 vectors, sharing intermediates;
+    some variables are (1,) (broadcast), some ops cost several FLOPs per element."""
+    shapes = [(n,), (n,), (n,), (1,)]
+    nodes = [variable(f"x{i}", shapes[int(rng.integers(4))] if i else (n,), np.float32)
+             for i in range(int(rng.integers(1, 5)))]  # fmt: skip
     for _ in range(int(rng.integers(1, 7))):
         if rng.random() < 0.7:
             a, b = rng.choice(len(nodes), 2)
@@ -57,22 +87,25 @@ def _random_program(rng, n: int) -> list:
 
 
 def _wrong_intensities(outputs, report) -> list[tuple[Mistake, Fraction]]:
-    n = outputs[0].shape[0]
-    n_variables = sum(1 for node in topological_order(outputs) if not node.inputs)
+    nodes = topological_order(outputs)
+    ops = [node for node in nodes if node.inputs]
+    stored = sum(math.prod(node.shape) for node in ops)
+    variables = sum(math.prod(node.shape) for node in nodes if not node.inputs)
+    output_sized = sum((len(node.inputs) + 1) * math.prod(node.shape) for node in ops)
+    fused = variables + sum(math.prod(node.shape) for node in set(outputs))
     return [
-        (NO_STORES, Fraction(report.flops, report.elements - n * len(report.ops))),
-        (
-            VARIABLES_AS_OPS,
-            Fraction(report.flops + n_variables * n, report.elements + n_variables * n),
-        ),
+        (NO_STORES, Fraction(report.flops, report.elements - stored)),
+        (VARIABLES_AS_OPS, Fraction(report.flops + variables, report.elements + variables)),
         (PER_BYTE, Fraction(report.flops, 4 * report.elements)),
-        (FUSED, Fraction(report.flops, n * (n_variables + len(set(outputs))))),
+        (FUSED, Fraction(report.flops, fused)),
+        (ONE_FLOP, Fraction(stored, report.elements)),
+        (OUTPUT_SIZED, Fraction(report.flops, output_sized)),
     ]
 
 
 @exercise(
     "06.intensity", "intensity(outputs) -> Fraction: FLOPs per element moved, one kernel per op",
-    mistakes=(NO_STORES, VARIABLES_AS_OPS, PER_BYTE, FUSED, FLOAT),
+    mistakes=(NO_STORES, VARIABLES_AS_OPS, PER_BYTE, FUSED, FLOAT, ONE_FLOP, OUTPUT_SIZED),
     forbidden=("course_lib.perf.counts.arithmetic_intensity",),
 )
 def check_intensity(answer) -> str:
@@ -98,7 +131,7 @@ def check_intensity(answer) -> str:
             )
     return (
         f"right on {len(programs)} graphs: C = A + B, the lecture's Program 1, random graphs "
-        "with shared nodes"
+        "with shared nodes, broadcast inputs and ops of several FLOPs"
     )
 
 

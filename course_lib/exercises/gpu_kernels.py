@@ -35,6 +35,11 @@ SIGNATURE = Mistake(
     "signature",
     "keep the signature the exercise gives (the launch passes exactly those arguments).",
 )
+INPUT_WRITTEN = Mistake(
+    "input-written",
+    "the inputs are const float*: read them, write only to out. A caller's arrays must be "
+    "the same after the launch as before it.",
+)
 
 
 @contextlib.contextmanager
@@ -163,15 +168,19 @@ def _padded(values: np.ndarray) -> np.ndarray:
 
 
 def _launch(
-    device, kernel, label: str, shape: tuple, inputs: list, size: int, scalars, first: bool
+    device, kernel, label: str, shape: tuple, inputs: dict, size: int, scalars, first: bool
 ):
-    """Run ``kernel`` on padded copies of ``inputs`` and an output of ``size`` elements (plus
-    padding) filled with the marker; return the output after checking that exactly its first
-    ``size`` elements were written (a stub that writes nothing on the ``first`` launch is not
-    done yet)."""
-    arrays = [*(_padded(a.ravel()) for a in inputs), np.full(size + PAD, MARK, np.float32)]
-    out = device.launch(kernel, label, *shape, arrays, scalars)[-1]
+    """Run ``kernel`` on padded copies of ``inputs`` (name -> array) and an output of ``size``
+    elements (plus padding) filled with the marker; return the output after checking that
+    exactly its first ``size`` elements were written (a stub that writes nothing on the
+    ``first`` launch is not done yet) and that no input changed."""
+    padded = [_padded(a.ravel()) for a in inputs.values()]
+    *after, out = device.launch(kernel, label, *shape, [*padded, np.full(size + PAD, MARK,
+                                np.float32)], scalars)  # fmt: skip
     _check_written(out, size, label, first)
+    for name, before, now in zip(inputs, padded, after):
+        require(np.array_equal(before, now, equal_nan=True),
+                f"{label} changed its input {name}", INPUT_WRITTEN)  # fmt: skip
     return out[:size]
 
 
@@ -201,7 +210,7 @@ _SCALE_ADD = ("float32*", "float32*", "float32*", "float32", "int32")
 
 @_kernel_exercise(
     "07.scale_add", "CUDA scale_add(x, y, out, a, n): out = a*x + y",
-    mistakes=(NO_GUARD, MISSED, FORMULA, SIGNATURE),
+    mistakes=(NO_GUARD, MISSED, FORMULA, SIGNATURE, INPUT_WRITTEN),
 )
 def check_scale_add(answer) -> str:
     device = _Device()
@@ -218,7 +227,8 @@ def check_scale_add(answer) -> str:
         x, y = rng.standard_normal((2, n), dtype=np.float32)
         a = np.float32(rng.choice([2.5, -1.0, 0.0]))
         label = f"scale_add with n = {n}, a = {a:g}, on {_launch_text(grid, block)}"
-        out = _launch(device, kernel, label, (grid, block), [x, y], n, (a, np.int32(n)), count == 0)
+        inputs, scalars = {"x": x, "y": y}, (a, np.int32(n))
+        out = _launch(device, kernel, label, (grid, block), inputs, n, scalars, count == 0)
         want = a * x + y
         if not close(out, want, rtol=1e-6, atol=1e-6):
             wrong = [a * (x + y), x + a * y, a * x, x * y + a]
@@ -235,6 +245,12 @@ UNSTABLE = Mistake(
     "overflow",
     "expf(100) overflows float32 (inf, then inf/inf = NaN): subtract the row's maximum first, "
     "out[j] = expf(x[j] − m) / Σ expf(x[k] − m).",
+)
+MAX_START = Mistake(
+    "max-start",
+    "start the running maximum at the row's first element (or -INFINITY), not at 0: on a row "
+    "whose entries are all below about −104, expf(x − 0) underflows to 0 and the row becomes "
+    "0/0 = NaN.",
 )
 SHIFT_MISMATCH = Mistake(
     "shift-mismatch",
@@ -255,7 +271,7 @@ def _softmax(x: np.ndarray) -> np.ndarray:
 
 def _softmax_mistake(got: np.ndarray, x: np.ndarray) -> Mistake | None:
     if not np.isfinite(got).all():
-        return UNSTABLE
+        return MAX_START if x.max() < -104 else UNSTABLE
     shifted = np.exp(x - x.max(axis=-1, keepdims=True))
     wrong = [
         (NOT_NORMALISED, lambda: shifted),
@@ -266,25 +282,37 @@ def _softmax_mistake(got: np.ndarray, x: np.ndarray) -> Mistake | None:
 
 @_kernel_exercise(
     "07.softmax_rows", "CUDA softmax_rows(x, out, rows, cols): one thread per row",
-    mistakes=(UNSTABLE, NOT_NORMALISED, SHIFT_MISMATCH, NO_GUARD, MISSED),
+    mistakes=(UNSTABLE, MAX_START, NOT_NORMALISED, SHIFT_MISMATCH, NO_GUARD, MISSED,
+              INPUT_WRITTEN),  # fmt: skip
 )
 def check_softmax_rows(answer) -> str:
     device = _Device()
     kernel = device.compile(answer, "softmax_rows", _SOFTMAX_ROWS)
     rng = np.random.default_rng(71)
-    shapes = [(4, 8, 1.0), (1, 1, 1.0), (33, 7, 3.0), (130, 64, 1.0), (5, 300, 100.0), (7, 3, 1e4)]
+    shapes = [(4, 8, 1.0), (1, 1, 1.0), (33, 7, 3.0), (130, 64, 1.0), (5, 300, 100.0), (7, 3, 1e4),
+              (6, 16, -110.0)]  # fmt: skip  (a negative scale: every entry below −104)
     cases = [(rows, cols, scale, b) for rows, cols, scale in shapes for b in (32, 64)]
     for count, (rows, cols, scale, block) in enumerate(cases):
         grid = -(-rows // block)
-        x = (scale * rng.standard_normal((rows, cols))).astype(np.float32)
+        x = _softmax_input(rng, rows, cols, scale)
         label = (
-            f"softmax_rows on {rows} rows of {cols}, |x| ~ {scale:g}, {_launch_text(grid, block)}"
+            f"softmax_rows on {rows} rows of {cols}, x ~ {scale:g}, {_launch_text(grid, block)}"
         )
         scalars = (np.int32(rows), np.int32(cols))
-        got = _launch(device, kernel, label, (grid, block), [x], rows * cols, scalars, count == 0)
+        got = _launch(device, kernel, label, (grid, block), {"x": x}, rows * cols, scalars,
+                      count == 0)  # fmt: skip
         got, want = got.reshape(rows, cols), _softmax(x.astype(np.float64))
         if not close(got, want, rtol=1e-5, atol=1e-6):
             raise Wrong(
                 f"{label}: out {mismatch(got, want)}", _softmax_mistake(got, x.astype(np.float64))
             )
-    return f"right on {len(cases)} launches: one row or column, ragged rows, |x| up to 1e4"
+    return (f"right on {len(cases)} launches: one row or column, ragged rows, |x| up to 1e4, "
+            "rows all below −104")  # fmt: skip
+
+
+def _softmax_input(rng, rows: int, cols: int, scale: float) -> np.ndarray:
+    """Normal values of size ``scale``; a negative scale: every value at or below it (where
+    expf underflows to 0 in float32)."""
+    if scale < 0:
+        return (scale - 10 * np.abs(rng.standard_normal((rows, cols)))).astype(np.float32)
+    return (scale * rng.standard_normal((rows, cols))).astype(np.float32)

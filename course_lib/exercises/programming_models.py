@@ -36,6 +36,12 @@ ORDER_LOST = Mistake(
     "swapping two arguments of different shapes keeps the key: each argument is a different "
     "variable of the graph, so keep the key in argument order (a tuple, not a set or a sort).",
 )
+KEYED_ON_LAYOUT = Mistake(
+    "keyed-on-layout",
+    "a transposed or sliced view of the same shape and dtype gets another key, but cl.jit "
+    "runs it on the same trace (the graph fixes shapes and dtypes, not strides): leave "
+    "a.strides and a.flags out of the key.",
+)
 UNHASHABLE = Mistake(
     "unhashable",
     "the cache is a dict, so the key must be hashable: a tuple (of tuples), not a list or an "
@@ -72,6 +78,8 @@ def _guard_pairs(rng) -> list[tuple[str, tuple, tuple]]:
             _arrays(rng, ((3, 4), f64), ((2, 3), f64)),
         ),
         ("count", _arrays(rng, ((2, 3), f64)), _arrays(rng, ((2, 3), f64), ((2, 3), f64))),
+        ("layout", _arrays(rng, ((3, 4), f64)), (_arrays(rng, ((4, 3), f64))[0].T,)),
+        ("layout", _arrays(rng, ((3, 4), f32)), (_arrays(rng, ((3, 8), f32))[0][:, ::2],)),
     ]
     return [(kind, a, a if b is None else b) for kind, a, b in pairs]
 
@@ -82,6 +90,7 @@ _MISTAKE_OF_KIND = {
     "dtype": IGNORES_DTYPE,
     "shape": SIZE_NOT_SHAPE,
     "order": ORDER_LOST,
+    "layout": KEYED_ON_LAYOUT,
 }
 
 
@@ -114,7 +123,8 @@ def _key(answer, args):
 
 @exercise(
     "01.guard_key", "guard_key(args) -> hashable: equal exactly when cl.jit reuses a trace",
-    mistakes=(KEYED_ON_VALUES, IGNORES_DTYPE, SIZE_NOT_SHAPE, ORDER_LOST, UNHASHABLE),
+    mistakes=(KEYED_ON_VALUES, IGNORES_DTYPE, SIZE_NOT_SHAPE, ORDER_LOST, KEYED_ON_LAYOUT,
+              UNHASHABLE),  # fmt: skip
 )
 def check_guard_key(answer) -> str:
     pairs = _guard_pairs(np.random.default_rng(1))
@@ -136,7 +146,8 @@ def check_guard_key(answer) -> str:
             )
     return (
         f"agrees with cl.jit on {len(pairs)} pairs of calls: new values (NaN too), "
-        "dtypes, shapes of the same size, swapped and extra arguments, 0-d and empty arrays"
+        "dtypes, shapes of the same size, swapped and extra arguments, 0-d and empty arrays, "
+        "transposed and sliced views"
     )
 
 

@@ -96,14 +96,12 @@ def check_softmax_ce_grad(answer) -> str:
         label = (
             f"softmax_ce_grad(logits, targets) for {n} rows, {c} classes, logits of scale {scale:g}"
         )
-        given = logits.copy()
-        got = call(label, answer, given, targets.copy())
+        got = call(label, answer, logits.copy(), targets.copy(), changed=CHANGES_INPUT)
         require(
             isinstance(got, np.ndarray) and got.shape == logits.shape,
             f"{label} returned {type(got).__name__} {getattr(got, 'shape', '')}; it must return an "
             f"array of the logits' shape {logits.shape}",
         )
-        require(np.array_equal(given, logits), f"{label} changed the logits", CHANGES_INPUT)
         fd = _finite_differences(logits, targets)
         if not close(got, fd, rtol=1e-5, atol=1e-7):
             raise Wrong(
