@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course_lib.errors import ParameterError, ShapeError
+from course_lib.errors import GraphError, ParameterError, ShapeError
 from course_lib.kernels import emulator, launch, reference
 from course_lib.kernels.errors import KernelLaunchError
 
@@ -298,3 +298,10 @@ def test_default_mode_without_gpu_is_the_emulator():
     assert launch.default_mode() == "emulator"
 
 
+
+
+@pytest.mark.parametrize("block", [32.5, 0, 2048, True, "256"])
+def test_a_block_that_is_not_a_whole_number_of_threads_is_refused(block):
+    x = np.ones(64, np.float32)
+    with pytest.raises((ParameterError, GraphError), match="block .*threads per block"):
+        launch.vector_add(x, x, block=block, **EMU)

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from .. import backend
+from .. import backend, params
 from ..backend import host_array
 from ..errors import ParameterError, ShapeError
 from . import emulator, gpu, profiling
@@ -102,6 +102,8 @@ def _aligned(*arrays):
 
 
 def _blocks(count: int, block: int) -> int:
+    """Blocks of ``block`` threads (a whole number from 1 to 1024) that cover ``count``."""
+    block = params.count(block, "a kernel launch's block (threads per block)", 1, 1024)
     return max(1, math.ceil(count / block))
 
 
