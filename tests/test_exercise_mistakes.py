@@ -274,6 +274,41 @@ CAN_VIEW = {
 }
 
 
+def _adding(left=False, keep_stride=False, no_offset=False, no_check=False, fortran=False):
+    """add_views() with one mistake switched on."""
+
+    def pad(shape, ndim, fill):
+        extra = (fill,) * (ndim - len(shape))
+        return tuple(shape) + extra if left else extra + tuple(shape)
+
+    def add_views(a, b):
+        ndim = max(len(a.shape), len(b.shape))
+        sa, sb = pad(a.shape, ndim, 1), pad(b.shape, ndim, 1)
+        if not no_check and any(m != n and 1 not in (m, n) for m, n in zip(sa, sb)):
+            raise ValueError("the shapes do not broadcast")
+        shape = [max(m, n) for m, n in zip(sa, sb)]
+        strides = [[s if keep_stride or not (n == 1 and m != 1) else 0
+                    for n, m, s in zip(padded, shape, pad(v.strides, ndim, 0))]
+                   for v, padded in ((a, sa), (b, sb))]  # fmt: skip
+        flat = []
+        for index in np.ndindex(*shape):
+            i, j = (sum(k * s for k, s in zip(index, st)) + (0 if no_offset else v.offset)
+                    for v, st in zip((a, b), strides))  # fmt: skip
+            flat.append(a.buffer[i] + b.buffer[j])
+        return np.array(flat, dtype=float).reshape(shape, order="F" if fortran else "C")
+
+    return add_views
+
+
+ADD_VIEWS = {
+    "left-aligned": lambda ref: _adding(left=True),
+    "stretched-with-its-stride": lambda ref: _adding(keep_stride=True),
+    "ignores-offset": lambda ref: _adding(no_offset=True),
+    "accepts-mismatch": lambda ref: _adding(no_check=True),
+    "column-major-out": lambda ref: _adding(fortran=True),
+}
+
+
 # -- 06 ---------------------------------------------------------------------------------------
 def _counting(count_stores=True, count_variables=False, per_byte=False, one_flop=False,
               output_sized=False):  # fmt: skip
@@ -448,6 +483,7 @@ WRONG_ANSWERS = {
     "03.gradient": GRADIENT, "03.div_rule": DIV_RULE,
     "04.softmax_ce_grad": SOFTMAX_CE_GRAD, "04.mlp_grads": MLP_GRADS,
     "05.contiguous_strides": CONTIGUOUS_STRIDES, "05.permuted": PERMUTED, "05.can_view": CAN_VIEW,
+    "05.add_views": ADD_VIEWS,
     "06.intensity": INTENSITY, "06.fold_batchnorm": FOLD_BATCHNORM,
     "07.scale_add": SCALE_ADD, "07.softmax_rows": SOFTMAX_ROWS,
     "08.rmsnorm": RMSNORM, "08.attention": ATTENTION,

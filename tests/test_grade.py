@@ -54,13 +54,13 @@ def gradebook(tmp_path_factory):
 def test_the_solved_submission_gets_every_point(gradebook):
     rows, out = gradebook
     alice = rows["alice"]
-    assert alice["notebook"] == "05_strides.ipynb" and alice["total"] == alice["max"] == "3"
+    assert alice["notebook"] == "05_strides.ipynb" and alice["total"] == alice["max"] == "8"
     assert "passed" in (out / "feedback" / "alice.md").read_text()
 
 
 def test_the_blank_submission_gets_none_and_its_feedback_says_not_done(gradebook):
     rows, out = gradebook
-    assert rows["bob"]["total"] == "0" and rows["bob"]["max"] == "3"
+    assert rows["bob"]["total"] == "0" and rows["bob"]["max"] == "8"
     assert "not done yet" in (out / "feedback" / "bob.md").read_text()
 
 

@@ -19,6 +19,7 @@ from . import (  # noqa: F401
     llm_budget,
     programming_models,
     reverse_mode,
+    strided_add,
     training,
 )
 from .core import EXERCISES, Verdict, take_snapshot, verify
