@@ -1,6 +1,7 @@
 """The fused elementwise template: code generation and runs in the emulator."""
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -9,6 +10,8 @@ from course_lib.errors import ShapeError
 from course_lib.kernels import FusedElementwise, emulator, fused
 from course_lib.kernels.errors import KernelCompileError
 from course_lib.kernels.fused_template import fill_template
+from course_lib.ops.elementwise import AddN, Elementwise, Power
+from course_lib.passes.fusion.codegen import cuda_float
 
 LECTURE = FusedElementwise("fused_lecture", ("a", "b", "c", "d"), (("e", "d + (a + b) * c"),))
 needs_emulator = pytest.mark.skipif(  # CI has g++: fail there rather than skip
@@ -51,6 +54,78 @@ def test_fill_template_keeps_indentation_and_drops_the_header():
 def test_invalid_specs(kwargs, message):
     with pytest.raises(KernelCompileError, match=message):
         FusedElementwise("k", **kwargs)
+
+
+def _one_output(expression: str, inputs=("x0", "x1", "x2")) -> FusedElementwise:
+    return FusedElementwise("fused_k", inputs, (("y", expression),))
+
+
+@pytest.mark.parametrize(
+    "expression, problem",
+    [
+        ('system("id")', "unknown function 'system'"),
+        ("x0\n#define x1 x2", "the grammar has no token '\\n'"),
+        ("x0 #define", "the grammar has no token '#'"),
+        ("x0; x1", "the grammar has no token ';'"),
+        ("x0 /* note */", "expected a name, a number, a call or '(', found '*'"),
+        ("secret + x0", "the names defined before it are x0, x1, x2, not 'secret'"),
+        ("y * 2.0f", "not 'y'"),  # outputs are written, not read
+        ("expf(x0, x1)", "expf takes 1 argument, not 2"),
+        ("powf(x0)", "powf takes 2 arguments, not 1"),
+        ("expf + x0", "a function needs its arguments in parentheses: 'expf'"),
+        ("x0 = x1", "the grammar has no token '='"),
+        ("x0[1]", "the grammar has no token '['"),
+        ('x0 + "s"', "the grammar has no token '\"'"),
+        ("0x1f", "the grammar has no token '0x1f'"),
+        ("(x0 + x1", "'(' is not closed at the end"),
+        ("fmaxf(x0, x1", "'fmaxf(' is not closed at the end"),
+        ("x0 + x1)", "no '(' or call is open"),
+        ("x0 ? x1", "'?' is not closed"),
+        ("x0 : x1", "no '?' is open"),
+        ("x0, x1", "no call is open"),
+        ("x0 x1", "expected an operator, ')', ',' or the end, found 'x1'"),
+        ("", "found the end"),
+    ],
+)
+def test_expressions_outside_the_fusion_grammar_are_refused(expression, problem):
+    prefix = f"fused kernel 'fused_k', the expression for 'y', {expression!r}: "
+    with pytest.raises(KernelCompileError, match=re.escape(prefix) + ".*" + re.escape(problem)):
+        _one_output(expression)
+
+
+def test_a_temporary_is_read_after_it_is_defined_not_before():
+    FusedElementwise("k", ("x",), (("y", "t * t"),), temporaries=(("t", "x + 1.0f"),))
+    with pytest.raises(KernelCompileError, match="not 'u'"):
+        FusedElementwise("k", ("x",), (("y", "t"),), temporaries=(("t", "u"), ("u", "x")))
+    with pytest.raises(KernelCompileError, match="not usable"):
+        FusedElementwise("k", ("expf",), (("y", "expf(expf)"),))
+
+
+def _cuda_templates() -> dict[str, str]:
+    """The CUDA expression of every elementwise op that has a template, by class name."""
+    found, todo = {}, [Elementwise]
+    while todo:
+        cls = todo.pop()
+        todo += cls.__subclasses__()
+        template = vars(cls).get("templates", {}).get("cuda")
+        if template is not None:
+            found[cls.__name__] = template
+    return found
+
+
+def test_every_expression_the_fusion_pass_writes_is_accepted():
+    templates = _cuda_templates()
+    assert {"Add", "Maximum", "Less", "Where", "Neg", "Exp", "Silu", "Rsqrt"} <= set(templates)
+    written = [t.format("x0", "x1", "x2") for t in templates.values()]
+    written += [AddN().expression(["x0", "x1", "x2"], "cuda")]
+    written += [Power(p).expression(["x0"], "cuda") for p in (2, 0.5, -1.5, 3.0, 1e-3)]
+    written += [f"(x0 * {cuda_float(v)})" for v in
+                (np.nan, np.inf, -np.inf, -0.0, 3, 1e-30, 1e20, np.float32(0.1))]  # fmt: skip
+    nested = "x0"
+    for template in templates.values():  # every op inside the next, as a fused body nests them
+        nested = template.format(nested, "x1", "x2")
+    for expression in [*written, nested, "(" * 5000 + "x0" + ")" * 5000]:
+        _one_output(expression)
 
 
 @needs_emulator

@@ -1,23 +1,27 @@
 """Native code is built and loaded safely: private caches, verified libraries, a fallback
-when the compiler fails, and a watchdog that stops kernels that hang or crash."""
+when the compiler fails, a watchdog that stops kernels that hang or crash, user libraries
+loaded only in child processes, and read-only arrays refused where a kernel may write."""
 
 import os
+import re
 import signal
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import course_lib as cl
-from course_lib.kernels import emulator, native
+from conftest import needs_gxx
+from course_lib.exercises import verify
+from course_lib.kernels import emulator, launch, native, profile
 from course_lib.kernels.errors import KernelCompileError, KernelLaunchError, UnsafeCacheError
 from course_lib.passes.fusion import cpu_loop
 
-needs_emulator = pytest.mark.skipif(  # CI has g++: fail there rather than skip
-    not emulator.emulator_available() and not os.environ.get("CI"),
-    reason="the CUDA emulator needs g++ on PATH",
-)
+needs_emulator = needs_gxx("the CUDA emulator")
 as_root = pytest.mark.skipif(os.getuid() != 0, reason="giving a file to another user needs root")
 UNIT = 'extern "C" __attribute__((visibility("default"))) int answer() { return 42; }  // %s\n'
 
@@ -179,6 +183,102 @@ def test_launch_timeout_must_be_positive(monkeypatch):
         emulator.launch_timeout()
 
 
+# -- user code at file scope runs only in child processes -------------------------------------
+INITIALISERS = {  # a global initialised by a lambda: it runs when the library is loaded
+    "crash": "static int b = [](){ return *(volatile int*)0; }();",
+    "hang": "static int c = [](){ volatile int spin = 1; while (spin) {} return 0; }();",
+}
+SCALE_ADD = r"""
+extern "C" __global__ void scale_add(const float* x, const float* y, float* out, float a, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = a * x[i] + y[i];
+}
+"""
+
+
+@needs_emulator
+@pytest.mark.parametrize(
+    "initialiser, message",
+    [("crash", r"crashed \(SIGSEGV\) while loading"), ("hang", "did not finish within 1 s")],
+)
+def test_static_initialiser_is_an_error_not_the_end_of_python(initialiser, message):
+    """Without a child to load the library, the crash killed Python and the loop hung it."""
+    source = INITIALISERS[initialiser] + SCALE_ADD
+    script = (
+        "from course_lib.kernels import emulator\n"
+        "try:\n"
+        f"    emulator.compile_module({source!r}, 'init.cu')\n"
+        "except emulator.KernelLaunchError as error:\n"
+        "    print(error)\n"
+        "print('alive')\n"
+    )
+    start = time.monotonic()
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            env={**os.environ, emulator.TIMEOUT_ENV: "1"}, timeout=120)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert re.match(rf"init\.cu: .*{message}.*static initialiser.*\nalive\n$", result.stdout)
+    assert time.monotonic() - start < 60
+
+
+@needs_emulator
+def test_static_initialiser_crash_is_named_by_the_exercise_check():
+    verdict = verify("07.scale_add", INITIALISERS["crash"] + SCALE_ADD)
+    assert verdict.status == "failed"
+    assert "does not load" in verdict.message and "crashed (SIGSEGV) while loading" in str(verdict)
+
+
+@needs_emulator
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs Linux's /proc")
+def test_the_interpreter_never_loads_an_emulated_library():
+    module = emulator.compile_module(SCALE_ADD, "scale_add.cu")
+    x = np.arange(8, dtype=np.float32)
+    out = np.empty_like(x)
+    module.get_function("scale_add")(1, 8, [x, x, out, np.float32(2), np.int32(8)])
+    with profile():
+        module.get_function("scale_add")(1, 8, [x, x, out, np.float32(2), np.int32(8)])
+    np.testing.assert_array_equal(out, 3 * x)
+    maps = Path("/proc/self/maps").read_text()
+    for build in (module.build(), module.build(counting=True)):
+        assert str(build.library) not in maps
+
+
+# -- read-only arrays ---------------------------------------------------------------------------
+@needs_emulator
+def test_read_only_array_for_a_parameter_the_kernel_may_write_is_refused():
+    """Before, the kernel's writes to it were dropped without a word."""
+    source = r'extern "C" __global__ void twice(float* x) { x[threadIdx.x] *= 2.0f; }'
+    x = np.arange(8, dtype=np.float32)
+    x.setflags(write=False)
+    kernel = emulator.compile_module(source, "twice.cu").get_function("twice")
+    with pytest.raises(KernelLaunchError, match=r"kernel twice, argument 0 \(float32\*\): the "
+                                                r"array is read-only.*not const"):  # fmt: skip
+        kernel(1, 8, [x])
+
+
+@needs_emulator
+def test_read_only_array_for_a_const_parameter_is_read():
+    source = r"""
+    extern "C" __global__ void scale(float a, const float* x, float* y) {
+        y[threadIdx.x] = a * x[threadIdx.x];
+    }"""
+    kernel = emulator.compile_module(source, "scale.cu").get_function("scale")
+    assert kernel.param_types == ("float32", "float32*", "float32*")
+    assert kernel.const_params == (1,)
+    x = np.broadcast_to(np.arange(8, dtype=np.float32), (8,))  # a read-only view
+    y = np.zeros(8, np.float32)
+    kernel(1, 8, [np.float32(3), x, y])
+    np.testing.assert_array_equal(y, 3 * np.arange(8))
+
+
+@needs_emulator
+def test_launchers_hand_read_only_inputs_to_const_parameters():
+    x = np.linspace(-1, 1, 256, dtype=np.float32).reshape(4, 64)
+    x.setflags(write=False)  # contiguous float32: passed to the kernel as it is
+    expected = np.exp(x) / np.exp(x).sum(-1, keepdims=True)
+    np.testing.assert_allclose(launch.softmax(x, mode="emulator"), expected, rtol=1e-6)
+    np.testing.assert_array_equal(launch.vector_add(x[0], x[1], mode="emulator"), x[0] + x[1])
+
+
 def _children(pid: int) -> list[int]:
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:
@@ -199,19 +299,19 @@ def _running(pid: int) -> bool:
 @pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="needs Linux's /proc")
 def test_launch_child_dies_with_its_parent():
     """A notebook kernel killed while an emulated kernel spins leaves no orphan at 100 %."""
-    import subprocess  # noqa: PLC0415
-    import sys  # noqa: PLC0415
-
     emulator.compile_module(HANG, "hang.cu")  # compiled (and cached) here, not in the timing
     script = (
         "import numpy as np\nfrom course_lib.kernels import emulator\n"
         f"k = emulator.compile_module({HANG!r}, 'hang.cu').get_function('wait_for_neighbour')\n"
+        "print('launching', flush=True)\n"  # the child that read the signatures has ended
         "k(1, 2, [np.zeros(2, np.int32)])\n"
     )
     env = {**os.environ, emulator.TIMEOUT_ENV: "600"}
     children: list[int] = []
-    parent = subprocess.Popen([sys.executable, "-c", script], env=env)
+    parent = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
+                              text=True)  # fmt: skip
     try:
+        assert parent.stdout.readline() == "launching\n"
         deadline = time.monotonic() + 60
         while not children and time.monotonic() < deadline and parent.poll() is None:
             time.sleep(0.1)

@@ -19,6 +19,7 @@ from .core import Mistake, NotDone, Wrong, call, close, exercise, first_match, m
 
 PAD = 64  # extra elements after the end of every array: writes there are out of bounds
 MARK = np.float32(-12345.0)  # what the output holds before the kernel runs
+LAUNCH_SECONDS = 5.0  # the watchdog of each emulated launch (and of loading the kernel)
 
 NO_GUARD = Mistake(
     "no-bounds-check",
@@ -78,11 +79,10 @@ class _Device:
         )
         k = self.kernels
         try:
-            module = (
-                k.gpu.compile_module(source) if self.gpu else k.compile_module(source, f"{name}.cu")
-            )
+            module = k.gpu.compile_module(source) if self.gpu else self._emulated(source, name)
         except (k.KernelError, RuntimeError) as error:  # CuPy's compile errors are RuntimeErrors
-            raise Wrong(f"the kernel does not compile:\n{_first_lines(str(error))}") from None
+            stage = "load" if isinstance(error, k.KernelLaunchError) else "compile"
+            raise Wrong(f"the kernel does not {stage}:\n{_first_lines(str(error))}") from None
         try:
             kernel = module.get_function(name)
         except Exception:
@@ -101,6 +101,12 @@ class _Device:
             )
         return kernel
 
+    def _emulated(self, source: str, name: str):
+        """The emulated module; loading it (file-scope code runs then) gets the launches'
+        short watchdog."""
+        with _launch_timeout(LAUNCH_SECONDS):
+            return self.kernels.compile_module(source, f"{name}.cu")
+
     def launch(
         self, kernel, label: str, grid: int, block: int, arrays: list, scalars: tuple
     ) -> list:
@@ -112,7 +118,7 @@ class _Device:
             call(label, kernel, (grid,), (block,), (*device, *scalars), errors=_LAUNCH_ERRORS)
             return [cupy.asnumpy(a) for a in device]
         copies = [a.copy() for a in arrays]
-        with _launch_timeout(5.0):
+        with _launch_timeout(LAUNCH_SECONDS):
             call(label, kernel, (grid,), (block,), (*copies, *scalars), errors=_LAUNCH_ERRORS)
         return copies
 

@@ -16,6 +16,13 @@ barrier they all continue. Fibers rather than one OS thread per CUDA thread: the
 the same (both give each CUDA thread its own stack and make the barrier a real barrier) and
 fibers switch about ten times faster, because no OS scheduler is involved.
 
+Where the OS can fork, the compiled library is never loaded into this interpreter: loading
+runs the source's code at file scope (static initialisers), which may crash or loop. A
+short-lived child process reads the kernels' signatures, and each launch loads the library in
+its own child, under the launch time limit; a library that crashes or hangs while loading
+raises :class:`KernelLaunchError`. Arrays passed for ``const T*`` parameters may be read-only; for
+other pointers they are refused (the kernel's writes would be lost).
+
 Inside :func:`course_lib.kernels.profile`, launches run a second build of the same source
 that counts every global and shared memory access (see :mod:`.profiling`); outside it, the
 plain build runs and nothing is counted.
@@ -36,17 +43,21 @@ import functools
 import mmap
 import os
 import re
+import select
 import signal
 import threading
 import time
-from collections.abc import Sequence
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from .. import backend
 from . import profiling
 from .errors import KernelLaunchError, UnsupportedConstructError
-from .native import compiler, load_library
+from .native import build_library, compiler
 from .sources import KERNEL_DIR, blank_comments, expand_includes, kernel_names, read_source
 
 TIMEOUT_ENV = "COURSE_LIB_KERNEL_TIMEOUT"
@@ -97,6 +108,7 @@ _MAX_COUNTERS = 64
 _REPORT_BYTES = 4 + _MESSAGE_BYTES + 8 * _MAX_COUNTERS
 _SYNCHRONISES = re.compile(r"\b__syncthreads\s*\(|\b__shfl_(up_|down_|xor_)?sync\b|\b__syncwarp\b")
 _FAILED_BEFORE_REPORT = -(2**31)
+_STRING_BYTES = 4096  # room for each string a library reports to the parent
 
 
 def launch_timeout() -> float:
@@ -119,27 +131,43 @@ def _shared_copy(array: np.ndarray) -> np.ndarray:
     return copy
 
 
-def _wait_for(pid: int, timeout: float, what: str) -> int:
-    """Wait for child ``pid``; kill it after ``timeout`` seconds or on Ctrl-C."""
+def _wait_for(pid: int, timeout: float) -> int | None:
+    """The wait status of child ``pid``, or None if it ran past ``timeout`` seconds (then it
+    is killed; so it is on Ctrl-C or any other exception while waiting)."""
     deadline, pause = time.monotonic() + timeout, 1e-4
+    exited = _exit_notice(pid)
     try:
-        while True:
+        while time.monotonic() <= deadline:
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
                 return status
-            if time.monotonic() > deadline:
-                raise KernelLaunchError(
-                    f"{what} did not finish within {timeout:g} s and was stopped. Do its "
-                    "threads wait for each other without __syncthreads() (the emulator runs "
-                    "them one after another until a barrier), or loop forever? Allow longer "
-                    f"with {TIMEOUT_ENV}=seconds"
-                )
-            time.sleep(pause)
-            pause = min(2 * pause, 0.02)
-    except BaseException:  # the watchdog, or Ctrl-C (KeyboardInterrupt): stop the launch
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
+            if exited is None:
+                time.sleep(pause)
+                pause = min(2 * pause, 0.02)
+            else:  # woken the moment the child exits
+                select.select([exited], [], [], max(deadline - time.monotonic(), 0))
+    except BaseException:  # Ctrl-C (KeyboardInterrupt), or an exercise's time limit
+        _kill(pid)
         raise
+    finally:
+        if exited is not None:
+            os.close(exited)
+    _kill(pid)
+    return None
+
+
+def _exit_notice(pid: int) -> int | None:
+    """A file descriptor that becomes readable when child ``pid`` exits (Linux's pidfd), or
+    None where there is none (then the waiting polls)."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def _kill(pid: int) -> None:
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
 
 
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -156,6 +184,90 @@ def _die_with(parent: int) -> None:
         return
     if os.getppid() != parent:  # the parent died before prctl took effect
         os._exit(1)
+
+
+def _in_child(work: Callable[[], int]) -> int:
+    """Fork a child that runs ``work`` and exits with its result (1 if it raised: the traceback
+    goes to stderr); the child dies with this process. Returns the child's pid."""
+    parent = os.getpid()
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:  # leave without Python's exit handlers, whatever happens
+        faulthandler.disable()  # a crash is reported by the parent, not dumped here
+        _die_with(parent)
+        code = work()
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        os._exit(code)
+
+
+@functools.cache
+def _loaded(library: Path) -> ctypes.CDLL:
+    """``library`` loaded into this process, which runs its static initialisers (user code at
+    file scope). Called in launch and probe children only, or in-process where there is no
+    ``fork``."""
+    return ctypes.CDLL(str(library))
+
+
+def _strings_of(library: ctypes.CDLL, functions: Sequence[str]) -> list[str]:
+    """What the library's ``const char* f()`` functions return."""
+    results = []
+    for name in functions:
+        function = getattr(library, name)
+        function.restype = ctypes.c_char_p
+        results.append(function().decode())
+    return results
+
+
+@functools.cache
+def _library_strings(library: Path, functions: tuple[str, ...], filename: str) -> tuple[str, ...]:
+    """What ``functions`` of ``library`` return, asked in a short-lived child under the launch
+    time limit, so that the library's static initialisers never run in this interpreter: one
+    that crashes or hangs raises :class:`KernelLaunchError` here. Cached per library."""
+    if not hasattr(os, "fork"):
+        return tuple(_strings_of(_loaded(library), functions))
+    report = mmap.mmap(-1, _STRING_BYTES * len(functions) + 1)  # the last byte: finished
+
+    def ask() -> int:
+        for k, text in enumerate(_strings_of(_loaded(library), functions)):
+            data = text.encode()[: _STRING_BYTES - 1]
+            report[k * _STRING_BYTES : k * _STRING_BYTES + len(data)] = data
+        report[-1] = 1
+        return 0
+
+    timeout = launch_timeout()
+    _check_loaded(_wait_for(_in_child(ask), timeout), report[-1] == 1, filename, timeout)
+    return tuple(report[k * _STRING_BYTES : (k + 1) * _STRING_BYTES].split(b"\0", 1)[0].decode()
+                 for k in range(len(functions)))  # fmt: skip
+
+
+def _check_loaded(wait_status: int | None, finished: bool, filename: str, timeout: float) -> None:
+    """Raise :class:`KernelLaunchError` unless the child that loaded the library finished."""
+    at_load = (
+        "Code at file scope runs whenever the library is loaded (a static initialiser: a "
+        "global variable initialised by calling a function or a lambda); it ran in a separate "
+        "process, so Python is unharmed. Initialise globals with constants"
+    )
+    if wait_status is None:
+        raise KernelLaunchError(
+            f"{filename}: loading the compiled kernels did not finish within {timeout:g} s and "
+            f"was stopped, before any kernel ran. {at_load}, and never loop there (allow longer "
+            f"with {TIMEOUT_ENV}=seconds)"
+        )
+    if os.WIFSIGNALED(wait_status):
+        name = signal.Signals(os.WTERMSIG(wait_status)).name
+        raise KernelLaunchError(
+            f"{filename}: the compiled kernels crashed ({name}) while loading, before any "
+            f"kernel ran. {at_load}"
+        )
+    if not finished:
+        raise KernelLaunchError(
+            f"{filename}: the compiled kernels could not be loaded (the loading process exited "
+            f"with status {os.WEXITSTATUS(wait_status)}; see stderr). {at_load}"
+        )
 
 
 def emulator_available() -> bool:
@@ -222,18 +334,29 @@ def translate(source: str, filename: str = "module.cu") -> tuple[str, list[str],
     return unit, names, bool(_SYNCHRONISES.search(text))
 
 
+@dataclass(frozen=True)
+class Build:
+    """A compiled library a launch runs, and the names of the counters it reports (none for
+    the plain build; the counting build's, inside :func:`course_lib.kernels.profile`)."""
+
+    library: Path
+    counter_names: tuple[str, ...] = ()
+
+
 class EmulatedKernel:
     """One ``__global__`` function of an :class:`EmulatedModule`; call it like a RawKernel."""
 
-    def __init__(self, module: EmulatedModule, name: str, uses_barriers: bool):
+    def __init__(self, module: EmulatedModule, name: str, signature: str, uses_barriers: bool):
         self.name = name
         self.filename = module.filename
         self.uses_barriers = uses_barriers  # barriers or warp-level calls: threads are fibers
         self._module = module
-        signature = getattr(module.library, f"clemu_signature_{name}")
-        signature.restype = ctypes.c_char_p
-        text = signature().decode()
-        self.param_types: tuple[str, ...] = tuple(text.split(",")) if text else ()
+        kinds = signature.split(",") if signature else []
+        self.param_types: tuple[str, ...] = tuple(k.removeprefix("const ") for k in kinds)
+        #: Positions of the ``const T*`` parameters: arrays the kernel only reads.
+        self.const_params = tuple(k for k, kind in enumerate(kinds) if kind.startswith("const "))
+        self._written = tuple(k for k, kind in enumerate(kinds)
+                              if kind.endswith("*") and k not in self.const_params)  # fmt: skip
 
     def __repr__(self) -> str:
         return f"EmulatedKernel({self.name}({', '.join(self.param_types)}))"
@@ -253,20 +376,19 @@ class EmulatedKernel:
         grid3, block3 = self._dims(grid, "grid"), self._dims(block, "block")
         self._check_config(grid3, block3, shared_mem)
         self._marshal(args)  # bad arguments are reported here, before anything runs
-        counting = profiling.counting()
-        if counting:
-            self._module.counting_library()  # built here, not in the child (it is cached)
+        build = self._module.build(profiling.counting())  # compiled here, not in the child
         run = self._run_in_child if hasattr(os, "fork") else self._run
         with _LAUNCH_LOCK:
-            status, message, counters = run(grid3, block3, args, shared_mem, counting)
+            status, message, counters = run(build, grid3, block3, args, shared_mem)
         if status != 0:
             raise KernelLaunchError(f"{self.filename}: kernel {self.name}: {message}")
-        if counting:
+        if build.counter_names:
             profiling.record(profiling.Launch(self.name, self.filename, grid3, block3,
                                               shared_mem, counters))  # fmt: skip
 
-    def _run(self, grid3, block3, args: Sequence, shared_mem: int, counting: bool):
+    def _run(self, build: Build, grid3, block3, args: Sequence, shared_mem: int):
         """The launch, in this process: (status, error message, counters or None)."""
+        library = _loaded(build.library)
         values = self._marshal(args)
         pointers = (ctypes.c_void_p * max(len(values), 1))(
             *[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in values]
@@ -275,7 +397,7 @@ class EmulatedKernel:
         # It starts on a 128-byte boundary, so its first word sits in bank 0, as on a GPU.
         shared = np.full(max(shared_mem, 1) + 128, 0xFF, dtype=np.uint8)
         address = shared.ctypes.data + (-shared.ctypes.data) % 128
-        library = self._module.counting_library() if counting else self._module.library
+        counting = bool(build.counter_names)
         if counting:
             arrays = [a for a in args if isinstance(a, np.ndarray)]
             self._begin_counting(library, arrays, address, shared_mem)
@@ -287,7 +409,9 @@ class EmulatedKernel:
             ctypes.c_void_p(address), pointers, int(self.uses_barriers), error,
             ctypes.c_size_t(len(error)),
         )  # fmt: skip
-        counters = self._read_counters(library) if counting and status == 0 else None
+        counters = None
+        if counting and status == 0:
+            counters = _read_counters(library, build.counter_names)
         return status, error.value.decode(errors="replace"), counters
 
     def _begin_counting(self, library, arrays, shared_address: int, shared_mem: int) -> None:
@@ -303,52 +427,40 @@ class EmulatedKernel:
             raise KernelLaunchError(f"kernel {self.name}: cannot count this launch (too many "
                                     "arrays, or out of memory)")  # fmt: skip
 
-    @staticmethod
-    def _read_counters(library) -> dict[str, int]:
-        names = _counter_names(library)
-        values = (ctypes.c_ulonglong * len(names))()
-        library.clemu_count_read(values)
-        return dict(zip(names, values))
-
-    def _run_in_child(self, grid3, block3, args: Sequence, shared_mem: int, counting: bool):
-        """The launch in a forked child, on shared-memory copies of the arrays (copied back)."""
-        copies = [_shared_copy(a) if isinstance(a, np.ndarray) else a for a in args]
+    def _run_in_child(self, build: Build, grid3, block3, args: Sequence, shared_mem: int):
+        """The launch in a forked child, the only process that loads the library. Arrays the
+        kernel only reads (``const`` parameters) are read in place; the others are written in
+        shared-memory copies, copied back after."""
+        copies = [_shared_copy(a) if k in self._written else a for k, a in enumerate(args)]
         report = mmap.mmap(-1, _REPORT_BYTES)
         report[:4] = _FAILED_BEFORE_REPORT.to_bytes(4, "little", signed=True)
-        parent = os.getpid()
-        pid = os.fork()
-        if pid == 0:  # the child: launch, report, and leave without Python's exit handlers
-            faulthandler.disable()  # a crash is reported by the parent, not dumped here
-            _die_with(parent)
-            try:
-                status, message, counters = self._run(grid3, block3, copies, shared_mem, counting)
-                text = message.encode()[:_MESSAGE_BYTES]
-                report[4 : 4 + len(text)] = text
-                values = np.array(list((counters or {}).values()), dtype=np.uint64)
-                report[4 + _MESSAGE_BYTES : 4 + _MESSAGE_BYTES + values.nbytes] = values.tobytes()
-                report[:4] = status.to_bytes(4, "little", signed=True)
-            finally:
-                os._exit(0)
-        wait_status = _wait_for(pid, launch_timeout(), f"{self.filename}: kernel {self.name}")
+
+        def launch() -> int:
+            _write_report(report, *self._run(build, grid3, block3, copies, shared_mem))
+            return 0
+
+        self._check_finished(_wait_for(_in_child(launch), launch_timeout()))
+        status, message, counters = _read_report(report, build.counter_names)
+        if status != _FAILED_BEFORE_REPORT:
+            for k in self._written:
+                args[k][...] = copies[k]
+        return status, message, counters
+
+    def _check_finished(self, wait_status: int | None) -> None:
+        """Raise :class:`KernelLaunchError` if the launch child hung or crashed."""
+        if wait_status is None:
+            raise KernelLaunchError(
+                f"{self.filename}: kernel {self.name} did not finish within "
+                f"{launch_timeout():g} s and was stopped. Do its threads wait for each other "
+                "without __syncthreads() (the emulator runs them one after another until a "
+                f"barrier), or loop forever? Allow longer with {TIMEOUT_ENV}=seconds"
+            )
         if os.WIFSIGNALED(wait_status):
             name = signal.Signals(os.WTERMSIG(wait_status)).name
             raise KernelLaunchError(
                 f"{self.filename}: kernel {self.name} crashed ({name}); the emulator does not "
                 "check bounds, so look for an index past the end of an array"
             )
-        status = int.from_bytes(report[:4], "little", signed=True)
-        if status == _FAILED_BEFORE_REPORT:
-            return status, "the launch failed before it could report (see stderr)", None
-        for original, copy in zip(args, copies):
-            if isinstance(original, np.ndarray) and original.flags.writeable:
-                original[...] = copy
-        message = report[4 : 4 + _MESSAGE_BYTES].split(b"\0", 1)[0].decode(errors="replace")
-        counters = None
-        if counting and status == 0:
-            names = _counter_names(self._module.counting_library())
-            values = np.frombuffer(report, np.uint64, len(names), 4 + _MESSAGE_BYTES)
-            counters = dict(zip(names, values.tolist()))
-        return status, message, counters
 
     def _dims(self, value, what: str) -> tuple[int, int, int]:
         dims = (value,) if isinstance(value, int | np.integer) else tuple(value)
@@ -385,7 +497,7 @@ class EmulatedKernel:
     def _convert(self, index: int, kind: str, value):
         where = f"kernel {self.name}, argument {index} ({kind})"
         if kind.endswith("*"):
-            return self._pointer(where, kind[:-1], value)
+            return self._pointer(where, kind[:-1], value, read_only=index in self.const_params)
         if isinstance(value, np.generic):
             if value.dtype != np.dtype(kind):
                 raise KernelLaunchError(
@@ -402,7 +514,8 @@ class EmulatedKernel:
         return _SCALAR[kind](value)
 
     @staticmethod
-    def _pointer(where: str, kind: str, value) -> ctypes.c_void_p:
+    def _pointer(where: str, kind: str, value, read_only: bool) -> ctypes.c_void_p:
+        """The address of array ``value``; ``read_only``: the parameter is ``const``."""
         if not isinstance(value, np.ndarray):
             device = backend.device_of(value)
             found = f"an array of the {device!r} device" if device else type(value).__name__
@@ -421,35 +534,81 @@ class EmulatedKernel:
                 f"{where}: the array's address is not {_ALIGNMENT[kind]}-byte aligned (a view "
                 "into the middle of an array?); pass a fresh copy"
             )
+        if not (read_only or value.flags.writeable):
+            raise KernelLaunchError(
+                f"{where}: the array is read-only (a broadcast view, or writeable=False) but the "
+                "parameter is not const, so the kernel's writes would be lost; declare it "
+                "const (const float* x) if the kernel only reads it, or pass a writable copy"
+            )
         return ctypes.c_void_p(value.ctypes.data)
 
 
-@functools.cache
-def _counter_names(library: ctypes.CDLL) -> tuple[str, ...]:
+def _counter_names(text: str) -> tuple[str, ...]:
     """The counters a counting library reports, in its order (it names them itself)."""
-    library.clemu_count_names.restype = ctypes.c_char_p
-    names = tuple(library.clemu_count_names().decode().strip(",").split(","))
+    names = tuple(text.strip(",").split(","))
     if len(names) > _MAX_COUNTERS:
         raise KernelLaunchError(f"the counting library reports {len(names)} counters; the "
                                 f"launch report holds {_MAX_COUNTERS}")  # fmt: skip
     return names
 
 
+def _read_counters(library: ctypes.CDLL, names: tuple[str, ...]) -> dict[str, int]:
+    values = (ctypes.c_ulonglong * len(names))()
+    library.clemu_count_read(values)
+    return dict(zip(names, values))
+
+
+def _write_report(report: mmap.mmap, status: int, message: str, counters) -> None:
+    """In a launch child: its status, error message and counters, for the parent."""
+    text = message.encode()[:_MESSAGE_BYTES]
+    report[4 : 4 + len(text)] = text
+    values = np.array(list((counters or {}).values()), dtype=np.uint64)
+    report[4 + _MESSAGE_BYTES : 4 + _MESSAGE_BYTES + values.nbytes] = values.tobytes()
+    report[:4] = status.to_bytes(4, "little", signed=True)
+
+
+def _read_report(report: mmap.mmap, counter_names: tuple[str, ...]):
+    """What a launch child reported: (status, error message, counters or None)."""
+    status = int.from_bytes(report[:4], "little", signed=True)
+    if status == _FAILED_BEFORE_REPORT:
+        return status, "the launch failed before it could report (see stderr)", None
+    message = report[4 : 4 + _MESSAGE_BYTES].split(b"\0", 1)[0].decode(errors="replace")
+    counters = None
+    if counter_names and status == 0:
+        values = np.frombuffer(report, np.uint64, len(counter_names), 4 + _MESSAGE_BYTES)
+        counters = dict(zip(counter_names, values.tolist()))
+    return status, message, counters
+
+
 class EmulatedModule:
-    """CUDA C compiled for the CPU; the emulator's counterpart of ``cupy.RawModule``."""
+    """CUDA C compiled for the CPU; the emulator's counterpart of ``cupy.RawModule``.
+
+    The compiled library is never loaded into this process: a short-lived child reads the
+    kernels' signatures, and each launch loads it in its own child (where ``fork`` exists).
+    """
 
     def __init__(self, source: str, filename: str = "module.cu"):
         self._unit, names, uses_barriers = translate(source, filename)
         self.filename = filename
         self.source = source
-        self.library = load_library(self._unit, filename)
-        self._counting: ctypes.CDLL | None = None
-        self._kernels = {n: EmulatedKernel(self, n, uses_barriers) for n in names}
+        self.library_path = build_library(self._unit, filename)
+        self._plain = Build(self.library_path)
+        self._counting: Build | None = None
+        signatures = _library_strings(
+            self.library_path, tuple(f"clemu_signature_{n}" for n in names), filename
+        )
+        self._kernels = {n: EmulatedKernel(self, n, signature, uses_barriers)
+                         for n, signature in zip(names, signatures)}  # fmt: skip
 
-    def counting_library(self) -> ctypes.CDLL:
-        """The build that counts memory accesses (compiled on first use, then cached)."""
+    def build(self, counting: bool = False) -> Build:
+        """The library a launch runs: the plain build, or the one that counts memory accesses
+        (compiled on first use, then cached) with its counters' names."""
+        if not counting:
+            return self._plain
         if self._counting is None:
-            self._counting = load_library(self._unit, self.filename, counting=True)
+            library = build_library(self._unit, self.filename, counting=True)
+            (names,) = _library_strings(library, ("clemu_count_names",), self.filename)
+            self._counting = Build(library, _counter_names(names))
         return self._counting
 
     @property

@@ -363,11 +363,15 @@ template <class T> struct type_name<T*> {
     static constexpr const char* value = type_name<std::remove_cv_t<T>>::value;
 };
 
-// "float32*,float32,int32": one entry per parameter, '*' marking pointers.
+// "const float32*,float32*,int32": one entry per parameter, '*' marking pointers, "const "
+// pointers to const (the kernel only reads them).
+template <class A> inline constexpr bool points_to_const =
+    std::is_pointer_v<A> && std::is_const_v<std::remove_pointer_t<A>>;
 template <class... A> inline const char* signature(void (*)(A...)) {
     static char text[512];
     text[0] = '\0';
-    ((std::strcat(text, type_name<std::remove_cv_t<A>>::value),
+    ((std::strcat(text, points_to_const<std::remove_cv_t<A>> ? "const " : ""),
+      std::strcat(text, type_name<std::remove_cv_t<A>>::value),
       std::strcat(text, std::is_pointer_v<A> ? "*," : ",")), ...);
     std::size_t n = std::strlen(text);
     if (n > 0) text[n - 1] = '\0';

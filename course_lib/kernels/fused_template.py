@@ -10,9 +10,11 @@ temporaries and its outputs, each a C expression over the names defined before i
 
 The generated kernel takes ``(in_<input>..., out_<output>..., int n)``; every array has n
 elements (broadcast inputs beforehand). Run it with :func:`course_lib.kernels.launch.fused`.
-Expressions use CUDA C: ``+ - * /``, comparisons, ``?:``, float literals (``2.0f``) and the
-math functions of the prelude (``expf``, ``logf``, ``tanhf``, ``sqrtf``, ``rsqrtf``,
-``fmaxf``, ``powf``, ...) and ``maximumf`` (NumPy's maximum: NaN wins).
+Expressions use the part of CUDA C that the fusion pass generates, checked token by token
+(:mod:`.fused_expression`): names defined before them, ``+ - * / %``, comparisons, ``&& || !``,
+``?:``, parentheses, float literals (``2.0f``) and the math functions ``expf``, ``logf``,
+``sinf``, ``cosf``, ``tanhf``, ``sqrtf``, ``rsqrtf``, ``powf``, ``maximumf`` (NumPy's maximum:
+NaN wins), ``fmaxf``, ``fminf`` and ``fabsf``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import re
 from dataclasses import dataclass
 
 from .errors import KernelCompileError
+from .fused_expression import FUNCTIONS, check_expression
 from .sources import KERNEL_DIR
 
 TEMPLATE_FILE = "fused_elementwise.cu"
@@ -54,19 +57,24 @@ class FusedElementwise:
         names = [self.name, *self.inputs, *(t for t, _ in self.temporaries)]
         names += [o for o, _ in self.outputs]
         for name in names:
-            if not _IDENTIFIER.fullmatch(name) or name in _RESERVED:
+            if not _IDENTIFIER.fullmatch(name) or name in _RESERVED or name in FUNCTIONS:
                 raise KernelCompileError(
                     f"fused kernel {self.name!r}: {name!r} is not usable as a C name "
-                    f"(letters, digits, '_'; not one of {sorted(_RESERVED)})"
+                    f"(letters, digits, '_'; not one of {sorted(_RESERVED)} or a function)"
                 )
         if len(set(names)) != len(names):
             raise KernelCompileError(f"fused kernel {self.name!r}: repeated names in {names}")
-        for target, expression in (*self.temporaries, *self.outputs):
-            if re.search(r"[;{}]|//|/\*", expression):
-                raise KernelCompileError(
-                    f"fused kernel {self.name!r}: the expression for {target!r} must be one C "
-                    f"expression, without ';', braces or comments: {expression!r}"
-                )
+        self._check_expressions()
+
+    def _check_expressions(self) -> None:
+        """Each expression in the grammar of :mod:`.fused_expression`, over the inputs and the
+        temporaries before it (outputs are written, never read)."""
+        defined = list(self.inputs)
+        for target, expression in self.temporaries:
+            check_expression(self.name, target, expression, defined)
+            defined.append(target)
+        for target, expression in self.outputs:
+            check_expression(self.name, target, expression, defined)
 
     @property
     def output_names(self) -> tuple[str, ...]:

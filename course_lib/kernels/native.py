@@ -1,7 +1,8 @@
 """C++ compiled into shared libraries and loaded into this process, cached on disk safely.
 
-Loading a library runs its code in the student's Python process, so the cache must hold only
-libraries this user built:
+Loading a library runs its code in the process that loads it (the fusion pass's loops and
+``perf``'s in this one; the emulator only builds here and loads in child processes), so the
+cache must hold only libraries this user built:
 
 * the cache directory is created with mode 0700, and any directory that is a symlink, is not
   owned by this user or is writable by group or others is refused (``$COURSE_LIB_KERNEL_CACHE``)
