@@ -10,6 +10,7 @@ from nbclient import NotebookClient
 from course_lib import links
 from course_lib.exercises.edition import (
     EditionError,
+    answers_a_question,
     student_notebook,
     student_source,
     write_edition,
@@ -32,6 +33,16 @@ def test_a_cuda_solution_inside_a_string_becomes_an_empty_body():
     assert (
         student_source(source) == 'k = r"""\n__global__ void k() {\n    // YOUR CODE HERE\n}\n"""'
     )
+
+
+def test_a_guess_becomes_blank():
+    source = "n = 3\nguess = (1, 2, 6)  # SOLUTION\nif n:\n    x = 4 # SOLUTION\n"
+    source += "check_guess(guess, n)"
+    assert student_source(source) == (
+        "n = 3\nguess = None  # YOUR GUESS HERE\nif n:\n    x = None  # YOUR GUESS HERE\n"
+        "check_guess(guess, n)"
+    )
+    assert student_source("guess = 1  # SOLUTIONS") == "guess = 1  # SOLUTIONS"
 
 
 @pytest.mark.parametrize(
@@ -83,6 +94,26 @@ def test_only_exercise_cells_change():
     )  # not modified
 
 
+def test_the_cells_that_answer_a_question_lose_their_outputs():
+    def ran(source, tags=()):
+        output = nbformat.v4.new_output("stream", text="2\n")
+        cell = nbformat.v4.new_code_cell(source, execution_count=1, outputs=[output])
+        cell.metadata["tags"] = list(tags)
+        return cell
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        ran("print(2)", ["predict"]),
+        ran("print(2)", ["check-yourself", "other"]),
+        ran("guess = 2  # SOLUTION\nprint(guess)"),
+        ran("print(2)", ["other"]),
+    ]
+    student = student_notebook(notebook)
+    assert [(c.outputs, c.execution_count) for c in student.cells[:3]] == [([], None)] * 3
+    assert student.cells[2].source == "guess = None  # YOUR GUESS HERE\nprint(guess)"
+    assert student.cells[3] == notebook.cells[3]
+
+
 def test_the_student_edition_is_in_sync_with_the_notebooks(tmp_path):
     (tmp_path / "00_gone.ipynb").write_text("{}")  # a notebook no longer in notebooks/ is removed
     write_edition(NOTEBOOKS, tmp_path)
@@ -107,8 +138,12 @@ WITH_EXERCISES = [p.name for p in INSTRUCTOR if _with_exercises(p)]
 
 
 def test_notebooks_without_exercises_are_copied_unchanged():
-    """Unchanged but for the generated cells, whose badges (with a repository) open student/."""
+    """Unchanged but for the generated cells, whose badges (with a repository) open student/,
+    and the outputs of the cells that answer a question."""
     instructor = {p.name: nbformat.read(p, as_version=nbformat.NO_CONVERT) for p in INSTRUCTOR}
+    for notebook in instructor.values():
+        for cell in filter(answers_a_question, notebook.cells):
+            cell.outputs, cell.execution_count = [], None
     repository = links.configured_repository(NOTEBOOKS.parent / "pyproject.toml")
     links.link_notebooks(instructor, repository, "student")
     for name, notebook in instructor.items():
@@ -130,5 +165,9 @@ def test_the_student_edition_runs_top_to_bottom_with_every_exercise_unfinished(n
         text = "".join(output.get("text", "") for output in cell.outputs)
         exercise_id = cell.source.split('"')[1]
         assert text.startswith(f"… {exercise_id}: not done yet"), text
+    for cell in notebook.cells:
+        if "check_guess(" in cell.source:
+            text = "".join(output.get("text", "") for output in cell.outputs)
+            assert "… no guess yet: replace None with your guess" in text, text
 
 

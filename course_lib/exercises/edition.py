@@ -14,13 +14,16 @@ marker lines, in Python or inside CUDA source held in a Python string::
 (the markers nbgrader and otter-grader use). In the student edition a Python solution becomes
 ``# YOUR CODE HERE`` and ``raise NotImplementedError`` at the marker's indentation, so the
 function exists and its check says "not done yet"; a CUDA solution becomes
-``// YOUR CODE HERE`` (an empty kernel body). The outputs of exercise cells (cells with a
-solution, and ``check(...)`` cells) are cleared; every other cell, output and the notebook's
-metadata stay exactly as they are, except that the Binder and Colab badges of the generated
-cells (``course_lib.links``) open ``student/``, and that the solution and check cells of each
-exercise carry ``{"exercise": {"id": "NN.name", "part": "solution" | "check"}}`` in their
-metadata: how ``python -m course_lib.exercises.grade`` finds a submission's answers, whatever
-the file is called. A notebook without exercises is otherwise copied unchanged.
+``// YOUR CODE HERE`` (an empty kernel body). A guess, one line ``name = value  # SOLUTION``
+(otter-grader's one-line marker), becomes ``name = None  # YOUR GUESS HERE``. The outputs of
+exercise cells (cells with a solution, and ``check(...)`` cells), of cells tagged ``predict``
+or ``check-yourself`` (the cells that answer a "Predict, then run" or "Check yourself"
+question) and of every cell with a guess are cleared; every other cell, output and the
+notebook's metadata stay exactly as they are, except that the Binder and Colab badges of the
+generated cells (``course_lib.links``) open ``student/``, and that the solution and check
+cells of each exercise carry ``{"exercise": {"id": "NN.name", "part": "solution" | "check"}}``
+in their metadata: how ``python -m course_lib.exercises.grade`` finds a submission's answers,
+whatever the file is called.
 """
 
 from __future__ import annotations
@@ -40,6 +43,9 @@ _HEADING = re.compile(r"^### Exercise (?P<id>\d\d\.\w+)\s*$", re.MULTILINE)
 _CHECK_CELL = re.compile(r"^check\(\s*[\"'](?P<id>\d\d\.\w+)[\"']\s*,\s*(?P<answer>.+)\)\s*$")
 METADATA = "exercise"  # the cell metadata key: {"id": "NN.name", "part": "solution" | "check"}
 _STUB = {"#": ["# YOUR CODE HERE", "raise NotImplementedError"], "//": ["// YOUR CODE HERE"]}
+_GUESS = re.compile(r"^(?P<name>\s*\w+ = )\S.*\s# SOLUTION\s*$")
+_BLANK_GUESS = r"\g<name>None  # YOUR GUESS HERE"
+QUESTION_TAGS = ("predict", "check-yourself")  # cells whose output answers a question
 
 
 class EditionError(ValueError):
@@ -47,7 +53,7 @@ class EditionError(ValueError):
 
 
 def student_source(source: str, where: str = "cell") -> str:
-    """``source`` with every solution block replaced by its stub."""
+    """``source`` with every solution block replaced by its stub, and every guess blank."""
     lines, out, block = source.split("\n"), [], None
     for number, line in enumerate(lines, start=1):
         begin, end = _BEGIN.match(line), _END.match(line)
@@ -65,7 +71,7 @@ def student_source(source: str, where: str = "cell") -> str:
                 )
             block = None
         elif block is None:
-            out.append(line)
+            out.append(_GUESS.sub(_BLANK_GUESS, line))
     if block is not None:
         raise EditionError(f"{where}: BEGIN SOLUTION without END SOLUTION")
     return "\n".join(out)
@@ -81,6 +87,11 @@ def is_exercise_cell(cell) -> bool:
     source = cell.get("source", "")
     has_solution = any(_BEGIN.match(line) for line in source.split("\n"))
     return cell.get("cell_type") == "code" and (has_solution or bool(exercise_ids(source)))
+
+
+def answers_a_question(cell) -> bool:
+    """A cell tagged ``predict`` or ``check-yourself``: its output is the answer."""
+    return any(links.has_tag(cell, tag) for tag in QUESTION_TAGS)
 
 
 def has_solution(cell) -> bool:
@@ -116,9 +127,11 @@ def student_notebook(notebook, name: str = "notebook"):
     student = copy.deepcopy(notebook)
     parts = exercise_parts(student)
     for index, cell in enumerate(student.cells):
-        if is_exercise_cell(cell):
-            cell.source = student_source(cell.source, f"{name}, cell {index}")
-            cell.outputs, cell.execution_count = [], None
+        if cell.get("cell_type") != "code":
+            continue
+        source = student_source(cell.source, f"{name}, cell {index}")
+        if source != cell.source or is_exercise_cell(cell) or answers_a_question(cell):
+            cell.source, cell.outputs, cell.execution_count = source, [], None
         if index in parts:
             cell.metadata[METADATA] = {"id": parts[index][0], "part": parts[index][1]}
     return student
