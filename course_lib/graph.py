@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import math
 import operator
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from numbers import Number
 
@@ -663,41 +664,113 @@ def tree_size(node: Node) -> int:
     return size[node]
 
 
+FORMULA_LIMIT = 100_000  # characters: a longer formula is refused (draw the graph instead)
+
+
 def formula(node: Node, names: Mapping[Node, str] | None = None) -> str:
     """``node`` written out as one formula over its inputs, e.g. ``(4 × x) × (1 − x)``.
 
     Nodes in ``names`` are written by that name, variables and constants by their own;
     every other node is its op written over its inputs' formulas (:meth:`Op.written`),
-    ``node`` itself included. A value used twice is written out twice, as on paper.
+    ``node`` itself included. A value used twice is written out twice, as on paper, so the
+    text can be exponentially longer than the graph (``y = y * y`` forty times): its length
+    is counted on the graph first, and beyond ``FORMULA_LIMIT`` characters it is refused
+    with a :class:`GraphError`.
     """
     names = names or {}
 
     def is_leaf(n: Node) -> bool:
         return not n.inputs or (n is not node and n in names)
 
-    texts: dict[Node, str] = {}
+    order = _written_order(node, is_leaf)
+    forms: dict[Node, _Form] = {}
+    for n in order:
+        if is_leaf(n):
+            forms[n] = _Form.of_text(names.get(n, n.name))
+        else:
+            forms[n] = _Form.of_op(n.op, [(forms[i], is_leaf(i)) for i in n.inputs])
+    length = forms[node].length
+    if length > FORMULA_LIMIT:
+        raise GraphError(
+            f"formula: the written-out formula would have {length:,} characters (more "
+            f"than the limit of {FORMULA_LIMIT:,}); draw the graph instead with cl.draw_graph"
+        )
+    return _write(order, forms, is_leaf, names)
+
+
+def _written_order(node: Node, is_leaf: Callable[[Node], bool]) -> list[Node]:
+    """The nodes ``node``'s formula is written from, each once, inputs before users."""
+    order: list[Node] = []
+    placed: set[Node] = set()
     stack = [node]
     while stack:  # iterative post-order, stopping at named nodes and leaves
         n = stack[-1]
-        missing = [] if is_leaf(n) else [i for i in n.inputs if i not in texts]
+        missing = [] if is_leaf(n) else [i for i in n.inputs if i not in placed]
         if missing:
             stack.extend(missing)
             continue
         stack.pop()
+        if n not in placed:
+            placed.add(n)
+            order.append(n)
+    return order
+
+
+class _Form:
+    """What a node's written-out formula is, counted without writing it: its length in
+    characters, and whether it is one call ``name(...)`` (which needs no parentheses)."""
+
+    __slots__ = ("length", "is_call")
+
+    def __init__(self, length: int, is_call: bool):
+        self.length, self.is_call = length, is_call
+
+    @classmethod
+    def of_text(cls, text: str) -> _Form:
+        return cls(len(text), _is_call(text))
+
+    @classmethod
+    def of_op(cls, op: Op, operands: list[tuple[_Form, bool]]) -> _Form:
+        """``op`` written over operands (form, is a leaf) as :func:`_write` writes it: the
+        op writes stand-ins, whose places say where (and how often) each operand goes."""
+        stand_ins = [f"\ue000{k}\ue001" for k in range(len(operands))]  # no name, no "("
+        template = op.written(stand_ins)
+        uses = [template.count(s) for s in stand_ins]
+        is_call = _is_call(template)
+        if template in stand_ins:  # the op writes one operand as it is: a call if that is
+            is_call = operands[stand_ins.index(template)][0].is_call
+        length = len(template) - sum(u * len(s) for u, s in zip(uses, stand_ins))
+        for u, (form, leaf) in zip(uses, operands):
+            length += u * (form.length + 2 * _parenthesized(is_call, form, leaf))
+        return cls(length, is_call)
+
+
+def _parenthesized(in_call: bool, operand: _Form, leaf: bool) -> bool:
+    """Whether an operand is written in parentheses: a compound one that is not a call,
+    unless the whole is a call such as ``cos(x × x)``."""
+    return not (in_call or leaf or operand.is_call)
+
+
+def _write(order: list[Node], forms: dict, is_leaf: Callable, names: Mapping) -> str:
+    """The formula of ``order``'s last node (each text dropped once its users have it)."""
+    users_left = Counter(i for n in order if not is_leaf(n) for i in set(n.inputs))
+    texts: dict[Node, str] = {}
+    for n in order:
         if is_leaf(n):
             texts[n] = names.get(n, n.name)
-        elif n not in texts:
-            texts[n] = _written(n.op, [(texts[i], is_leaf(i)) for i in n.inputs])
-    return texts[node]
-
-
-def _written(op: Op, operands: list[tuple[str, bool]]) -> str:
-    """``op`` written over its operands (text, is a leaf): a call such as ``cos(x × x)``
-    as it is, else every compound operand that is not a call in parentheses."""
-    plain = op.written([text for text, _ in operands])
-    if _is_call(plain):
-        return plain
-    return op.written([t if leaf or _is_call(t) else f"({t})" for t, leaf in operands])
+            continue
+        in_call = forms[n].is_call
+        texts[n] = n.op.written(
+            [
+                f"({texts[i]})" if _parenthesized(in_call, forms[i], is_leaf(i)) else texts[i]
+                for i in n.inputs
+            ]
+        )
+        for i in set(n.inputs):
+            users_left[i] -= 1
+            if not users_left[i]:
+                del texts[i]
+    return texts[order[-1]]
 
 
 def _is_call(text: str) -> bool:

@@ -22,6 +22,12 @@ should open a branch or tag other than ``main``. Without it only the links are w
 badges and the install cell need a repository to open and to install from. A fork runs the
 command once with ``--repository``: it stores the URL and rewrites the cells.
 
+The links show each neighbour's title as written (what would start Markdown or HTML in it
+is escaped). Nothing is written unless every notebook can be: a file that is not a valid
+notebook, a notebook that is a symbolic link, or one outside the repository (in a folder
+that is a link) stops the command with exit status 2 and a message naming it, as does
+``--repository ''`` (leave the option out to keep the stored URL).
+
 A notebook from before these cells (a first markdown cell ``# title``, ending in a
 ``Previous: ... Next: ...`` paragraph) is converted: its ``# `` line moves into ``nav-top``,
 the old links go, the rest of the cell stays.
@@ -64,6 +70,8 @@ _OWNER = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})\Z")  # GitHub's user/org
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,100}\Z")
 _REF = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9._-]*[A-Za-z0-9_])?\Z")  # a branch or tag, no "/"
 _LEGACY_LINKS = re.compile(r"\n\s*\n(?:Previous|Next): [^\n]*(?:\n(?!\s*\n)[^\n]*)*\s*\Z")
+_BACKTICKS = re.compile(r"`+")
+_MARKUP = re.compile(r"[\\`*_\[\]<>&~$]")  # what starts markup inside a line: links, HTML, math...
 
 
 class LinkError(CourseLibError, ValueError):
@@ -238,10 +246,44 @@ def title_of(notebook, name: str = "notebook") -> str:
 
 def nav_line(previous: Page | None, following: Page | None) -> str:
     """``Previous: [..](..) · [All notebooks](../README.md) · Next: [..](..)``."""
-    items = [f"Previous: [{previous.title}]({previous.name})"] if previous else []
+    items = [f"Previous: {_link(previous)}"] if previous else []
     items.append(f"[All notebooks]({INDEX})")
-    items += [f"Next: [{following.title}]({following.name})"] if following else []
+    items += [f"Next: {_link(following)}"] if following else []
     return " · ".join(items)
+
+
+def _link(page: Page) -> str:
+    """A Markdown link to ``page``: its title as text, its file name as the target."""
+    return f"[{link_text(page.title)}]({quote(page.name)})"
+
+
+def link_text(title: str) -> str:
+    """``title`` as a Markdown link's text that shows it as written: every character that
+    would start markup (``[``, ``<``, ``*``, ``$``, ...) is escaped, so a title such as
+    ``[x](javascript:...)`` is text, not a link; a code span that opens and closes within
+    the title stays one (notebook 00's title ends in one)."""
+    parts, at = [], 0
+    for start, end in _code_spans(title):
+        parts += [_escaped(title[at:start]), title[start:end]]
+        at = end
+    return "".join(parts) + _escaped(title[at:])
+
+
+def _escaped(text: str) -> str:
+    return _MARKUP.sub(r"\\\g<0>", text)
+
+
+def _code_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of the code spans of ``text`` as CommonMark reads them: a run of
+    backticks up to the next run of the same length; a run without one is plain text."""
+    runs, spans, i = list(_BACKTICKS.finditer(text)), [], 0
+    while i < len(runs):
+        length = len(runs[i].group())
+        close = next((j for j in range(i + 1, len(runs)) if len(runs[j].group()) == length), None)
+        if close is not None:
+            spans.append((runs[i].start(), runs[close].end()))
+        i = i + 1 if close is None else close + 1
+    return spans
 
 
 def badges(repository: Repository, path: str) -> str:
@@ -328,15 +370,46 @@ def notebook_text(notebook) -> str:
 
 def linked_texts(root: Path, repository: Repository | None) -> dict[Path, str]:
     """What every notebook of ``root/notebooks`` and ``root/student`` should contain."""
-    import nbformat  # noqa: PLC0415
-
     texts = {}
     for folder in FOLDERS:
         paths = sorted((root / folder).glob("*.ipynb"))
-        notebooks = {p.name: nbformat.read(p, as_version=nbformat.NO_CONVERT) for p in paths}
+        notebooks = {p.name: read_notebook(p, root) for p in paths}
         link_notebooks(notebooks, repository, folder)
         texts.update({p: notebook_text(notebooks[p.name]) for p in paths})
     return texts
+
+
+def read_notebook(path: Path, root: Path):
+    """The notebook at ``path``, a file of the repository ``root`` that nbformat reads and
+    validates; anything else is a :class:`LinkError` naming the file, before any is written."""
+    import nbformat  # noqa: PLC0415
+
+    _check_rewritable(path, root)
+    invalid: dict = {}
+    unreadable = (OSError, ValueError, AttributeError, KeyError, TypeError)  # what reading
+    try:  # a file that is no notebook (or no JSON, or no text) raises
+        notebook = nbformat.read(path, nbformat.NO_CONVERT, capture_validation_error=invalid)
+    except (*unreadable, nbformat.ValidationError) as error:
+        raise LinkError(f"{path} is not a notebook nbformat can read: {error}") from None
+    if invalid:
+        problem = getattr(invalid["ValidationError"], "message", invalid["ValidationError"])
+        raise LinkError(f"{path} is not a valid notebook: {problem}")
+    return notebook
+
+
+def _check_rewritable(path: Path, root: Path) -> None:
+    """Refuse a notebook that is a symbolic link, or that is outside ``root`` (in a folder
+    that is a link): rewriting it would change a file elsewhere."""
+    if path.is_symlink():
+        raise LinkError(
+            f"{path} is a symbolic link to {path.resolve()}; the notebooks are rewritten in "
+            "place, which would change that file: replace the link with a copy of the notebook"
+        )
+    if not path.resolve().is_relative_to(root.resolve()):
+        raise LinkError(
+            f"{path} is {path.resolve()}, outside the repository {root.resolve()}; the "
+            "notebooks are rewritten in place: make the folder a folder of the repository"
+        )
 
 
 def stale(texts: dict[Path, str]) -> list[Path]:
@@ -382,6 +455,20 @@ def _pyproject(root: Path) -> Path:
     return root / "pyproject.toml"
 
 
+def _given_repository(url: str | None, ref: str | None) -> Repository | None:
+    """The repository of ``--repository`` (None without the option; an empty URL is refused:
+    the option is left out to keep the stored one)."""
+    if ref is not None and url is None:
+        raise LinkError("--ref goes with --repository: give the repository URL too")
+    if url is not None and not url.strip():
+        raise LinkError(
+            f"--repository {url!r} names no repository: give https://github.com/OWNER/REPO, or "
+            f"leave the option out to keep the one in pyproject.toml ([project.urls] {URL_KEY}; "
+            "without one, only the previous/next links are written)"
+        )
+    return None if url is None else Repository.parse(url, ref)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     mode = parser.add_mutually_exclusive_group()
@@ -391,9 +478,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, default=Path("."), help="the repository (default: .)")
     args = parser.parse_args(argv)
     try:
-        if args.ref is not None and args.repository is None:
-            raise LinkError("--ref goes with --repository: give the repository URL too")
-        repository = Repository.parse(args.repository, args.ref) if args.repository else None
+        repository = _given_repository(args.repository, args.ref)
         return _check(args.root) if args.check else _run(args.root, repository)
     except LinkError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -30,6 +30,9 @@ __all__ = [
 ]
 
 
+_INTP_MAX = int(np.iinfo(np.intp).max)  # the largest byte distance NumPy can address
+
+
 class OutOfBoundsError(ShapeError, IndexError):
     """An index outside its axis, or a view that would read outside its buffer."""
 
@@ -95,6 +98,7 @@ class StridedView:
                 f"has {len(self.strides)}; give one stride per axis"
             )
         self._check_inside_buffer()
+        self._check_addressable()
 
     __slots__ = ("_buffer", "_shape", "_strides", "_offset", "_buffer_layout")
 
@@ -108,7 +112,19 @@ class StridedView:
     # ----------------------------------------------------------------- basic facts
     @property
     def buffer(self) -> np.ndarray:
-        """The flat memory, shared by every view made from this one."""
+        """The flat memory, shared by every view made from this one.
+
+        Every read of the view goes through here, and finds the buffer as the view was made
+        on: one whose ``shape`` or ``dtype`` was since changed in place
+        (``buffer.dtype = ...``) would put the view's elements elsewhere, so it is refused.
+        """
+        current = (self._buffer.shape, self._buffer.strides, self._buffer.dtype)
+        if current != self._buffer_layout:
+            raise ShapeError(
+                f"the view's buffer was changed in place from {self._buffer_layout} to "
+                f"{current} (shape, strides, dtype), so the view's elements are no longer "
+                "where it says; build a new view on the buffer as it is now"
+            )
         return self._buffer
 
     @property
@@ -138,13 +154,13 @@ class StridedView:
 
     @property
     def dtype(self) -> np.dtype:
-        """The element type of the buffer."""
-        return self.buffer.dtype
+        """The element type of the buffer (when the view was made)."""
+        return self._buffer_layout[2]
 
     @property
     def itemsize(self) -> int:
         """Bytes per element."""
-        return self.buffer.itemsize
+        return self.dtype.itemsize
 
     @property
     def byte_strides(self) -> tuple[int, ...]:
@@ -154,7 +170,7 @@ class StridedView:
     def __repr__(self) -> str:
         return (
             f"StridedView(shape={self.shape}, strides={self.strides}, offset={self.offset}, "
-            f"buffer={len(self.buffer)} x {self.dtype})"
+            f"buffer={self._buffer_layout[0][0]} x {self.dtype})"
         )
 
     # ----------------------------------------------------------------- addressing
@@ -215,14 +231,8 @@ class StridedView:
 
     def to_numpy(self) -> np.ndarray:
         """A NumPy view of the same memory (``as_strided``; no copy)."""
-        # as_strided trusts the bounds checked at construction: the buffer must be as it was
-        current = (self._buffer.shape, self._buffer.strides, self._buffer.dtype)
-        if current != self._buffer_layout:
-            raise ShapeError(
-                f"the view's buffer was changed in place from {self._buffer_layout} to "
-                f"{current} (shape, strides, dtype); build a new view"
-            )
-        start = self.buffer[self.offset :] if self.size else self.buffer[:0]
+        buffer = self.buffer  # as_strided trusts the bounds checked on this very buffer
+        start = buffer[self.offset :] if self.size else buffer[:0]
         return as_strided(start, shape=self.shape, strides=self.byte_strides)
 
     # ----------------------------------------------------------------- views
@@ -374,6 +384,23 @@ class StridedView:
         return StridedView(self.buffer[self.element_offsets().reshape(-1)], self.shape)
 
     # ----------------------------------------------------------------- checks
+    def _check_addressable(self) -> None:
+        """Lengths, strides and offset must give byte distances NumPy can address (its
+        ``intp``); a view that stays inside its buffer can still have a huge stride on an
+        axis of length 1, or a huge offset when it is empty."""
+        spans = {  # each part of the view, and the largest byte distance it makes
+            f"shape {self.shape}": math.prod(n for n in self.shape if n),
+            f"strides {self.strides}": max(map(abs, self.strides), default=0),
+            f"offset {self.offset}": abs(self.offset),
+        }
+        too_large = [part for part, span in spans.items() if span * self.itemsize > _INTP_MAX]
+        if too_large:
+            raise ShapeError(
+                f"{' and '.join(too_large)} cannot be addressed: counted in bytes "
+                f"({self.itemsize} per element) they must stay within ±{_INTP_MAX:,}, "
+                f"NumPy's {np.dtype(np.intp)}; use smaller numbers"
+            )
+
     def _check_inside_buffer(self) -> None:
         if self.size == 0:  # an empty view reads nothing, wherever it points (as in NumPy)
             return

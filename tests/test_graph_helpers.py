@@ -1,10 +1,14 @@
 """The helpers graph.py shares with every layer: one node or a list, static shapes, weak
 scalars, and the reference interpreter (which must agree with the Executor)."""
 
+from contextlib import contextmanager
+
 import numpy as np
 import pytest
 
 import course_lib as cl
+from course_lib import graph
+from course_lib.errors import GraphError
 from course_lib.graph import (
     interpret,
     is_static,
@@ -114,6 +118,48 @@ def test_formula_writes_shared_values_out_and_stops_at_names():
     for _ in range(3000):
         deep = cl.exp(deep)
     assert cl.formula(deep).count("exp(") == 3000
+
+
+def test_formula_refuses_a_text_beyond_its_limit_before_writing_it():
+    x = cl.variable("x", shape=())
+    squared = x
+    for _ in range(40):  # 41 nodes; written out: 2**40 x's, 2**40 − 1 " × ", (…) around the rest
+        squared = squared * squared
+    written = f"{2**40 + 3 * (2**40 - 1) + 2 * (2**40 - 2):,}"  # 6,597,069,766,649
+    with pytest.raises(
+        GraphError,
+        match=rf"{written} characters \(more than the limit of "
+        r"100,000\); draw the graph instead with cl.draw_graph",
+    ):
+        cl.formula(squared)
+    chain = x
+    for _ in range(50_000):  # sin(sin(…x…)): 250,001 characters
+        chain = cl.sin(chain)
+    with pytest.raises(GraphError, match="250,001 characters"):
+        cl.formula(chain)
+    assert cl.formula(squared, {squared.inputs[0]: "u"}) == "u × u"  # names keep it short
+    assert cl.formula(chain, {chain.inputs[0].inputs[0]: "s"}) == "sin(sin(s))"
+
+
+def test_formula_counts_its_length_exactly():
+    x, z = cl.variable("x", shape=(2,)), cl.variable("z", shape=(2,))
+    u = (x - 1) * cl.cos(z)
+    for node in [u * u, cl.sum_n(x, u, z)[0] ** 2, cl.exp(-(u + z)), cl.sum(u * x)]:
+        text = cl.formula(node)
+        with limit(len(text)):
+            assert cl.formula(node) == text
+        with limit(len(text) - 1), pytest.raises(GraphError, match=f"{len(text)} characters"):
+            cl.formula(node)
+
+
+@contextmanager
+def limit(characters: int):
+    """``graph.FORMULA_LIMIT`` set to ``characters`` for a block."""
+    saved, graph.FORMULA_LIMIT = graph.FORMULA_LIMIT, characters
+    try:
+        yield
+    finally:
+        graph.FORMULA_LIMIT = saved
 
 
 def test_formula_size_is_the_tree_size_for_a_symbolic_derivative():

@@ -276,6 +276,83 @@ def test_a_notebook_without_a_title_is_refused():
         links.link_notebooks({"05_x.ipynb": untitled}, None, "notebooks")
 
 
+@pytest.mark.parametrize(
+    "title, shown",  # shown: the link's text as CommonMark renders it
+    [
+        ("[Evil](javascript:alert(1))", "[Evil](javascript:alert(1))"),
+        ("<img src=x onerror=alert(1)> *a* _b_ $x$ &amp; ~~c~~ \\",
+         "&lt;img src=x onerror=alert(1)&gt; *a* _b_ $x$ &amp;amp; ~~c~~ \\"),
+        ("tour of `course_lib`", "tour of <code>course_lib</code>"),  # a code span stays one
+        ("one ` backtick", "one ` backtick"),  # no span: it would pair with the next title's
+    ],
+)  # fmt: skip
+def test_a_title_is_shown_as_text_in_its_neighbours_links(title, shown):
+    markdown_it = pytest.importorskip("markdown_it")
+    notebooks = {}
+    for name, heading in [("00_a b.ipynb", title), ("01_b.ipynb", "B"), ("02_c.ipynb", "`C")]:
+        notebooks[name] = nbformat.v4.new_notebook()
+        notebooks[name].cells = [nbformat.v4.new_markdown_cell(f"# {heading}")]
+    links.link_notebooks(notebooks, None, "notebooks")
+    nav = notebooks["01_b.ipynb"].cells[-1].source.removeprefix("---\n\n")
+    html = markdown_it.MarkdownIt("commonmark").renderInline(nav)
+    assert re.findall(r'<a href="([^"]*)">(.*?)</a>', html) == [
+        ("00_a%20b.ipynb", shown),
+        ("../README.md", "All notebooks"),
+        ("02_c.ipynb", "`C"),
+    ]
+
+
+# ---------------------------------------------------------------- notebooks it must not rewrite
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("{not json", "is not a notebook nbformat can read: Notebook does not appear to be JSON"),
+        ("[]", "is not a notebook nbformat can read"),
+        ('{"nbformat": 4, "nbformat_minor": 5}', "missing an expected key: cells"),
+        (json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+            {"cell_type": "markdown", "id": "a", "metadata": {}, "source": 5}]}),
+         "is not a valid notebook: 5 is not valid"),
+    ],
+)  # fmt: skip
+def test_a_malformed_notebook_is_named_and_nothing_is_written(copy, capsys, content, message):
+    broken = copy / "student" / NAMES[5]
+    broken.write_text(content, encoding="utf-8")
+    files = _files(copy)
+    for args in ([], ["--check"], ["--repository", TEST_URL]):
+        assert links.main(["--root", str(copy), *args]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {broken} ") and message in err, err
+        assert _files(copy) == files
+
+
+def test_a_notebook_that_is_a_link_is_not_written_through(copy, capsys, tmp_path_factory):
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    outside = elsewhere / NAMES[3]
+    shutil.copy(copy / "notebooks" / NAMES[3], outside)
+    outside.write_text(outside.read_text().replace("Previous:", "Earlier:"))  # out of date
+    (copy / "notebooks" / NAMES[3]).unlink()
+    (copy / "notebooks" / NAMES[3]).symlink_to(outside)
+    before, files = outside.read_bytes(), _files(copy)
+    for args in ([], ["--check"]):
+        assert links.main(["--root", str(copy), *args]) == 2
+        err = capsys.readouterr().err
+        assert f"notebooks/{NAMES[3]} is a symbolic link to {outside}" in err
+        assert "replace the link with a copy" in err
+        assert outside.read_bytes() == before and _files(copy) == files
+
+
+def test_a_folder_that_is_a_link_out_of_the_repository_is_refused(copy, capsys, tmp_path_factory):
+    elsewhere = tmp_path_factory.mktemp("elsewhere") / "student"
+    shutil.move(copy / "student", elsewhere)
+    (copy / "student").symlink_to(elsewhere, target_is_directory=True)
+    before = {p: p.read_bytes() for p in elsewhere.iterdir()}
+    assert links.main(["--root", str(copy), "--repository", TEST_URL]) == 2
+    assert f"outside the repository {copy.resolve()}" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in elsewhere.iterdir()} == before
+
+
 # ---------------------------------------------------------------- the install cell
 
 
@@ -401,6 +478,8 @@ def test_a_ref_given_twice_must_agree():
         (["--repository", "https://github.com/me/course", "--ref", "a/b"], "without '/'"),
         (["--ref", "main"], "--ref goes with --repository"),
         (["--repository", "https://github.com/me/course", "--ref", ""], "ref '' is not valid"),
+        (["--repository", ""], "--repository '' names no repository"),
+        (["--repository", " ", "--ref", "v1"], "leave the option out to keep the one in"),
     ],
 )
 def test_the_command_refuses_bad_input_and_changes_nothing(copy, capsys, args, message):

@@ -353,12 +353,51 @@ def test_strided_view_is_immutable(field, value):
     np.testing.assert_array_equal(view.to_numpy(), np.arange(10.0))
 
 
-def test_strided_view_refuses_a_buffer_changed_in_place():
+READS = {
+    "to_numpy": lambda v: v.to_numpy(),
+    "element": lambda v: v[4],
+    "slice": lambda v: v[1:],
+    "compact": lambda v: v.compact(),
+    "transpose": lambda v: v.T,
+    "reshape": lambda v: v.reshape(5, 1),
+    "broadcast_to": lambda v: v.broadcast_to((2, 5)),
+}
+
+
+@pytest.mark.parametrize("read", READS.values(), ids=READS.keys())
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"shape": (2, 5)},  # v[4] would read buffer[8] of a 2-row array: a row of 5
+        {"dtype": np.complex128},  # 5 elements: the checked bounds no longer hold
+        {"dtype": np.int64},  # the same bytes, read as other numbers
+    ],
+)
+def test_every_read_refuses_a_buffer_changed_in_place(read, change):
     buffer = np.arange(10.0)
     view = StridedView(buffer, (5,), (2,))
-    view.buffer.dtype = np.complex128  # now 5 elements: the checked bounds no longer hold
-    with pytest.raises(ShapeError, match="buffer was changed in place"):
-        view.to_numpy()
+    for attribute, value in change.items():
+        setattr(buffer, attribute, value)
+    with pytest.raises(ShapeError, match=r"buffer was changed in place from \(\(10,\), \(8,\), "
+                       r"dtype\('float64'\)\).*build a new view"):  # fmt: skip
+        read(view)
+    assert repr(view).endswith("buffer=10 x float64)") and view.dtype == np.float64
+    buffer.dtype, buffer.shape = np.float64, (10,)  # as it was: the view reads again
+    assert view[4] == 8.0
+
+
+@pytest.mark.parametrize(
+    ("shape", "strides", "offset", "words"),
+    [
+        ((1,), (2**70,), 0, r"strides \(1180591620717411303424,\) cannot be addressed"),
+        ((2, 1), (1, 2**62), 0, r"strides \(1, 4611686018427387904\)"),  # 2**65 bytes
+        ((0,), (1,), 2**70, "offset 1180591620717411303424 cannot be addressed"),
+        ((0, 2**40, 2**40), (0, 0, 0), 0, r"shape \(0, 1099511627776, 1099511627776\)"),
+    ],
+)
+def test_numbers_beyond_a_byte_address_are_refused(shape, strides, offset, words):
+    with pytest.raises(ShapeError, match=words + ".*within ±9,223,372,036,854,775,807"):
+        StridedView(np.arange(10.0), shape, strides, offset)
 
 
 @given(st.lists(st.integers(-(2**62), 2**62), min_size=1, max_size=3), st.integers(-50, 50))

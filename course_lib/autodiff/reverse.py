@@ -59,6 +59,10 @@ class Trace:
     def __post_init__(self):
         self._numbers = {n: i + 1 for i, n in enumerate(self.forward)}
 
+    def is_forward(self, node: Node) -> bool:
+        """Whether ``node`` is one of the forward nodes v1, v2, ..."""
+        return node in self._numbers
+
     # -- the observer of gradient(): one Step per line that built a node -----------------
     def on_adjoint(self, node: Node, created: Node) -> None:
         """``v̄i = sum(node_to_grad[i])`` ran for ``node``."""
@@ -79,23 +83,29 @@ class Trace:
                 return s.created
         return None
 
+    def replayed(self, count: int) -> Replay:
+        """The algorithm's bookkeeping after its first ``count`` steps (a :class:`Replay`,
+        which goes on one step at a time)."""
+        replay = Replay(self)
+        for _ in range(count):
+            replay.advance()
+        return replay
+
     def roles(self, node: Node, upto: int | None = None) -> list[str]:
         """Every name ``node`` has in the algorithm up to step ``upto``: the adjoints first,
         then the partial adjoints in the order they were built. The partial v̄(1→2) that is
         all of ``node_to_grad[1]`` *is* v̄1, so its roles are ``["v̄1", "v̄(1→2)"]``."""
-        built = [s for s in self.steps[: None if upto is None else upto + 1] if s.created is node]
-        names = []
-        for s in sorted(built, key=lambda s: s.kind != "adjoint"):  # stable: adjoints first
-            name = self._role(s)
-            if name not in names:
-                names.append(name)
-        return names
+        count = len(self.steps if upto is None else self.steps[: upto + 1])
+        return self.replayed(count).roles(node)
 
-    def _role(self, s: Step) -> str:
+    def role(self, s: Step) -> str:
+        """The name step ``s`` gives the node it built: ``v̄i`` or ``v̄(k→i)``."""
         i = self._numbers[s.node]
         return f"v̄{i}" if s.kind == "adjoint" else f"v̄({self._numbers[s.input]}→{i})"
 
-    def _entry(self, owner: Node, source: Node | None) -> str:
+    def entry(self, owner: Node, source: Node | None) -> str:
+        """The name of an entry of ``node_to_grad[owner]`` that node ``source`` appended
+        (``v̄k`` for the seed, whose source is None)."""
         k = self._numbers[owner]
         return f"v̄{k}" if source is None else f"v̄({k}→{self._numbers[source]})"
 
@@ -112,41 +122,22 @@ class Trace:
     def state(self, step: int) -> tuple[dict, dict]:
         """``node_to_grad`` after ``step``, and for each of its entries the node i it came
         from (``None`` for the seed), replayed from the steps."""
-        node_to_grad, sources = {self.out: [self.seed]}, {self.out: [None]}
-        for s in self.steps[: self._checked(step) + 1]:
-            if s.kind == "partial":
-                node_to_grad.setdefault(s.input, []).append(s.created)
-                sources.setdefault(s.input, []).append(s.node)
-        return node_to_grad, sources
+        replay = self.replayed(self._checked(step) + 1)
+        return replay.node_to_grad, replay.sources
 
     def entries(self, step: int) -> list[tuple[Node, list[tuple[str, Node]]]]:
         """``node_to_grad`` after ``step``: (owner, [(entry label, partial node), ...]),
         owners from the highest node number down, as the lecture draws them."""
-        node_to_grad, sources = self.state(step)
-        owners = sorted(node_to_grad, key=lambda n: -self._numbers[n])
-        return [
-            (o, [(self._entry(o, src), p) for src, p in zip(sources[o], node_to_grad[o])])
-            for o in owners
-        ]
+        return self.replayed(self._checked(step) + 1).entries()
 
     def state_text(self, step: int) -> str:
         """``node_to_grad`` after ``step`` as text, e.g. ``{4: [v̄4], 2: [v̄(2→4)]}``."""
-        items = (
-            f"{self._numbers[o]}: [{', '.join(label for label, _ in parts)}]"
-            for o, parts in self.entries(step)
-        )
-        return "{" + ", ".join(items) + "}"
+        return self.replayed(self._checked(step) + 1).state_text()
 
     def names(self, upto: int) -> dict[Node, str]:
         """The lecture's names known after steps ``0..upto - 1``: vi for the forward nodes,
         and for each backward node built so far its first role (:meth:`roles`)."""
-        names = {n: f"v{i}" for n, i in self._numbers.items()}
-        for s in self.steps[:upto]:
-            if s.created in self._numbers:
-                continue  # a rule that returned a forward value: it keeps its vi
-            if s.kind == "adjoint" or s.created not in names:
-                names[s.created] = self._role(s)  # an adjoint's name comes first
-        return names
+        return self.replayed(len(self.steps[:upto])).names
 
     def rule(self, step: int) -> str:
         """The partial adjoint of a ``"partial"`` step as the op's rule built it, over the
@@ -165,22 +156,78 @@ class Trace:
         ``course_lib.viz.steps.trace_values``), the step is also worked out with the
         forward values plugged in: ``… = v̄4 × v3 = 1.000 × 2.649 = 2.649``.
         """
-        s = self.steps[self._checked(step)]
-        i = self._numbers[s.node]
+        return self.replayed(self._checked(step)).describe_next(values)
+
+
+class Replay:
+    """The bookkeeping of ``gradient(out)`` replayed from a :class:`Trace`, one step at a
+    time: ``node_to_grad`` (with the node i each entry came from), the lecture's names and
+    every backward node's roles. Each step is read once, so replaying a whole trace, and
+    describing or drawing every step on the way (``StepThrough``), is linear in its steps.
+    """
+
+    def __init__(self, trace: Trace):
+        self.trace = trace
+        self.count = 0  # steps replayed
+        self.node_to_grad: dict[Node, list[Node]] = {trace.out: [trace.seed]}
+        self.sources: dict[Node, list[Node | None]] = {trace.out: [None]}
+        self.names = {n: f"v{trace.number(n)}" for n in trace.forward}
+        self._roles: dict[Node, tuple[list[str], list[str]]] = {}  # adjoint, partial roles
+
+    def advance(self) -> Step:
+        """Replay the next step; return it."""
+        s = self.trace.steps[self.count]
+        self.count += 1
+        role = self.trace.role(s)
+        adjoints, partials = self._roles.setdefault(s.created, ([], []))
+        (adjoints if s.kind == "adjoint" else partials).append(role)
+        if s.kind == "partial":
+            self.node_to_grad.setdefault(s.input, []).append(s.created)
+            self.sources.setdefault(s.input, []).append(s.node)
+        forward = self.trace.is_forward(s.created)  # a rule that returned a forward value
+        if not forward and (s.kind == "adjoint" or s.created not in self.names):
+            self.names[s.created] = role  # an adjoint's name comes first
+        return s
+
+    def roles(self, node: Node) -> list[str]:
+        """Every name ``node`` has had so far, adjoints first (:meth:`Trace.roles`)."""
+        adjoints, partials = self._roles.get(node, ((), ()))
+        return list(dict.fromkeys([*adjoints, *partials]))
+
+    def entries(self) -> list[tuple[Node, list[tuple[str, Node]]]]:
+        """``node_to_grad`` now, as :meth:`Trace.entries` gives it."""
+        owners = sorted(self.node_to_grad, key=lambda n: -self.trace.number(n))
+        return [(owner, self._labelled(owner)) for owner in owners]
+
+    def _labelled(self, owner: Node) -> list[tuple[str, Node]]:
+        pairs = zip(self.sources[owner], self.node_to_grad[owner])
+        return [(self.trace.entry(owner, source), part) for source, part in pairs]
+
+    def state_text(self) -> str:
+        """``node_to_grad`` now as text, e.g. ``{4: [v̄4], 2: [v̄(2→4)]}``."""
+        items = (
+            f"{self.trace.number(o)}: [{', '.join(label for label, _ in parts)}]"
+            for o, parts in self.entries()
+        )
+        return "{" + ", ".join(items) + "}"
+
+    def describe_next(self, values: Mapping | None = None) -> str:
+        """What the next step does (:meth:`Trace.describe`)."""
+        s = self.trace.steps[self.count]
+        i = self.trace.number(s.node)
         values = values or {}
-        if s.kind == "adjoint":
-            node_to_grad, sources = self.state(step)
-            if sources[s.node] == [None]:
+        if s.kind == "adjoint":  # node_to_grad[i] is complete: the step only sums it
+            sources = self.sources[s.node]
+            if sources == [None]:
                 return f"i = {i}: v̄{i} = sum([1]) = 1"
-            parts = [" + ".join(self._entry(s.node, src) for src in sources[s.node])]
-            numbers = [_number(values.get(p)) for p in node_to_grad[s.node]]
+            parts = [" + ".join(self.trace.entry(s.node, src) for src in sources)]
+            numbers = [_number(values.get(p)) for p in self.node_to_grad[s.node]]
             if len(numbers) > 1 and None not in numbers:
                 parts.append(" + ".join(_operand(n) for n in numbers))
             return f"i = {i}: v̄{i} = {_equation(parts, values.get(s.created))}"
-        k = self._numbers[s.input]
-        names = self.names(step)
-        parts = [f"v̄{i}·∂v{i}/∂v{k}", _written(s.created, names)]
-        if s.created not in names:  # a new node: its op over the numbers
+        k = self.trace.number(s.input)
+        parts = [f"v̄{i}·∂v{i}/∂v{k}", _written(s.created, self.names)]
+        if s.created not in self.names:  # a new node: its op over the numbers
             parts.append(_plugged_in(s.created, values))
         equation = _equation(parts, values.get(s.created))
         return f"i = {i}, k = {k}: append v̄({k}→{i}) = {equation} to node_to_grad[{k}]"

@@ -3,9 +3,10 @@
 from .figure import GraphFigure
 from .graphs import draw_graph
 from .layout import plot_layout
+from .player import StepThrough
 from .plots import plot_attention, plot_breakdown, plot_curve, plot_difference_errors
 from .roofline import plot_op_repeat, plot_roofline
-from .steps import StepThrough, draw_step
+from .steps import draw_step
 from .tables import Table, adjoint_trace, evaluation_trace
 
 __all__ = [

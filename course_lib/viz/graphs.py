@@ -121,7 +121,8 @@ def draw_graph(
         topological_order([r for _, roots in stages for r in roots]), numbers
     )
     if trace is not None:
-        roles.update((n, r) for n in everything if (r := trace.roles(n)))
+        replay = trace.replayed(len(trace.steps))  # one replay for every node's roles
+        roles.update((n, r) for n in everything if (r := replay.roles(n)))
     order = [n for n in everything if n in roles or not is_inline_constant(n)]
     if len(order) > max_nodes:
         raise GraphError(

@@ -1,4 +1,4 @@
-// The StepThrough player (course_lib/viz/steps.py): every step's picture is already in the
+// The StepThrough player (course_lib/viz/player.py): every step's picture is already in the
 // page, one <figure class="cl-step"> each, so nothing here needs a kernel or the network.
 // Without JavaScript (an untrusted notebook, GitHub) the figures stay one after another.
 // This script, inside the player's <div>, adds play / previous / slider / next and shows one

@@ -1,4 +1,5 @@
-"""The backward algorithm, one step at a time: ``draw_step`` and the ``StepThrough`` player.
+"""The backward algorithm, one step at a time: ``draw_step`` (and ``StepState``, what the
+picture after a step shows, which the ``StepThrough`` player of ``player.py`` shares).
 
 Each picture shows the forward graph with the current node i highlighted, the edge
 (k → i) being processed, the backward nodes built so far (the partial adjoint just created
@@ -10,18 +11,15 @@ lecture's pseudo-code with the line being executed highlighted. Its caption says
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping
-from pathlib import Path
 
-from ..autodiff.reverse import Step, Trace
+from ..autodiff.reverse import Replay, Step, Trace
 from ..graph import Node
 from ..runtime import Executor
 from .figure import GraphFigure, format_value, html_text
 from .graphs import EDGE_STYLES, GRAPH_ATTRS, NODE_ATTRS, STAGE_STYLES, VARIABLE_STYLE, fed_values
 from .labels import is_inline_constant, lecture_names, node_text
 
-PLAYER_SCRIPT = Path(__file__).with_name("player.js")
 PSEUDO_CODE = [
     "gradient(out):",
     "    node_to_grad = {out: [1]}",
@@ -40,23 +38,94 @@ CREATED = {"fillcolor": "#fde047", "penwidth": "2.5"}
 DONE = {"fillcolor": "#e5e7eb", "fontcolor": "#6b7280", "color": "#9ca3af"}
 
 
-def _backward_nodes(trace: Trace, upto: int, forward: set) -> list[Node]:
-    """Backward-graph nodes built by steps 0..upto, in the order they were built."""
-    found: dict[Node, None] = {}
-    for step in trace.steps[: upto + 1]:
-        stack = [step.created]
+class StepState:
+    """What the picture after a step shows, brought up to date one step at a time: the
+    algorithm's bookkeeping (:class:`~course_lib.autodiff.reverse.Replay`: names, roles,
+    ``node_to_grad``), the backward nodes built so far and the forward nodes finished.
+    ``values`` (:func:`trace_values`) puts numbers in the labels and the descriptions.
+
+    Advancing reads each step once; a label is written once for all the steps that show it
+    unchanged, so drawing every step costs the size of the pictures, not more.
+    """
+
+    def __init__(self, trace: Trace, values: Mapping | None = None):
+        self.trace = trace
+        self.values = values or {}
+        self.replay = Replay(trace)
+        self.step: Step | None = None  # the step replayed last
+        self.said = ""  # what it did (Trace.describe)
+        self.backward: list[Node] = []  # backward nodes built so far, in creation order
+        self.done: set[Node] = set()  # forward nodes whose adjoint work is finished
+        self._drawn: set[Node] = set()  # the backward nodes, as a set
+        self._numbers = {n: trace.number(n) for n in trace.forward}
+        self._labels: dict[tuple, str] = {}
+
+    def advance(self) -> Step:
+        """Replay the next step."""
+        self.said = self.replay.describe_next(self.values)
+        s = self.replay.advance()
+        if self.step is not None and self.step.node is not s.node:
+            self.done.add(self.step.node)  # the steps of one node i come one after another
+        self.step = s
+        self._add_backward(s.created)
+        return s
+
+    def _add_backward(self, created: Node) -> None:
+        """Add ``created`` and what it is built from (not drawn yet, not forward)."""
+        new, stack = [], [created]
         while stack:
             node = stack.pop()
-            if node in found or node in forward or is_inline_constant(node):
+            if node in self._drawn or self.trace.is_forward(node) or is_inline_constant(node):
                 continue
-            found[node] = None
+            self._drawn.add(node)
+            new.append(node)
             stack.extend(node.inputs)
-    return sorted(found, key=lambda n: n.seq)
+        if new:
+            self.backward = sorted(self.backward + new, key=lambda n: n.seq)
+
+    def nodes(self) -> list[tuple[Node, str, dict]]:
+        """(node, label, style) of every node of the picture: forward, then backward."""
+        roles = {n: self.replay.roles(n) for n in self.backward}
+        names = lecture_names(self.trace.forward + self.backward, self._numbers, roles)
+        forward = [
+            (n, self._label(n, names, ()), _forward_style(n, self.step, self.done))
+            for n in self.trace.forward
+        ]
+        return forward + [
+            (n, self._label(n, names, roles[n]), _backward_style(n, self.step))
+            for n in self.backward
+        ]
+
+    def _label(self, node: Node, names: dict, roles: list[str]) -> str:
+        """:func:`node_text`, written once per look: it reads only the names of the node
+        and its inputs, and the node's roles."""
+        key = (node, *(names.get(n) for n in (node, *node.inputs)), *roles)
+        if key not in self._labels:
+            self._labels[key] = node_text(node, names, self.values, roles)
+        return self._labels[key]
+
+    def edges(self) -> list[tuple[Node, Node, int, dict]]:
+        """(input, node, input position, style) of every edge of the picture."""
+        drawn = self._drawn.union(self.trace.forward)
+        return [
+            (inp, node, k, _edge_style(node, inp, self.step, self.trace.is_forward(node)))
+            for node in self.trace.forward + self.backward
+            for k, inp in enumerate(node.inputs)
+            if inp in drawn
+        ]
+
+
+def replayed(trace: Trace, steps: int, values: Mapping | None = None) -> StepState:
+    """The :class:`StepState` after the first ``steps`` steps of ``trace``."""
+    state = StepState(trace, values)
+    for _ in range(steps):
+        state.advance()
+    return state
 
 
 def trace_values(trace: Trace, feed: Mapping) -> dict:
     """Values of every forward and backward node of ``trace`` for ``feed`` (one run)."""
-    backward = _backward_nodes(trace, len(trace.steps) - 1, set(trace.forward))
+    backward = replayed(trace, len(trace.steps)).backward
     nodes = [n for n in trace.forward + backward if not n.is_variable]
     run = Executor(nodes)
     values = dict(zip(nodes, run.run(feed, allow_unused=True)))
@@ -77,39 +146,23 @@ def draw_step(
     if values is None and feed is not None:
         values = trace_values(trace, feed)
     values = values or {}
-    s = trace.steps[step]
-    forward = set(trace.forward)
-    backward = _backward_nodes(trace, step, forward)
-    roles = {n: trace.roles(n, upto=step) for n in backward}
-    numbers = {n: trace.number(n) for n in trace.forward}
-    names = lecture_names(trace.forward + backward, numbers, roles)
-    done = _finished_before(trace, step)
-    said = trace.describe(step, values)  # with values: worked out with the numbers
+    state = replayed(trace, step + 1, values)
     fig = GraphFigure(
-        f"gradient(out) step {step + 1}/{len(trace.steps)}: {said}\n"
-        f"node_to_grad = {trace.state_text(step)}",
-        graph_attr={
-            **GRAPH_ATTRS,
-            "label": said,
-            "labelloc": "b",
-            "fontsize": "13",
-        },
+        f"gradient(out) step {step + 1}/{len(trace.steps)}: {state.said}\n"
+        f"node_to_grad = {state.replay.state_text()}",
+        graph_attr={**GRAPH_ATTRS, "label": state.said, "labelloc": "b", "fontsize": "13"},
         node_attr=NODE_ATTRS,
     )
     ids = {n: f"f{i}" for i, n in enumerate(trace.forward)}
-    ids.update({n: f"b{i}" for i, n in enumerate(backward)})
-    for node in trace.forward:
-        fig.node(ids[node], node_text(node, names, values), **_forward_style(node, s, done))
-    for node in backward:
-        style = {**STAGE_STYLES["backward"], **(CREATED if node is s.created else {})}
-        fig.node(ids[node], node_text(node, names, values, roles[node]), **style)
-    for node in trace.forward + backward:
-        for inp in (i for i in node.inputs if i in ids):
-            fig.edge(ids[inp], ids[node], **_edge_style(node, inp, s, node in forward))
+    ids.update({n: f"b{i}" for i, n in enumerate(state.backward)})
+    for node, text, style in state.nodes():
+        fig.node(ids[node], text, **style)
+    for inp, node, _, style in state.edges():
+        fig.edge(ids[inp], ids[node], **style)
     with fig.subgraph(name="cluster_panels") as panel:
         panel.attr(style="invis", rank="sink")
-        panel.node("node_to_grad", _state_table(trace, step, values), shape="plaintext")
-        panel.node("code", _code_table(s.kind), shape="plaintext")
+        panel.node("node_to_grad", _state_table(state), shape="plaintext")
+        panel.node("code", _code_table(state.step.kind), shape="plaintext")
     return fig
 
 
@@ -125,6 +178,11 @@ def _forward_style(node: Node, s: Step, done: set) -> dict:
     return style
 
 
+def _backward_style(node: Node, s: Step) -> dict:
+    """A backward node's look: the node the step built (or reused) in yellow."""
+    return {**STAGE_STYLES["backward"], **(CREATED if node is s.created else {})}
+
+
 def _edge_style(node: Node, inp: Node, s: Step, is_forward: bool) -> dict:
     """The edge ``inp → node``; the edge k → i of a partial-adjoint step is highlighted."""
     style = dict(EDGE_STYLES["forward" if is_forward else "backward"])
@@ -133,35 +191,31 @@ def _edge_style(node: Node, inp: Node, s: Step, is_forward: bool) -> dict:
     return style
 
 
-def _finished_before(trace: Trace, step: int) -> set:
-    """Forward nodes whose adjoint and partial adjoints were all done before ``step``."""
-    current = trace.steps[step].node
-    done, seen_current = set(), False
-    for s in trace.steps[: step + 1]:
-        if s.node is current:
-            seen_current = True
-        elif not seen_current:
-            done.add(s.node)
-    return done
-
-
-def _state_table(trace: Trace, step: int, values: dict) -> str:
-    s = trace.steps[step]
-    rows = ['<tr><td colspan="2" bgcolor="#e2e8f0"><b>node_to_grad</b></td></tr>']
-    for owner, parts in trace.entries(step):
-        cells = []
+def state_entries(state: StepState):
+    """``node_to_grad`` as the panels show it: for each owner (highest number first), its
+    number, whether it is node i, and its entries (text with the value when known, whether
+    it is the entry the step just appended)."""
+    s = state.step
+    for owner, parts in state.replay.entries():
+        entries = []
         for j, (label, part) in enumerate(parts):
-            if part in values:
-                label += f" = {format_value(values[part])}"
+            if part in state.values:
+                label += f" = {format_value(state.values[part])}"
             new = s.kind == "partial" and owner is s.input and j == len(parts) - 1
-            cells.append(
-                f'<font color="#b45309"><b>{html_text(label)}</b></font>'
-                if new
-                else html_text(label)
-            )
-        bg = ' bgcolor="#fee2e2"' if owner is s.node else ""
+            entries.append((label, new))
+        yield state.trace.number(owner), owner is s.node, entries
+
+
+def _state_table(state: StepState) -> str:
+    rows = ['<tr><td colspan="2" bgcolor="#e2e8f0"><b>node_to_grad</b></td></tr>']
+    for number, current, entries in state_entries(state):
+        cells = [
+            f'<font color="#b45309"><b>{html_text(label)}</b></font>' if new else html_text(label)
+            for label, new in entries
+        ]
+        bg = ' bgcolor="#fee2e2"' if current else ""
         rows.append(
-            f'<tr><td align="right"{bg}>v{trace.number(owner)}:</td>'
+            f'<tr><td align="right"{bg}>v{number}:</td>'
             f'<td align="left">&#91;{", ".join(cells)}&#93;</td></tr>'
         )
     return _table(rows, cellborder=1, cellpadding=4)
@@ -179,48 +233,3 @@ def _code_table(kind: str) -> str:
 def _table(rows: list[str], cellborder: int, cellpadding: int) -> str:
     attrs = f'border="0" cellborder="{cellborder}" cellspacing="0" cellpadding="{cellpadding}"'
     return f"<<table {attrs}>{''.join(rows)}</table>>"
-
-
-class StepThrough:
-    """A player for a :class:`~course_lib.Trace`: play, previous, a slider and next.
-
-    Every step is drawn once, up front, into one self-contained HTML output: all the
-    pictures, and a small script (``player.js``, no library, nothing fetched) that adds the
-    controls and shows one picture at a time. It needs no kernel, so it works the same in
-    JupyterLab and in a notebook exported to HTML; where scripts do not run (an untrusted
-    notebook, GitHub) the steps are shown one after another.
-    """
-
-    def __init__(self, trace: Trace, feed: Mapping | None = None, interval_ms: int = 1500):
-        self.trace = trace
-        self.interval_ms = interval_ms
-        values = trace_values(trace, feed) if feed is not None else None
-        self.figures = [draw_step(trace, i, values=values) for i in range(len(trace.steps))]
-        self.pages = [fig.html() for fig in self.figures]
-        self.captions = [trace.describe(i, values) for i in range(len(trace.steps))]
-
-    def __len__(self) -> int:
-        return len(self.pages)
-
-    def __repr__(self) -> str:
-        lines = [f"StepThrough: {len(self)} steps of gradient(out)"]
-        lines += [f"  {i + 1}. {caption}" for i, caption in enumerate(self.captions)]
-        return "\n".join(lines)
-
-    def html(self) -> str:
-        """The player: one ``<figure class="cl-step">`` per step (caption and picture),
-        then the script that turns them into a player."""
-        frames = "".join(
-            f'<figure class="cl-step" style="margin:0"><figcaption><b>step {i + 1} / '
-            f"{len(self)}</b> &#160; <code>{html.escape(caption)}</code>"
-            f"</figcaption>{page}</figure>"
-            for i, (caption, page) in enumerate(zip(self.captions, self.pages))
-        )
-        script = PLAYER_SCRIPT.read_text(encoding="utf-8")
-        return (
-            f'<div class="cl-player" data-interval="{int(self.interval_ms)}">'
-            f"{frames}<script>{script}</script></div>"
-        )
-
-    def _repr_html_(self) -> str:
-        return self.html()
