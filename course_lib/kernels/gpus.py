@@ -83,6 +83,14 @@ GPUS: dict[str, GPU] = {
                 tf32_tflops=495.0, dram_gb_per_s=3350.0, l2_mib=50.0, shared_kib_per_sm=228,
                 max_threads_per_sm=2048, max_blocks_per_sm=32, bf16_tflops=989.5,
                 memory_gib=80.0),
+    # NVIDIA H200 Tensor Core GPU datasheet (SXM): the H100's GH100 chip (132 SMs at 1980 MHz,
+    # 67 TFLOPS FP32, 494.7 TFLOPS TF32 and 989.5 TFLOPS BF16 dense, 228 KB shared memory per
+    # SM) with 141 GB of HBM3e at 4.8 TB/s. nvidia-smi on the H200 that ran `make gpu-check`
+    # (2026-11-26) showed 143771 MiB; CUDA reports 60 MB of L2 on it. Compute capability 9.0.
+    "H200": GPU("H200", "Hopper", "9.0", sms=132, clock_ghz=1.98, fp32_tflops=67.0,
+                tf32_tflops=494.7, dram_gb_per_s=4800.0, l2_mib=60.0, shared_kib_per_sm=228,
+                max_threads_per_sm=2048, max_blocks_per_sm=32, bf16_tflops=989.5,
+                memory_gib=140.4),
     # NVIDIA T4 datasheet and Turing architecture whitepaper (2018): 40 SMs at 1590 MHz,
     # 8.1 TFLOPS FP32, no TF32 (Turing's tensor cores take FP16/INT8), 320 GB/s GDDR6, 4 MB
     # L2, 64 KB shared memory per SM, 16 GB. Compute capability 7.5: 1024 threads, 16 blocks
