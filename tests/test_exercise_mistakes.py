@@ -42,6 +42,56 @@ RELU_COND = {
 }
 
 
+def _last_uses(order, first_use=False):
+    """{node: the step of its last use}, or of its first use (the mistake)."""
+    last_use = {}
+    for step, node in enumerate(order):
+        for source in node.inputs:
+            if not (first_use and source in last_use):
+                last_use[source] = step
+    return last_use
+
+
+def _held(values, only_ops):
+    return sum(np.size(v) for n, v in values.items() if not (only_ops and n.is_variable))
+
+
+def _evaluating(never_free=False, free_outputs=False, first_use=False, only_ops=False,
+                feeds_first=False, after_frees=False, topological=False):
+    """evaluate() with one mistake switched on."""
+
+    def evaluate(outputs, feed):
+        order = cl.topological_order(outputs)
+        last_use = _last_uses(order, first_use)
+        kept = set() if free_outputs else set(outputs)
+        values, peak = (dict(feed) if feeds_first else {}), 0
+        for step, node in enumerate(order):
+            inputs = [values[s] for s in node.inputs]
+            values[node] = feed[node] if node.is_variable else node.op.compute(np, *inputs)
+            done = [] if never_free else [s for s in set(node.inputs)
+                                          if last_use[s] == step and s not in kept]  # fmt: skip
+            peak = max(peak, _held(values, only_ops) - after_frees * sum(
+                np.size(values[s]) for s in done if not (only_ops and s.is_variable)))
+            for source in done:
+                del values[source]
+        if topological:  # in the order the nodes ran, each once
+            return [values[n] for n in order if n in set(outputs)], peak
+        return [values[o] for o in outputs], peak
+
+    return evaluate
+
+
+EVALUATE = {
+    "never-frees": lambda ref: _evaluating(never_free=True),
+    "frees-outputs": lambda ref: _evaluating(free_outputs=True),
+    "frees-too-early": lambda ref: _evaluating(first_use=True),
+    "feeds-not-counted": lambda ref: _evaluating(only_ops=True),
+    "feeds-from-the-start": lambda ref: _evaluating(feeds_first=True),
+    "peak-after-frees": lambda ref: _evaluating(after_frees=True),
+    "outputs-out-of-order": lambda ref: _evaluating(topological=True),
+}
+
+
 # -- 02 ---------------------------------------------------------------------------------------
 def _central(f, x, eps):
     return (f(x + eps) - f(x - eps)) / (2 * eps)
@@ -478,7 +528,7 @@ COUNT_PARAMS = {
 }
 
 WRONG_ANSWERS = {
-    "01.guard_key": GUARD_KEY, "01.relu_cond": RELU_COND,
+    "01.guard_key": GUARD_KEY, "01.relu_cond": RELU_COND, "01.evaluate": EVALUATE,
     "02.central_difference": CENTRAL_DIFFERENCE, "02.dual": DUAL,
     "03.gradient": GRADIENT, "03.div_rule": DIV_RULE,
     "04.softmax_ce_grad": SOFTMAX_CE_GRAD, "04.mlp_grads": MLP_GRADS,
@@ -555,3 +605,40 @@ def test_an_answer_that_changes_an_array_it_was_given_is_wrong():
     assert verdict.status == "failed" and verdict.mistake == "changed-input", verdict.message
     assert "changed its argument 1 in place" in verdict.message
     assert verify("06.fold_batchnorm", right).passed
+
+
+# -- 01.evaluate: more ways to get the freeing wrong ------------------------------------------
+def _deletes_each_use(outputs, feed):
+    """Deletes a value at its last use once per input slot: x * x deletes x twice."""
+    order = cl.topological_order(outputs)
+    last_use = {source: step for step, node in enumerate(order) for source in node.inputs}
+    values, peak = {}, 0
+    for step, node in enumerate(order):
+        values[node] = (feed[node] if node.is_variable
+                        else node.op.compute(np, *[values[s] for s in node.inputs]))  # fmt: skip
+        peak = max(peak, sum(np.size(v) for v in values.values()))
+        for source in node.inputs:
+            if last_use[source] == step and source not in outputs:
+                del values[source]
+    return [values[o] for o in outputs], peak
+
+
+def _keeps_values_in_feed(outputs, feed):
+    """Right values and peak, but the caller's feed dict is used as the store (and emptied)."""
+    result = _reference("01.evaluate")(outputs, feed)
+    feed.clear()
+    return result
+
+
+@pytest.mark.parametrize(("answer", "mistake", "says"), [
+    (_deletes_each_use, "frees-too-early", "raised KeyError"),
+    (lambda outputs, feed: _reference("01.evaluate")(list(dict.fromkeys(outputs)), feed),
+     "outputs-out-of-order", "returned 2 values for 3 outputs"),
+    (_keeps_values_in_feed, None, "changed the feed dict"),
+    (lambda outputs, feed: (_reference("01.evaluate")(outputs, feed)[0], 1.0), None,
+     "it must be an int"),
+])  # fmt: skip
+def test_evaluate_answers_that_free_twice_drop_repeats_or_change_the_feed(answer, mistake, says):
+    verdict = verify("01.evaluate", answer)
+    assert verdict.status == "failed" and verdict.mistake == mistake, verdict.message
+    assert says in verdict.message

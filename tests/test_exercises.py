@@ -108,7 +108,8 @@ def test_an_unknown_exercise_is_reported_not_raised(capsys):
     check("05.nope", lambda: 1)
     check(["05.can_view"], lambda: 1)
     printed = capsys.readouterr().out.splitlines()
-    assert printed[0].startswith("? 05.nope: there is no such exercise; known: 01.guard_key")
+    known = "01.evaluate, 01.guard_key"
+    assert printed[0].startswith(f"? 05.nope: there is no such exercise; known: {known}")
     assert printed[1].startswith("? ['05.can_view']: there is no such exercise")
 
 

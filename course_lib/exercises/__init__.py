@@ -17,6 +17,7 @@ from . import (  # noqa: F401
     forward_mode,
     fusion,
     gpu_kernels,
+    graph_memory,
     layouts,
     llama,
     llm_budget,
