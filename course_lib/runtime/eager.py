@@ -20,7 +20,7 @@ import numpy as np
 from .. import backend, params
 from ..autodiff import reverse
 from ..errors import CourseLibError, GraphError, ShapeError, describe_shapes
-from ..graph import Node, Op, as_node, interpret, topological_order
+from ..graph import Node, Op, as_node, interpret, set_eager_hook, topological_order
 from ..ops.elementwise import Add, Div, Mul, Sub, ones_like, zeros_like
 
 _recording = [True]
@@ -220,6 +220,9 @@ class Tensor(Node):
     def __repr__(self) -> str:
         grad = ", requires_grad=True" if self.requires_grad else ""
         return f"Tensor({np.array2string(self.numpy(), precision=4)}{grad})"
+
+
+set_eager_hook(Tensor.apply_eager)  # graph.apply runs an op on a Tensor input through this
 
 
 def _value(node: Node, op: Op):
