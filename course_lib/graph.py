@@ -610,7 +610,7 @@ def apply(op: Op, *args, name: str | None = None) -> Node:
     except (ValueError, IndexError, TypeError) as exc:
         raise ShapeError(
             f"{op.label()}: inputs do not fit ({describe_shapes(inputs)}): {exc}"
-        ) from None
+        ) from exc
     return Node(op, inputs, name or auto_name(op, inputs), shape, dtype)
 
 
