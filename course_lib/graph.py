@@ -234,7 +234,7 @@ class Node:
     """
 
     __slots__ = ("op", "inputs", "name", "shape", "dtype", "seq")
-    is_eager = False  # True for eager Tensors (see course_lib.runtime.eager)
+    is_eager = False  # True for nodes that hold their value: apply hands them to the eager hook
 
     def __init__(self, op: Op, inputs: tuple, name: str, shape=None, dtype=None):
         setter = object.__setattr__
@@ -566,6 +566,20 @@ def as_node(value) -> Node:
 
 
 # -- building nodes -------------------------------------------------------------------------
+def _no_eager_hook(op: Op, inputs: tuple, name: str | None) -> Node:
+    raise GraphError(f"{op.label()}: an input holds a value, but no eager hook is registered")
+
+
+# How an op runs at once on nodes that hold values (``is_eager``): a layer above registers it
+# (the eager layer, when it is imported), so graph.py imports no layer above it.
+_eager_hook: list[Callable[[Op, tuple, str | None], Node]] = [_no_eager_hook]
+
+
+def set_eager_hook(hook: Callable[[Op, tuple, str | None], Node]) -> None:
+    """Make :func:`apply` call ``hook(op, inputs, name)`` when an input is eager."""
+    _eager_hook[0] = hook
+
+
 def auto_name(op: Op, inputs: Sequence[Node]) -> str:
     """A deterministic symbolic name like ``(x1*x2)`` or ``exp(v1)``; long ones abbreviate."""
     if op.symbol is not None and len(inputs) == 2:
@@ -580,13 +594,14 @@ def auto_name(op: Op, inputs: Sequence[Node]) -> str:
 def apply(op: Op, *args, name: str | None = None) -> Node:
     """Make the node ``op(*args)``; numbers and arrays become constants.
 
-    If an input is an eager Tensor, the op runs immediately and a Tensor is returned.
+    If an input is eager (holds its value), the registered eager hook (:func:`set_eager_hook`)
+    runs the op at once and returns its result.
     Shapes are checked here, so a bad shape fails when the graph is built.
     """
     inputs = tuple([a if isinstance(a, Node) else as_node(a) for a in args])
     for node in inputs:
         if node.is_eager:
-            return node.apply_eager(op, inputs, name)
+            return _eager_hook[0](op, inputs, name)
     try:
         shape = op.infer_shape(*(i.shape for i in inputs))
         dtype = op.infer_dtype(*(i.dtype for i in inputs))
@@ -595,7 +610,7 @@ def apply(op: Op, *args, name: str | None = None) -> Node:
     except (ValueError, IndexError, TypeError) as exc:
         raise ShapeError(
             f"{op.label()}: inputs do not fit ({describe_shapes(inputs)}): {exc}"
-        ) from None
+        ) from exc
     return Node(op, inputs, name or auto_name(op, inputs), shape, dtype)
 
 
@@ -825,7 +840,7 @@ def interpret(outputs: Node | Iterable[Node], values: dict, xp) -> dict:
 
     ``values`` ({node: array}) holds what is known beforehand (fed variables, the inputs of
     a fused body) and is filled in with every node's value; constants compute themselves.
-    This is a graph's meaning in a few lines; the :class:`~course_lib.runtime.Executor`
+    This is a graph's meaning in a few lines; the executor (a layer above)
     runs the same ops from a schedule compiled once that frees intermediates (and runs
     ``cond``, which this loop does not). ``xp`` is the array module (numpy or cupy).
     """

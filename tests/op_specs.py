@@ -1,5 +1,8 @@
 """One table of ops for the derivative tests: how to build each op, its input domain,
-and (for the oracle tests) the PyTorch function that computes the same thing."""
+and (for the oracle tests) the PyTorch function that computes the same thing.
+
+The one-input elementwise ops are also found in the library itself (:data:`UNARY_OPS`, from
+the ``Unary`` classes), so an op added there reaches every test that enumerates them."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import course_lib as cl
 from course_lib.graph import apply
 from course_lib.kernels.reference import rope_tables
 from course_lib.ops.attention import SoftmaxGrad
+from course_lib.ops.elementwise import Unary
 
 
 @dataclass
@@ -264,3 +268,34 @@ def sample(spec: OpSpec, rng: np.random.Generator, shapes: list) -> list:
         sign = np.where(rng.random(shapes[big]) < 0.5, 0.3, -0.3)
         arrays[big] = np.broadcast_to(arrays[1 - big], shapes[big]) + sign
     return arrays
+
+
+def subclasses(cls: type) -> list[type]:
+    """Every subclass of ``cls`` defined so far, at any depth."""
+    found, stack = [], [cls]
+    while stack:
+        for sub in stack.pop().__subclasses__():
+            found.append(sub)
+            stack.append(sub)
+    return found
+
+
+#: The library's one-input elementwise ops, name -> public function: every ``Unary`` op
+#: without attributes (``Power`` has its exponent), exported by ``course_lib.ops`` under its
+#: name (``tests/test_op_declarations.py`` checks each is exported and has an OpSpec).
+UNARY_OPS = {
+    cls.name: getattr(cl.ops, cls.name, None)
+    for cls in subclasses(Unary)
+    if not cls.attributes and cls.__module__.startswith("course_lib.ops.")
+}
+#: Their rows of :data:`SPECS`, in the library's order.
+UNARY_SPECS = [SPEC_BY_NAME[name] for name in UNARY_OPS if name in SPEC_BY_NAME]
+
+
+def on_any_real(spec: OpSpec):
+    """``spec``'s one-input op as a function of any real x, applied to x squashed into a
+    bounded part of its domain (``tanh(x)``; ``sigmoid(x) + 0.5`` for ops that need positive
+    inputs), so a chain of any of them stays finite and warns of nothing."""
+    if spec.domain == "positive":
+        return lambda x: spec.build(cl.sigmoid(x) + 0.5)
+    return lambda x: spec.build(cl.tanh(x))

@@ -5,6 +5,7 @@ import pytest
 
 import course_lib as cl
 from course_lib import CourseLibError, DeviceError, FeedError, GraphError, ShapeError
+from course_lib.graph import apply
 
 
 def test_shape_error_at_construction_names_op_nodes_and_shapes():
@@ -127,3 +128,47 @@ def test_adamw_refuses_a_step_before_the_first():
     feed[optimizer.step_var] = np.int64(0)
     with pytest.raises(cl.ParameterError, match=r"step counts from 1 .*got 0"):
         run.run(feed)
+
+
+class _TypeErrorInCompute(cl.Op):
+    """An op whose own code fails with a TypeError when it runs."""
+
+    name = "broken_compute"
+
+    def compute(self, xp, x):
+        raise TypeError("the op's own bug")
+
+
+class _TypeErrorInShape(cl.Op):
+    """An op whose own shape rule fails with a TypeError when a node is built."""
+
+    name = "broken_shape"
+
+    def infer_shape(self, shape):
+        raise TypeError("the shape rule's own bug")
+
+
+class _AttributeErrorInCompute(cl.Op):
+    """An op whose own code reads an attribute that does not exist."""
+
+    name = "missing_attribute"
+
+    def compute(self, xp, x, *others):
+        return x.no_such_attribute
+
+
+def test_an_ops_error_stays_the_cause_of_the_shape_error():
+    with pytest.raises(ShapeError, match="broken_shape") as built:
+        apply(_TypeErrorInShape(), cl.variable("x", (2,)))
+    assert isinstance(built.value.__cause__, TypeError)
+    with pytest.raises(ShapeError, match="broken_compute") as eager:
+        apply(_TypeErrorInCompute(), cl.Tensor(np.ones(2)))
+    assert isinstance(eager.value.__cause__, TypeError)
+    assert "the op's own bug" in str(eager.value.__cause__)
+
+
+def test_an_attribute_error_inside_an_ops_compute_is_not_swallowed():
+    with pytest.raises(AttributeError, match="no_such_attribute"):  # a constant input too
+        apply(_AttributeErrorInCompute(), cl.Tensor(np.ones(2)), 2.0)
+    with pytest.raises(AttributeError, match="no_such_attribute"):
+        apply(_AttributeErrorInCompute(), cl.Tensor(np.ones(2)))

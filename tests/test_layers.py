@@ -49,3 +49,13 @@ def test_a_cycle_check_covers_the_whole_package():
     kinds = {c["type"]: c for c in config["contracts"]}
     assert kinds["acyclic_siblings"]["ancestors"] == ["course_lib"]
     assert kinds["layers"]["containers"] == ["course_lib"] and kinds["layers"]["exhaustive"]
+
+
+def test_graph_reaches_the_eager_runtime_only_through_its_hook():
+    """graph.apply runs eager inputs through ``set_eager_hook``, which the runtime calls."""
+    import course_lib
+    from course_lib import graph
+
+    source = (ROOT / "course_lib" / "graph.py").read_text()
+    assert "runtime" not in source and "Tensor" not in source and "apply_eager" not in source
+    assert graph._eager_hook[0] == course_lib.Tensor.apply_eager

@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 import pytest
-from op_specs import SPECS
+from op_specs import SPEC_BY_NAME, SPECS, UNARY_OPS
 
 import course_lib as cl
 from course_lib import graph
@@ -244,3 +244,18 @@ def test_the_op_library_fills_the_operators_registry_with_its_public_functions()
     }
     for extra in ("__iter__", "__pos__", "__array_ufunc__"):
         assert Node.__dict__[extra].__module__ == "course_lib.graph"
+
+
+def test_every_unary_op_is_exported_under_its_name_and_has_an_op_spec():
+    """What the tests that enumerate UNARY_OPS need of an op added to the library."""
+    assert {name for name, function in UNARY_OPS.items() if function is None} == set()
+    assert set(UNARY_OPS) <= set(SPEC_BY_NAME), "add an OpSpec to tests/op_specs.py"
+
+
+def test_the_op_library_exports_what_it_imports_and_registers_it_all():
+    imported = {
+        name for name, value in vars(cl.ops).items()
+        if callable(value) and not name.startswith("_") and name != "register_ops"
+    }  # fmt: skip
+    assert sorted(cl.ops.__all__) == sorted(imported)
+    assert {name: graph._OPS[name] for name in cl.ops.__all__} == graph._OPS

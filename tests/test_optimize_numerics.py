@@ -5,6 +5,7 @@ import os
 
 import numpy as np
 import pytest
+from op_specs import UNARY_OPS
 
 import course_lib as cl
 from course_lib.kernels import emulator, nvrtc
@@ -49,6 +50,25 @@ def test_optimized_run_keeps_nan_and_infinities(name, n):
         expected = cl.Executor(out).run(feed)
         actual = cl.Executor(out, optimize=True).run(feed)
     np.testing.assert_array_equal(actual, expected)  # NaN equals NaN here, -0.0 equals 0.0
+
+
+@pytest.mark.parametrize("n", [8, LOOP_MIN_SIZE], ids=["numexpr", "cpu_loop"])
+@pytest.mark.parametrize("name", UNARY_OPS)
+def test_every_unary_op_keeps_nan_and_infinities_when_fused(name, n):
+    """Every one-input op of the library, fused: NaN and ±inf exactly where NumPy has them,
+    finite values to rounding (fused code calls the C library's expf, logf, ...: an ulp or so
+    from NumPy's), as the fused tests compare them."""
+    v = cl.variable("v", (n,), np.float32)
+    out = UNARY_OPS[name](v) * 2.0 + 1.0
+    assert _fused(out).op.name == "fused", "every unary op should fuse"
+    feed = {v: _inputs(n)}
+    with np.errstate(all="ignore"):
+        expected = cl.Executor(out).run(feed)
+        actual = cl.Executor(out, optimize=True).run(feed)
+    for where in (np.isnan, np.isposinf, np.isneginf):
+        np.testing.assert_array_equal(where(actual), where(expected), err_msg=where.__name__)
+    finite = np.isfinite(expected)
+    np.testing.assert_allclose(actual[finite], expected[finite], rtol=2e-5, atol=1e-6)
 
 
 @needs_emulator

@@ -26,6 +26,7 @@ import stat
 import subprocess
 import tempfile
 import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .errors import KernelCompileError, UnsafeCacheError
@@ -213,3 +214,17 @@ def load_library(
         return ctypes.CDLL(str(library))
     except OSError as exc:  # verified bytes that do not load: the compiler's fault, not ours
         raise KernelCompileError(f"the library built for {filename} does not load: {exc}") from None
+
+
+def bind_loop(function: Callable, arrays: Sequence) -> Callable[[], None]:
+    """The compiled C loop ``function(array pointers..., n)`` bound to ``arrays`` (checked
+    C-contiguous NumPy arrays, the output last, ``n`` its size): each call of the result runs
+    the loop and nothing else, and keeps the arrays alive while it points into them."""
+    pointers = [ctypes.c_void_p(a.ctypes.data) for a in arrays]
+    size = ctypes.c_longlong(arrays[-1].size)
+
+    def loop() -> None:
+        function(*pointers, size)
+
+    loop.arrays = arrays  # the arrays live as long as the loop that points into them
+    return loop

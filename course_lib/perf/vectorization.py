@@ -114,15 +114,7 @@ def bind_loop(
         )
     if not out.size:
         return lambda: None
-    function = getattr(_library(vectorize), name)
-    pointers = [ctypes.c_void_p(x.ctypes.data) for x in arrays]
-    size = ctypes.c_longlong(out.size)
-
-    def loop() -> None:
-        function(*pointers, size)
-
-    loop.arrays = arrays  # the arrays live as long as the loop that points into them
-    return loop
+    return native.bind_loop(getattr(_library(vectorize), name), arrays)
 
 
 def reference(name: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:

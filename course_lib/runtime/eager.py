@@ -20,7 +20,7 @@ import numpy as np
 from .. import backend, params
 from ..autodiff import reverse
 from ..errors import CourseLibError, GraphError, ShapeError, describe_shapes
-from ..graph import Node, Op, as_node, interpret, topological_order
+from ..graph import Node, Op, as_node, interpret, set_eager_hook, topological_order
 from ..ops.elementwise import Add, Div, Mul, Sub, ones_like, zeros_like
 
 _recording = [True]
@@ -132,14 +132,11 @@ class Tensor(Node):
     def apply_eager(cls, op: Op, inputs: tuple, name: str | None):
         """Run ``op`` on the inputs' values now; record the inputs if gradients may flow."""
         xp = backend.xp()
-        try:  # eager tensors hold .data, constants their value; symbolic nodes neither
-            values = [n._data if n.is_eager else n.op.on(xp) for n in inputs]
-        except AttributeError:
-            values = [_value(n, op) for n in inputs]
+        values = [n._data if n.is_eager else _value(n, op, xp) for n in inputs]
         try:
             data = op.compute(xp, *values)
         except (ValueError, TypeError, IndexError) as exc:
-            raise _eager_error(op, inputs, exc) from None
+            raise _eager_error(op, inputs, exc) from exc
         if not hasattr(data, "dtype"):
             data = xp.asarray(data)
         out = cls.__new__(cls)
@@ -222,17 +219,20 @@ class Tensor(Node):
         return f"Tensor({np.array2string(self.numpy(), precision=4)}{grad})"
 
 
-def _value(node: Node, op: Op):
-    """An input's value: a tensor's data, or a graph of constants computed now (a gradient
-    rule transposes the NumPy array of ``t @ array``); a graph with variables is refused."""
-    if node.is_eager:
-        return node._data
+set_eager_hook(Tensor.apply_eager)  # graph.apply runs an op on a Tensor input through this
+
+
+def _value(node: Node, op: Op, xp):
+    """A symbolic input's value: a constant's, or a graph of constants computed now (a
+    gradient rule transposes the NumPy array of ``t @ array``); a graph with variables is
+    refused."""
+    if node.is_constant:
+        return node.op.on(xp)
     if any(n.is_variable for n in topological_order([node])):
         raise GraphError(
             f"{op.label()}: cannot mix the eager tensor(s) with the symbolic node "
             f"{node.name}; use Tensors only, or variables and an Executor"
         )
-    xp = backend.xp()
     return interpret(node, {}, xp)[node]
 
 

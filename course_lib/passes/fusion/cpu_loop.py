@@ -6,7 +6,6 @@ CPU-only by nature: the loop reads host memory, so a device array is refused wit
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import warnings
 from collections.abc import Callable, Sequence
@@ -99,12 +98,4 @@ def bind_cpu_loop(
         )
     if not out.size:
         return lambda: None
-    function = _compiled(cpu_source(kernel), kernel.name)
-    pointers = [ctypes.c_void_p(a.ctypes.data) for a in everything]
-    size = ctypes.c_longlong(out.size)
-
-    def loop() -> None:
-        function(*pointers, size)
-
-    loop.arrays = everything  # the arrays live as long as the loop that points into them
-    return loop
+    return kernels.native.bind_loop(_compiled(cpu_source(kernel), kernel.name), everything)
