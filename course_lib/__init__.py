@@ -7,7 +7,16 @@ mode); run them with :class:`Executor` or :func:`evaluate`; or compute eagerly w
 """
 
 from . import backend, errors, gradcheck, passes, perf, strides
-from .autodiff import Dual, Step, Trace, grad, gradient_trace, jvp, saved_for_backward
+from .autodiff import (
+    Dual,
+    Step,
+    StepKind,
+    Trace,
+    grad,
+    gradient_trace,
+    jvp,
+    saved_for_backward,
+)
 from .backend import describe_device, get_device, set_device, to_device, to_numpy, use_device
 from .errors import (
     CourseLibError,
@@ -41,6 +50,7 @@ __all__ = [
     "Op",
     "ShapeError",
     "Step",
+    "StepKind",
     "Tensor",
     "Trace",
     "backend",

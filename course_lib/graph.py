@@ -233,7 +233,7 @@ class Node:
         The static shape and dtype, or ``None`` where not known before running.
     """
 
-    __slots__ = ("op", "inputs", "name", "shape", "dtype", "seq")
+    __slots__ = ("op", "inputs", "name", "shape", "dtype", "seq", "__weakref__")
     is_eager = False  # True for nodes that hold their value: apply hands them to the eager hook
 
     def __init__(self, op: Op, inputs: tuple, name: str, shape=None, dtype=None):

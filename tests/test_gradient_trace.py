@@ -136,3 +136,14 @@ def test_saved_for_backward_are_the_values_the_rules_read(lecture_graph, worked_
     assert cl.saved_for_backward(loss, cl.grad(loss, z)) == [product]  # of product, not c
     with pytest.raises(cl.GraphError, match="saved_for_backward: backward"):
         cl.saved_for_backward(y, [1.0])
+
+
+def test_a_partial_adjoint_given_to_a_constant_is_no_step():
+    """``Switch``'s rule gives the constant of a branch a partial adjoint that nothing reads;
+    the trace leaves it out, so it replays, and ``grad`` (which traces too) works."""
+    x = cl.variable("x", shape=())
+    out = cl.cond(x > 0, lambda: x, lambda: cl.constant(0.0))
+    dx, trace = cl.gradient_trace(out, x)
+    assert all(trace.is_forward(s.input) for s in trace.steps if s.kind is cl.StepKind.PARTIAL)
+    assert trace.state_text(len(trace.steps) - 1).startswith("{")
+    assert [float(cl.evaluate(cl.grad(out, x), {x: v})) for v in (2.0, -2.0)] == [1.0, 0.0]

@@ -54,7 +54,7 @@ def test_draw_graph_labels_stages_and_values(worked_example):
     fig = draw_graph(v4, {v1: 0.5}, backward=grads)
     text = repr(fig)
     assert text.startswith("graph with 9 nodes (4 forward, 5 backward)")
-    assert "t4 = t2 + t3" in text  # without the trace, the adjoint sum v̄2 is an intermediate
+    assert "v̄2 = v̄(2→4) + v̄3" in text  # named by the run that built it, without a trace
     assert "v4 = v2 × v3" in text and "= 4.367" in fig.source
     assert "dashed" in fig.source  # backward style
     assert fig.svg().lstrip().startswith("<?xml")

@@ -137,13 +137,65 @@ def test_array_seeds_and_constants():
     assert "v̇1 = broadcast_to(1, shape=(3,))" in scalar_seed
 
 
-def test_without_a_trace_backward_nodes_are_not_numbered_as_forward_values(worked_example):
+# The slide's backward graph of f = (exp(v1) + 1)·exp(v1), adjoints first among a node's names.
+LECTURE_BACKWARD = ["v̄4 = 1", "v̄(2→4) = v̄4 × v3", "v̄3 = v̄4 × v2 ≡ v̄(3→4) ≡ v̄(2→3)",
+                    "v̄2 = v̄(2→4) + v̄3", "v̄1 = v̄2 × v2 ≡ v̄(1→2)"]  # fmt: skip
+
+
+def _names(fig) -> list[str]:
+    """The name each node is drawn with (the first word of its label)."""
+    return [line.split(" ")[0] for line in _lines(fig)]
+
+
+def _lecture_example():
+    v1 = cl.variable("v1", shape=())
+    v2 = cl.exp(v1)
+    v3 = v2 + 1
+    return v1, v2 * v3
+
+
+def test_a_backward_graph_from_grad_is_drawn_in_the_lectures_names():
+    v1, v4 = _lecture_example()
+    fig = draw_graph(v4, backward=[cl.grad(v4, v1)])
+    assert _names(fig)[4:] == ["v̄4", "v̄(2→4)", "v̄3", "v̄2", "v̄1"]
+    assert _lines(fig) == ["v1", "v2 = exp(v1)", "v3 = v2 + 1", "v4 = v2 × v3", *LECTURE_BACKWARD]
+    assert not any(re.fullmatch(r"t\d+", name) for name in _names(fig))
+
+
+def test_gradient_trace_needs_no_trace_argument_to_draw_its_names(worked_example):
+    v1, v4, dv1, trace = worked_example
+    without = draw_graph(v4, {v1: 0.5}, backward=dv1)
+    assert _lines(without)[4:] == LECTURE_BACKWARD
+    assert without.source == draw_graph(v4, {v1: 0.5}, backward=dv1, trace=trace).source
+
+
+def test_nodes_no_run_named_are_intermediates(worked_example):
     v1, v4, dv1, _ = worked_example
-    lines = _lines(draw_graph(v4, backward=dv1, update=v1 - 0.1 * dv1))
-    assert [line.split(" ")[0] for line in lines] == [
-        "v1", "v2", "v3", "v4", "t1", "t2", "t3", "t4", "t5", "t6", "t7",
-    ]  # fmt: skip
-    assert lines[-2:] == ["t6 = 0.1 × t5", "t7 = v1 − t6"]
+    fig = draw_graph(v4, backward=dv1, update=v1 - 0.1 * dv1)
+    assert _names(fig)[4:] == ["v̄4", "v̄(2→4)", "v̄3", "v̄2", "v̄1", "t1", "t2"]
+    assert _lines(fig)[-2:] == ["t1 = 0.1 × v̄1", "t2 = v1 − t1"]  # update nodes: no lecture name
+    v2, v3 = v4.inputs
+    by_hand = v4.op.gradient(v4, cl.ones_like(v4), [True, True])  # a rule called directly
+    assert _names(draw_graph(v4, backward=by_hand)) == ["v1", "v2", "v3", "v4", "t1", "t2", "t3"]
+    same_numbers = draw_graph(v4, backward=dv1, numbering=[v1, v2, v3, v4])
+    assert _lines(same_numbers)[4:] == LECTURE_BACKWARD
+    other_numbers = draw_graph(v4, backward=dv1, numbering=[v1, v3, v2, v4])
+    assert _names(other_numbers)[4:] == ["t1", "t2", "t3", "t4", "t5"]  # v̄3 would be wrong
+
+
+def test_the_names_a_run_keeps_go_with_its_nodes():
+    import gc
+    import weakref
+
+    from course_lib.autodiff.trace import names_of
+
+    v1, v4 = _lecture_example()
+    g = cl.grad(v4, v1)
+    assert names_of([g]).roles[g] == ["v̄1", "v̄(1→2)"]
+    gone = weakref.ref(g)
+    del g
+    gc.collect()
+    assert gone() is None  # the kept names hold no backward node
 
 
 def test_labels_rename_and_the_lectures_names_stay_as_aliases(worked_example):

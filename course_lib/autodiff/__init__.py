@@ -2,11 +2,13 @@
 
 from .dual import Dual
 from .forward import jvp, tangent_map
-from .reverse import Step, Trace, grad, gradient_trace, saved_for_backward
+from .reverse import grad, gradient_trace, saved_for_backward
+from .trace import Step, StepKind, Trace
 
 __all__ = [
     "Dual",
     "Step",
+    "StepKind",
     "Trace",
     "grad",
     "gradient_trace",

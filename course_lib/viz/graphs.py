@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..autodiff import Trace, tangent_map
+from ..autodiff.trace import LectureNames, names_of
 from ..errors import GraphError, ParameterError
 from ..graph import Node, constant, node_list, topological_order
 from ..runtime import Executor
@@ -78,20 +79,23 @@ def draw_graph(
         Forward-mode seeds {variable: direction}, as for :func:`course_lib.jvp`: draws the
         tangent graph, each tangent named after its node (v̇1 = 1, v̇4 = t1 + t2).
     backward, update : Node or list of Node
-        Nodes of a backward graph (gradients) and of an update (new parameters).
+        Nodes of a backward graph (gradients) and of an update (new parameters). A backward
+        graph built by ``grad`` or ``gradient_trace`` has the lecture's names without a
+        ``trace``: the run kept them (v̄4, v̄(2→4), v̄2 = v̄(2→4) + v̄3).
     second_backward : Node or list of Node
         Nodes of a second backward pass (``grad`` of a gradient: second derivatives); its
         new nodes are drawn in a style and box of their own.
     trace : Trace, optional
         The :class:`~course_lib.Trace` of the ``gradient_trace`` run that built
-        ``backward``: adjoints get their names (v̄4, v̄(2→4)), and a node with several
-        (v̄(3→4) ≡ v̄3) shows them all. Other intermediates of derivative and update rules
-        are t1, t2, ….
+        ``backward`` (by default, the run that built it): adjoints get their names (v̄4,
+        v̄(2→4)), and a node with several (v̄(3→4) ≡ v̄3) shows them all. Other
+        intermediates of derivative and update rules are t1, t2, ….
     numbering : list of Node, optional
         The lecture's forward nodes in order, named v1, v2, … (to draw part of a larger
         example with its numbers, or to number a graph built in one expression in the
         lecture's order); drawn forward nodes not in it count on. A ``trace``
-        numbers the nodes as it did, so give one or the other.
+        numbers the nodes as it did, so give one or the other (a ``numbering`` that numbers
+        them another way leaves the backward nodes the run built without its names).
     labels : mapping, optional
         Names that replace the lecture's for chosen nodes (e.g. ``{dw: "∂L/∂w"}``).
     title : str, optional
@@ -108,21 +112,22 @@ def draw_graph(
     if rankdir not in RANKDIRS:
         raise ParameterError(f"draw_graph: rankdir must be one of {RANKDIRS}, not {rankdir!r}")
     forward = node_list(outputs, "draw_graph: outputs")
-    numbers = _numbers(forward, trace, numbering)
+    backward = node_list(backward, "draw_graph: backward")
+    run = _run_names(trace, numbering, backward)
+    numbers = _numbers(forward, run.forward if run is not None and numbering is None else numbering)
     tangent_roots, roles = _tangents(forward, numbers, tangents)
     stages = [
         ("forward", forward),
         ("tangent", tangent_roots),
-        ("backward", node_list(backward, "draw_graph: backward")),
+        ("backward", backward),
         ("second backward", node_list(second_backward, "draw_graph: second_backward")),
         ("update", node_list(update, "draw_graph: update")),
     ]
     everything = _in_numbers_order(
         topological_order([r for _, roots in stages for r in roots]), numbers
     )
-    if trace is not None:
-        replay = trace.replayed(len(trace.steps))  # one replay for every node's roles
-        roles.update((n, r) for n in everything if (r := replay.roles(n)))
+    if run is not None:
+        roles.update((n, r) for n in everything if (r := run.roles.get(n)))
     order = [n for n in everything if n in roles or not is_inline_constant(n)]
     if len(order) > max_nodes:
         raise GraphError(
@@ -165,15 +170,28 @@ def _add_nodes(graph, nodes: list[Node], ids: dict, texts: dict, stage_of: dict,
                 _add_nodes(box, members, ids, texts, stage_of, clusters=False)
 
 
-def _numbers(forward: list[Node], trace: Trace | None, numbering) -> dict[Node, int]:
-    """The v-number of each forward node: its place in the trace's or the given numbering,
-    else counting on after it in topological order (constants get none)."""
+def _run_names(trace: Trace | None, numbering, backward: list[Node]) -> LectureNames | None:
+    """The names the run of ``gradient(out)`` that built ``backward`` gave: ``trace``'s, else
+    those ``grad``/``gradient_trace`` kept (:func:`~course_lib.autodiff.trace.names_of`), unless
+    a ``numbering`` numbers the forward nodes another way."""
     if trace is not None and numbering is not None:
         raise GraphError(
             "draw_graph: give a trace or a numbering, not both (the trace numbers the "
             "forward nodes as gradient_trace did)"
         )
-    given = trace.forward if trace is not None else node_list(numbering or [], "numbering")
+    if trace is not None:
+        return trace.lecture_names()
+    run = names_of(backward)
+    if run is None or numbering is None:
+        return run
+    same = node_list(numbering, "numbering")[: len(run.forward)] == run.forward
+    return run if same else None
+
+
+def _numbers(forward: list[Node], numbering) -> dict[Node, int]:
+    """The v-number of each forward node: its place in ``numbering`` (the run's or the
+    caller's), else counting on after it in topological order (constants get none)."""
+    given = node_list(numbering or [], "numbering")
     numbers = {node: i + 1 for i, node in enumerate(given)}
     count = len(given)
     for node in topological_order(forward):

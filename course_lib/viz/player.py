@@ -21,7 +21,7 @@ from pathlib import Path
 
 import graphviz
 
-from ..autodiff.reverse import Trace
+from ..autodiff.trace import StepKind, Trace
 from ..graph import Node
 from .figure import MISSING_DOT
 from .graphs import GRAPH_ATTRS, NODE_ATTRS
@@ -198,7 +198,7 @@ def _panels(state: StepState) -> str:
     return f'<div style="flex:none">{table}{_code(state.step.kind)}</div>'
 
 
-def _code(kind: str) -> str:
+def _code(kind: StepKind) -> str:
     """The pseudo-code, the lines a step of this kind runs highlighted."""
     lines = "".join(
         f'<span style="display:block{";background:#fde047" if i in LINES_OF_KIND[kind] else ""}">'

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..autodiff.reverse import Replay, Step, Trace
+from ..autodiff.trace import Replay, Step, StepKind, Trace
 from ..graph import Node
 from ..runtime import Executor
 from .figure import GraphFigure, format_value, html_text
@@ -30,7 +30,7 @@ PSEUDO_CODE = [
     "            append v̄(k→i) to node_to_grad[k]",
     "    return adjoints of the inputs",
 ]
-LINES_OF_KIND = {"adjoint": (2, 3), "partial": (4, 5, 6)}
+LINES_OF_KIND = {StepKind.ADJOINT: (2, 3), StepKind.PARTIAL: (4, 5, 6)}
 
 CURRENT = {"color": "#dc2626", "penwidth": "3"}
 INPUT_K = {"color": "#2563eb", "penwidth": "3"}
@@ -40,7 +40,7 @@ DONE = {"fillcolor": "#e5e7eb", "fontcolor": "#6b7280", "color": "#9ca3af"}
 
 class StepState:
     """What the picture after a step shows, brought up to date one step at a time: the
-    algorithm's bookkeeping (:class:`~course_lib.autodiff.reverse.Replay`: names, roles,
+    algorithm's bookkeeping (:class:`~course_lib.autodiff.trace.Replay`: names, roles,
     ``node_to_grad``), the backward nodes built so far and the forward nodes finished.
     ``values`` (:func:`trace_values`) puts numbers in the labels and the descriptions.
 
@@ -186,7 +186,7 @@ def _backward_style(node: Node, s: Step) -> dict:
 def _edge_style(node: Node, inp: Node, s: Step, is_forward: bool) -> dict:
     """The edge ``inp → node``; the edge k → i of a partial-adjoint step is highlighted."""
     style = dict(EDGE_STYLES["forward" if is_forward else "backward"])
-    if s.kind == "partial" and inp is s.input and node is s.node:
+    if s.kind is StepKind.PARTIAL and inp is s.input and node is s.node:
         style.update(CURRENT)
     return style
 
@@ -201,7 +201,7 @@ def state_entries(state: StepState):
         for j, (label, part) in enumerate(parts):
             if part in state.values:
                 label += f" = {format_value(state.values[part])}"
-            new = s.kind == "partial" and owner is s.input and j == len(parts) - 1
+            new = s.kind is StepKind.PARTIAL and owner is s.input and j == len(parts) - 1
             entries.append((label, new))
         yield state.trace.number(owner), owner is s.node, entries
 
@@ -221,7 +221,7 @@ def _state_table(state: StepState) -> str:
     return _table(rows, cellborder=1, cellpadding=4)
 
 
-def _code_table(kind: str) -> str:
+def _code_table(kind: StepKind) -> str:
     rows = []
     for i, line in enumerate(PSEUDO_CODE):
         bg = ' bgcolor="#fde047"' if i in LINES_OF_KIND[kind] else ""

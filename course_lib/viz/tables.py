@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ..autodiff import Trace, jvp
+from ..autodiff import StepKind, Trace, jvp
 from ..graph import Node
 from ..runtime import Executor
 from ..tables import Table
@@ -41,7 +41,7 @@ def adjoint_trace(trace: Trace, feed: Mapping) -> Table:
     values = trace_values(trace, feed)
     rows = []
     for s in trace.steps:
-        if s.kind != "adjoint":
+        if s.kind is not StepKind.ADJOINT:
             continue
         i = trace.number(s.node)
         entries = dict(trace.entries(trace.steps.index(s)))[s.node]
