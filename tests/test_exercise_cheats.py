@@ -151,6 +151,18 @@ class _MyDual(cl.Dual):
             "course_lib.models.batchnorm", fromlist=["x"]).fold_batchnorm(*args)),
         ("09.count_params", lambda config: __import__(
             "course_lib.models.memory", fromlist=["x"]).param_count(config)),
+        ("09.training_memory", lambda config, batch, seq, dtype_bytes=2, recompute="none": {
+            "weights": 0, "gradients": 0, "optimizer": 0, "kv_cache": 0,
+            "activations": __import__("course_lib.models.memory", fromlist=["x"])
+            .training_memory(config, batch, seq, dtype_bytes, recompute=recompute).activations}),
+        ("09.training_memory", lambda config, batch, seq, dtype_bytes=2, recompute="none": {
+            "weights": 0, "gradients": 0, "optimizer": 0, "activations": 0,
+            "kv_cache": __import__("course_lib.models.inference", fromlist=["x"])
+            .kv_cache_bytes(config, seq, batch, dtype_bytes)}),
+        ("09.training_memory", lambda config, batch, seq, dtype_bytes=2, recompute="none": {
+            "weights": 0, "gradients": 0, "optimizer": 0, "kv_cache": 0, "activations": sum(
+                __import__("course_lib.models.memory", fromlist=["x"])
+                .activation_elements(config, batch, seq, recompute).values())}),
         ("09.forward_flops", lambda config, batch, seq: __import__(
             "course_lib.models.flops", fromlist=["x"]).flops_table(config, batch, seq).total),
     ],

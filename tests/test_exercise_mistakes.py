@@ -527,6 +527,49 @@ COUNT_PARAMS = {
     "two-mlp-matrices": _plus(lambda c: -c.n_layers * c.dim * c.ffn_dim),
 }
 
+
+def _budgeting(kv_heads=False, keys_only=False, one_moment=False, no_master=False,
+               master_always=False, grads_fp32=False, no_recompute=False, no_block=False,
+               acts_fp32=False):
+    """memory_budget() with one mistake switched on."""
+
+    def memory_budget(config, batch, seq, dtype_bytes=2, recompute="none"):
+        b, s, h, i, v = batch, seq, config.dim, config.ffn_dim, config.vocab_size
+        N, d = config.n_layers, config.head_dim
+        kv = (config.n_heads if kv_heads else config.n_kv_heads) * d
+        P = N * (2 * h * h + 2 * h * config.n_kv_heads * d + 3 * h * i + 2 * h) + 2 * v * h + h
+        master = 4 if master_always or (dtype_bytes < 4 and not no_master) else 0
+        kv_width = config.n_kv_heads * d
+        block = 6 * b * s * h + 2 * b * s * kv_width + 4 * b * s * i
+        scores = b * config.n_heads * s * s
+        final = 2 * b * s * h + 2 * b * s * v
+        mode = "none" if no_recompute else recompute
+        if mode == "none":
+            acts = N * (block + scores) + final
+        elif mode == "selective":
+            acts = N * block + final
+        else:
+            acts = N * b * s * h + (0 if no_block else block + scores) + final
+        return {"weights": P * dtype_bytes, "gradients": P * (4 if grads_fp32 else dtype_bytes),
+                "optimizer": P * ((4 if one_moment else 8) + master),
+                "activations": acts * (4 if acts_fp32 else dtype_bytes),
+                "kv_cache": (1 if keys_only else 2) * N * kv * s * b * dtype_bytes}
+
+    return memory_budget
+
+
+TRAINING_MEMORY = {
+    "kv-gqa-ignored": lambda ref: _budgeting(kv_heads=True),
+    "kv-keys-only": lambda ref: _budgeting(keys_only=True),
+    "one-adam-moment": lambda ref: _budgeting(one_moment=True),
+    "no-master-copy": lambda ref: _budgeting(no_master=True),
+    "master-copy-in-fp32-training": lambda ref: _budgeting(master_always=True),
+    "gradients-in-fp32": lambda ref: _budgeting(grads_fp32=True),
+    "recompute-ignored": lambda ref: _budgeting(no_recompute=True),
+    "full-without-the-recomputed-block": lambda ref: _budgeting(no_block=True),
+    "activations-in-fp32": lambda ref: _budgeting(acts_fp32=True),
+}
+
 WRONG_ANSWERS = {
     "01.guard_key": GUARD_KEY, "01.relu_cond": RELU_COND, "01.evaluate": EVALUATE,
     "02.central_difference": CENTRAL_DIFFERENCE, "02.dual": DUAL,
@@ -538,6 +581,7 @@ WRONG_ANSWERS = {
     "07.scale_add": SCALE_ADD, "07.softmax_rows": SOFTMAX_ROWS,
     "08.rmsnorm": RMSNORM, "08.attention": ATTENTION,
     "09.forward_flops": FORWARD_FLOPS, "09.count_params": COUNT_PARAMS,
+    "09.training_memory": TRAINING_MEMORY,
 }  # fmt: skip
 CASES = [(e, name) for e, wrong in WRONG_ANSWERS.items() for name in wrong]
 

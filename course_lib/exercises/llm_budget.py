@@ -211,3 +211,149 @@ def check_count_params(answer) -> str:
             f"{labels[i]} returned {got[i]:,}, expected {want[i]:,}", _recognise(got, wrong, 0)
         )
     return f"right on {len(cases)} configurations: LLaMA-2-7B (6,738,415,616), GQA and MQA ones"
+
+
+# -- training_memory --------------------------------------------------------------------------
+#: The parts of ``memory_budget``'s answer, in bytes.
+BUDGET_KEYS = ("weights", "gradients", "optimizer", "activations", "kv_cache")
+
+KV_GQA_IGNORED = Mistake(
+    "kv-gqa-ignored",
+    "the cache holds the keys and values of the n_kv_heads key/value heads only (grouped-query "
+    "attention shares them between query heads): 2·N·n_kv·d numbers per token, not 2·N·n·d.",
+)
+KV_KEYS_ONLY = Mistake(
+    "kv-keys-only",
+    "the cache holds keys AND values: 2 (K and V) · N layers · n_kv heads · d numbers per token "
+    "and sequence.",
+)
+ONE_MOMENT = Mistake(
+    "one-adam-moment",
+    "AdamW keeps TWO moments per parameter (the running mean of the gradients and of their "
+    "squares), each in fp32: 8 bytes, plus the fp32 master copy when training in bf16.",
+)
+NO_MASTER_COPY = Mistake(
+    "no-master-copy",
+    "training in bf16, the optimizer also keeps an fp32 master copy of the weights (4 bytes per "
+    "parameter) next to Adam's two fp32 moments: 12 bytes per parameter, 16 in all.",
+)
+MASTER_IN_FP32 = Mistake(
+    "master-copy-in-fp32-training",
+    "the fp32 master copy exists only when the weights are narrower than fp32: training in "
+    "fp32 (dtype_bytes=4), the weights ARE the master copy; AdamW adds 8 bytes per parameter.",
+)
+GRADIENTS_FP32 = Mistake(
+    "gradients-in-fp32",
+    "that is the 18-bytes convention; this exercise follows ZeRO's 16: the gradients have the "
+    "training type, dtype_bytes each.",
+)
+RECOMPUTE_IGNORED = Mistake(
+    "recompute-ignored",
+    "the activations depend on the recomputation policy: \"selective\" keeps no attention "
+    "probabilities P; \"full\" keeps each block's input (Nbsh) plus one block's activations, "
+    "held while that block's backward runs, plus the final norm and logits.",
+)
+FULL_WITHOUT_BLOCK = Mistake(
+    "full-without-the-recomputed-block",
+    "with full recomputation, the block being recomputed holds all its activations (norms, "
+    "Q, K, V, P, attention output, MLP) while its backward runs: add one block's worth to the "
+    "N·bsh block inputs and the final norm and logits.",
+)
+ACTIVATIONS_FP32 = Mistake(
+    "activations-in-fp32",
+    "the activations are numbers of the training type: dtype_bytes each, like the weights.",
+)
+
+
+def _budget(config, b: int, s: int, dtype_bytes: int, recompute: str) -> dict[str, int]:
+    from ..models.inference import kv_cache_bytes  # noqa: PLC0415
+    from ..models.memory import training_memory  # noqa: PLC0415
+
+    m = training_memory(config, b, s, dtype_bytes, "adamw", recompute)
+    return {"weights": m.weights, "gradients": m.gradients, "optimizer": m.optimizer,
+            "activations": m.activations, "kv_cache": kv_cache_bytes(config, s, b, dtype_bytes)}
+
+
+def _wrong_budget(want: dict, config, b, s, dtype_bytes, recompute) -> list[tuple]:
+    """(mistake, part, bytes) for each mistake, on one case."""
+    from ..models.memory import activation_elements, param_count  # noqa: PLC0415
+
+    P, N, kv = param_count(config), config.n_layers, want["kv_cache"]
+    acts = want["activations"]
+    if recompute == "full":
+        block = activation_elements(config, b, s, "full")["one block, recomputed for its backward"]
+        without_block = acts - block * dtype_bytes
+    else:
+        without_block = acts
+    none = activation_elements(config, b, s, "none")
+    all_heads = 2 * N * config.n_heads * config.head_dim * dtype_bytes * s * b
+    return [
+        (KV_GQA_IGNORED, "kv_cache", all_heads),
+        (KV_KEYS_ONLY, "kv_cache", kv // 2),
+        (ONE_MOMENT, "optimizer", want["optimizer"] - 4 * P),
+        (NO_MASTER_COPY, "optimizer", 8 * P),
+        (MASTER_IN_FP32, "optimizer", 12 * P),
+        (GRADIENTS_FP32, "gradients", 4 * P),
+        (RECOMPUTE_IGNORED, "activations", sum(none.values()) * dtype_bytes),
+        (FULL_WITHOUT_BLOCK, "activations", without_block),
+        (ACTIVATIONS_FP32, "activations", acts // dtype_bytes * 4),
+    ]
+
+
+def _budget_answer(label: str, value) -> dict[str, int]:
+    require(
+        type(value) is dict and sorted(value) == sorted(BUDGET_KEYS),
+        f"{label} returned {type(value).__name__} "
+        f"{sorted(value) if type(value) is dict else value!r}; it must return a dict with the "
+        f"keys {', '.join(repr(k) for k in BUDGET_KEYS)}",
+    )
+    return {k: _number(f"{label}[{k!r}]", value[k], integer=True) for k in BUDGET_KEYS}
+
+
+@exercise(
+    "09.training_memory",
+    "memory_budget(config, batch, seq, dtype_bytes=2, recompute='none') -> dict: the bytes of "
+    "weights, gradients, AdamW states and activations of a training step, and of the KV cache",
+    mistakes=(
+        KV_GQA_IGNORED, KV_KEYS_ONLY, ONE_MOMENT, NO_MASTER_COPY, MASTER_IN_FP32, GRADIENTS_FP32,
+        RECOMPUTE_IGNORED, FULL_WITHOUT_BLOCK, ACTIVATIONS_FP32,
+    ),
+    forbidden=(
+        "course_lib.models.memory.training_memory",
+        "course_lib.models.memory.activation_elements",
+        "course_lib.models.memory.param_count",
+        "course_lib.models.memory.parameter_breakdown",
+        "course_lib.models.inference.kv_cache_bytes",
+    ),
+    points=5.0,
+)
+def check_training_memory(answer) -> str:
+    rng = np.random.default_rng(92)
+    cases = [
+        (c, int(rng.integers(1, 9)), int(rng.integers(1, 65)), (2, 4)[k // 3 % 2],
+         ("none", "selective", "full")[k % 3])
+        for k, c in enumerate(_configs(rng))
+    ]  # fmt: skip
+    cases[0] = (cases[0][0], 1, 4096, 2, "none")
+    labels = [
+        f"memory_budget(LlamaConfig({_short(c)}), {b}, {s}, dtype_bytes={d}, recompute={r!r})"
+        for c, b, s, d, r in cases
+    ]
+    got = [_budget_answer(label, call(label, answer, *case)) for label, case in zip(labels, cases)]
+    want = [_budget(*case) for case in cases]
+    for i, (g, w) in enumerate(zip(got, want)):
+        part = next((k for k in BUDGET_KEYS if g[k] != w[k]), None)
+        if part is None:
+            continue
+        wrong = [_wrong_budget(w_, *case) for w_, case in zip(want, cases)]
+        found = next(
+            (m for k, (m, key, _) in enumerate(wrong[0])
+             if all(g_[key] == w_[k][2] for g_, w_ in zip(got, wrong))),
+            None,
+        )  # fmt: skip
+        raise Wrong(f"{labels[i]}[{part!r}] is {g[part]:,}, expected {w[part]:,}", found)
+    return (
+        f"right on {len(cases)} configurations (multi-head, grouped-query and multi-query "
+        "attention; bf16 and fp32; no, selective and full recomputation): LLaMA-2-7B at b = 1, "
+        f"s = 4096 needs {sum(want[0].values()) - want[0]['kv_cache']:,} bytes to train"
+    )
