@@ -103,8 +103,9 @@ def _aligned(*arrays):
 
 def _blocks(count: int, block: int) -> int:
     """Blocks of ``block`` threads (a whole number from 1 to 1024) that cover ``count``."""
-    block = params.count(block, "a kernel launch's block (threads per block)", 1, 1024)
-    return max(1, math.ceil(count / block))
+    if type(block) is not int or not 1 <= block <= 1024:  # checked only when unusual: a launch
+        block = params.count(block, "a kernel launch's block (threads per block)", 1, 1024)
+    return max(1, -(-count // block))
 
 
 def _power_of_two_block(block: int) -> int:
