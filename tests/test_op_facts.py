@@ -8,6 +8,7 @@ import types
 
 import numpy as np
 import pytest
+from op_specs import subclasses
 
 import course_lib as cl
 from course_lib import passes
@@ -33,12 +34,7 @@ needs_emulator = pytest.mark.skipif(  # CI has g++: fail there rather than skip
 
 def _op_classes() -> list[type[Op]]:
     """Every subclass of Op defined so far (course_lib, its passes and its models)."""
-    found, stack = [], [Op]
-    while stack:
-        for cls in stack.pop().__subclasses__():
-            found.append(cls)
-            stack.append(cls)
-    return found
+    return subclasses(Op)
 
 
 def _f32(rng, *shape):
