@@ -2,6 +2,7 @@
 signal stops, exceptions that are not ``Exception``, ``os._exit``, and calling the library
 function the exercise asks the student to write (refused by the identity of its code)."""
 
+import math
 import os
 from fractions import Fraction
 from types import SimpleNamespace
@@ -10,8 +11,13 @@ import numpy as np
 import pytest
 
 import course_lib as cl
+from course_lib import gradcheck
 from course_lib.autodiff import reverse
 from course_lib.exercises import verify
+from course_lib.models.batchnorm import batchnorm_affine
+from course_lib.models.flops import training_flops
+from course_lib.perf.counts import op_cost, op_nodes
+from course_lib.strides import StridedView
 
 
 class _Yes(int):
@@ -123,6 +129,35 @@ class _MyDual(cl.Dual):
     pass
 
 
+def _mlp_grads_eager(x, y, w1, w2):
+    w1, w2 = cl.Tensor(w1, requires_grad=True), cl.Tensor(w2, requires_grad=True)
+    loss = cl.mean((cl.relu(cl.Tensor(x) @ w1) @ w2 - cl.Tensor(y)) ** 2)
+    loss.backward()
+    return w1.grad.numpy(), w2.grad.numpy()
+
+
+def _softmax_ce_grad_eager(logits, targets):
+    logits = cl.Tensor(logits, requires_grad=True)
+    cl.cross_entropy(logits, targets).backward()
+    return logits.grad.numpy()
+
+
+def _permuted_by_the_view(shape, strides, axes):
+    view = StridedView(np.zeros(1 + sum((n - 1) * abs(s) for n, s in zip(shape, strides))),
+                       tuple(shape), tuple(strides)).permute(*axes)  # fmt: skip
+    return view.shape, view.strides
+
+
+def _intensity_by_op_cost(outputs):
+    costs = [op_cost(node) for node in op_nodes(outputs)]
+    return Fraction(sum(c.flops for c in costs), sum(c.elements for c in costs))
+
+
+def _fold_by_affine(W, B, gamma, beta, mean, var, eps):
+    scale, shift = batchnorm_affine(gamma, beta, mean, var, eps)
+    return W * scale[:, None, None, None], B * scale + shift
+
+
 @pytest.mark.parametrize(
     "exercise_id, answer",
     [
@@ -165,6 +200,26 @@ class _MyDual(cl.Dual):
                 .activation_elements(config, batch, seq, recompute).values())}),
         ("09.forward_flops", lambda config, batch, seq: __import__(
             "course_lib.models.flops", fromlist=["x"]).flops_table(config, batch, seq).total),
+        # the same work reached through another library function
+        ("02.central_difference", lambda f, x, eps: gradcheck.central_difference(f, x, eps)),
+        ("02.central_difference", lambda f, x, eps: float(gradcheck.numerical_gradient(
+            lambda v: f(float(v)), np.array(x), eps))),
+        ("04.mlp_grads", _mlp_grads_eager),
+        ("04.softmax_ce_grad", _softmax_ce_grad_eager),
+        ("03.div_rule", lambda node, adjoint, needs: cl.grad(
+            cl.sum(node * adjoint), list(node.inputs))),
+        ("01.guard_key", lambda args: cl.jit(lambda *a: a[0])._guard(args)[0]),
+        ("05.contiguous_strides", lambda shape: StridedView(np.zeros(math.prod(shape)),
+                                                            tuple(shape)).strides),
+        ("05.contiguous_strides", lambda shape: tuple(reversed(
+            cl.strides.col_major_strides(tuple(reversed(shape)))))),
+        ("05.permuted", _permuted_by_the_view),
+        ("06.intensity", _intensity_by_op_cost),
+        ("06.fold_batchnorm", _fold_by_affine),
+        ("09.count_params", lambda config: sum(__import__(
+            "course_lib.models.memory", fromlist=["x"]).parameter_breakdown(config).values())),
+        ("09.forward_flops", lambda config, batch, seq: training_flops(config, batch, seq).total
+         // 3),
     ],
 )  # fmt: skip
 def test_calling_the_library_function_the_exercise_asks_for_is_refused(exercise_id, answer):

@@ -105,6 +105,27 @@ USES_LIBRARY = Mistake(
     "course_lib function that already does it (calling it under another name counts too).",
 )
 
+#: The library's finite differences: an exercise that asks for one forbids them all.
+FINITE_DIFFERENCES = tuple(
+    f"course_lib.gradcheck.{name}"
+    for name in ("forward_difference", "central_difference", "difference_errors",
+                 "numerical_gradient", "check_gradients", "check_tangents")
+)  # fmt: skip
+
+#: Every way the library computes a derivative for you: reverse mode on graphs and on eager
+#: tensors, forward mode, Jacobians and finite differences. An exercise about a derivative
+#: forbids them all, however the answer reaches them.
+DERIVATIVES = (
+    "course_lib.autodiff.reverse.grad",
+    "course_lib.autodiff.reverse.gradient",
+    "course_lib.autodiff.reverse.gradient_trace",
+    "course_lib.runtime.eager.Tensor.backward",
+    "course_lib.autodiff.forward.jvp",
+    "course_lib.autodiff.forward.tangent_map",
+    "course_lib.jacobians.jacobian",
+    *FINITE_DIFFERENCES,
+)
+
 #: The mistake of an answer that changes an array it was given (the caller still needs it).
 CHANGED_INPUT = Mistake(
     "changed-input",
@@ -481,7 +502,7 @@ def _refusing(found: Exercise, answer):
         if event == "call" and frame.f_code in codes:
             caller = frame.f_back
             if caller is not None and not caller.f_code.co_filename.startswith(_PACKAGE):
-                calls.append(frame.f_code.co_name)
+                calls.append(frame.f_code.co_qualname)
 
     previous = sys.getprofile()
     sys.setprofile(profile)

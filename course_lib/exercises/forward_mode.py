@@ -17,7 +17,18 @@ from .. import exp as cl_exp
 from .. import jvp, variable
 from .. import log as cl_log
 from .. import sin as cl_sin
-from .core import Mistake, Wrong, as_float, call, exercise, require, run_graph, show
+from .core import (
+    DERIVATIVES,
+    FINITE_DIFFERENCES,
+    Mistake,
+    Wrong,
+    as_float,
+    call,
+    exercise,
+    require,
+    run_graph,
+    show,
+)
 
 FORWARD = Mistake(
     "forward-difference",
@@ -62,6 +73,7 @@ def _difference_cases(rng) -> list[tuple[str, Callable, Callable, Callable | Non
 @exercise(
     "02.central_difference", "central_difference(f, x, eps) -> float: (f(x+ε) − f(x−ε)) / 2ε",
     mistakes=(FORWARD, NO_HALF, SIGN, FIXED_EPS),
+    forbidden=FINITE_DIFFERENCES,
 )
 def check_central_difference(answer) -> str:
     cases = _difference_cases(np.random.default_rng(20))
@@ -251,7 +263,7 @@ def _random_expression(rng, depth: int) -> tuple[str, Callable]:
     "02.dual", "Dual (+, -, *, / with floats on either side) and sin, exp, log, against cl.jvp",
     mistakes=(PRODUCT_RULE, QUOTIENT_RULE, CHAIN_RULE, FLOAT_TANGENT, REFLECTED, NO_LIFT, IN_PLACE),
     function=False,
-    forbidden=("course_lib.autodiff.dual.Dual",),
+    forbidden=("course_lib.autodiff.dual.Dual", *DERIVATIVES),
 )
 def check_dual(answer) -> str:
     ns = _Answer(answer)

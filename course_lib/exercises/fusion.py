@@ -106,7 +106,7 @@ def _wrong_intensities(outputs, report) -> list[tuple[Mistake, Fraction]]:
 @exercise(
     "06.intensity", "intensity(outputs) -> Fraction: FLOPs per element moved, one kernel per op",
     mistakes=(NO_STORES, VARIABLES_AS_OPS, PER_BYTE, FUSED, FLOAT, ONE_FLOP, OUTPUT_SIZED),
-    forbidden=("course_lib.perf.counts.arithmetic_intensity",),
+    forbidden=("course_lib.perf.counts.arithmetic_intensity", "course_lib.perf.counts.op_cost"),
 )
 def check_intensity(answer) -> str:
     rng = np.random.default_rng(60)
@@ -197,7 +197,8 @@ def _wrong_folds(p) -> list:
 @exercise(
     "06.fold_batchnorm", "fold_batchnorm(W, B, gamma, beta, mean, var, eps) -> (W2, B2)",
     mistakes=(BIAS_NOT_SCALED, EPS_OUTSIDE, NO_SQRT, MEAN_SIGN, WRONG_AXIS),
-    forbidden=("course_lib.models.batchnorm.fold_batchnorm",),
+    forbidden=("course_lib.models.batchnorm.fold_batchnorm",
+               "course_lib.models.batchnorm.batchnorm_affine"),  # fmt: skip
 )
 def check_fold_batchnorm(answer) -> str:
     rng = np.random.default_rng(61)

@@ -54,7 +54,8 @@ def _random_shapes(rng, count: int, max_dim: int) -> list[tuple[int, ...]]:
 @exercise(
     "05.contiguous_strides", "contiguous_strides(shape) -> tuple: row-major strides in elements",
     mistakes=(COLUMN_MAJOR, BYTES, INCLUSIVE, REVERSED),
-    forbidden=("course_lib.strides.row_major_strides",),
+    forbidden=("course_lib.strides.row_major_strides", "course_lib.strides.col_major_strides",
+               "course_lib.strides.StridedView"),  # fmt: skip
 )
 def check_contiguous_strides(answer) -> str:
     edges = [(), (1,), (5,), (1, 1, 1), (1, 2, 3, 4), (7, 1, 3)]
@@ -137,6 +138,8 @@ def _permute_cases(rng) -> list[tuple]:
 @exercise(
     "05.permuted", "permuted(shape, strides, axes) -> (shape, strides) of the permuted view",
     mistakes=(INVERSE, STRIDES_KEPT, SHAPE_KEPT, UNCHANGED, FRESH),
+    forbidden=("course_lib.strides.StridedView.permute",
+               "course_lib.strides.StridedView.transpose"),  # fmt: skip
 )
 def check_permuted(answer) -> str:
     cases = _permute_cases(np.random.default_rng(6))

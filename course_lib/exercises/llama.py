@@ -57,6 +57,12 @@ USES_THE_OP = Mistake(
 )
 
 
+def _ops_in(out) -> set[str]:
+    """The names of the ops the answer's graph is built from (how a library op is found,
+    whichever function built it)."""
+    return {n.op.name for n in topological_order(out)} if isinstance(out, Node) else set()
+
+
 def _numpy_rms(x, w, eps, axis=-1, outside=False, reduce=np.mean):
     square = reduce(x * x, axis=axis, keepdims=True)
     return x / (np.sqrt(square) + eps if outside else np.sqrt(square + eps)) * w
@@ -122,10 +128,7 @@ def check_rmsnorm(answer) -> str:
         x, w = variable("x", shape, np.float64), variable("weight", shape[-1:], np.float64)
         label = f"rmsnorm(x, weight, {eps:g}) for x of shape {shape}"
         out = call(label, answer, x, w, eps, errors=errors)
-        uses_op = isinstance(out, Node) and "rms_norm" in {
-            n.op.name for n in topological_order(out)
-        }
-        require(not uses_op, f"{label} uses cl.rms_norm", USES_THE_OP)
+        require("rms_norm" not in _ops_in(out), f"{label} uses cl.rms_norm", USES_THE_OP)
         feed = {x: scale * rng.standard_normal(shape), w: rng.standard_normal(shape[-1:])}
         mistake_of = lambda got: _rms_mistake(got, feed[x], feed[w], eps)  # noqa: E731, B023
         _compare(f"{label} at |x| ~ {scale:g}", out, rms_norm(x, w, eps), [x, w], feed, mistake_of)
@@ -149,6 +152,12 @@ MASK_TRANSPOSED = Mistake(
     "mask-transposed",
     "the mask hides the past instead of the future: row i (a query) may use columns j <= i.",
 )
+USES_ATTENTION = Mistake(
+    "uses-attention",
+    "this builds the library's attention (cl.causal_attention: its head_scores and head_mix "
+    "ops): write it from matmul, matrix_transpose and a masked softmax.",
+)
+_ATTENTION_OPS = {"head_scores", "head_mix"}
 SOFTMAX_AXIS = Mistake(
     "softmax-axis",
     "the softmax runs down the columns; each query's weights (a row, the last axis) must sum to 1.",
@@ -179,7 +188,9 @@ def _attention_mistake(got, q, k, v) -> Mistake | None:
 
 @exercise(
     "08.attention", "attention(q, k, v) -> Node: one causal head, softmax(q kᵀ/√d + mask) v",
-    mistakes=(NO_SCALE, SCALE_BY_D, NO_MASK, MASK_TRANSPOSED, SOFTMAX_AXIS),
+    mistakes=(NO_SCALE, SCALE_BY_D, NO_MASK, MASK_TRANSPOSED, SOFTMAX_AXIS, USES_ATTENTION),
+    forbidden=("course_lib.ops.attention.causal_attention",
+               "course_lib.models.layers.self_attention"),  # fmt: skip
 )
 def check_attention(answer) -> str:
     rng = np.random.default_rng(81)
@@ -188,6 +199,8 @@ def check_attention(answer) -> str:
         q, k, v = (variable(name, (t, d), np.float64) for name in "qkv")
         label = f"attention(q, k, v) for {t} positions and head size {d}"
         out = call(label, answer, q, k, v)
+        require(not _ops_in(out) & _ATTENTION_OPS, f"{label} is built from head_scores/head_mix",
+                USES_ATTENTION)  # fmt: skip
         feed = {node: 2 * rng.standard_normal((t, d)) for node in (q, k, v)}
         reference = causal_softmax(q @ matrix_transpose(k), d**-0.5) @ v
         mistake_of = lambda got: _attention_mistake(got, feed[q], feed[k], feed[v])  # noqa: E731, B023

@@ -135,7 +135,9 @@ def _wrong_flops(table, rope_on_keys, config, b: int, s: int) -> list[tuple[Mist
         BIG_TERMS_ONLY, GQA_IGNORED, NORMS_MISCOUNTED, ROPE_ON_KEYS, LM_HEAD_PER_LAYER,
         EMBEDDING_AS_MATMUL,
     ),
-    forbidden=("course_lib.models.flops.flops_table",),
+    forbidden=tuple(f"course_lib.models.flops.{name}" for name in (
+        "flops_table", "training_flops", "training_flops_per_token", "recomputed_flops",
+        "count_flops")),  # fmt: skip
 )
 def check_forward_flops(answer) -> str:
     from ..models.flops import COURSE_LIB, flops_table  # noqa: PLC0415
@@ -196,7 +198,8 @@ def _wrong_params(count: int, config) -> list[tuple[Mistake, int]]:
 @exercise(
     "09.count_params", "count_params(config) -> int: LLaMA parameters, as Hugging Face counts them",
     mistakes=(TIED, GQA_IGNORED_PARAMS, NO_NORMS, NO_FINAL_NORM, TWO_MLP_MATRICES),
-    forbidden=("course_lib.models.memory.param_count",),
+    forbidden=tuple(f"course_lib.models.memory.{name}" for name in (
+        "param_count", "parameter_breakdown", "training_memory")),  # fmt: skip
 )
 def check_count_params(answer) -> str:
     from ..models import param_count  # noqa: PLC0415

@@ -124,8 +124,9 @@ def _key(answer, args):
 @exercise(
     "01.guard_key", "guard_key(args) -> hashable: equal exactly when cl.jit reuses a trace",
     mistakes=(KEYED_ON_VALUES, IGNORES_DTYPE, SIZE_NOT_SHAPE, ORDER_LOST, KEYED_ON_LAYOUT,
-              UNHASHABLE),  # fmt: skip
-)
+              UNHASHABLE),
+    forbidden=("course_lib.runtime.jit.JitFunction",),
+)  # fmt: skip
 def check_guard_key(answer) -> str:
     pairs = _guard_pairs(np.random.default_rng(1))
     for kind, first, second in pairs:

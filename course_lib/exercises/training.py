@@ -11,7 +11,18 @@ import numpy as np
 
 from .. import grad, mean, relu, variable
 from ..backend import to_numpy
-from .core import Mistake, Wrong, call, close, exercise, first_match, mismatch, require, run_graph
+from .core import (
+    DERIVATIVES,
+    Mistake,
+    Wrong,
+    call,
+    close,
+    exercise,
+    first_match,
+    mismatch,
+    require,
+    run_graph,
+)
 
 NO_MEAN = Mistake(
     "no-mean",
@@ -77,7 +88,7 @@ def _softmax_ce_mistake(got, logits, targets, fd) -> Mistake | None:
 @exercise(
     "04.softmax_ce_grad", "softmax_ce_grad(logits, targets) -> ndarray: ∂ mean CE / ∂ logits",
     mistakes=(NO_MEAN, SIGN, UNSTABLE, NO_ONE_HOT, SOFTMAX_AXIS, CHANGES_INPUT),
-    forbidden=("course_lib.autodiff.reverse.grad", "course_lib.autodiff.reverse.gradient"),
+    forbidden=DERIVATIVES,
 )
 def check_softmax_ce_grad(answer) -> str:
     rng = np.random.default_rng(40)
@@ -189,7 +200,7 @@ def _mlp_mistake(answer, got, want, case, n_k) -> Mistake | None:
 @exercise(
     "04.mlp_grads", "mlp_grads(x, y, w1, w2) -> (dw1, dw2) of mean((relu(x@w1)@w2 - y)**2)",
     mistakes=(MEAN_COUNT, NO_TWO, RELU_MASK, SHAPES),
-    forbidden=("course_lib.autodiff.reverse.grad", "course_lib.autodiff.reverse.gradient"),
+    forbidden=DERIVATIVES,
 )
 def check_mlp_grads(answer) -> str:
     rng = np.random.default_rng(41)
