@@ -226,3 +226,28 @@ def test_calling_the_library_function_the_exercise_asks_for_is_refused(exercise_
     verdict = verify(exercise_id, answer)
     assert verdict.status == "failed", verdict
     assert verdict.mistake is not None and verdict.mistake.startswith("uses-"), verdict
+
+
+def _ce_grad_through_ravel(logits, targets):
+    """Right for row-major logits only: on a column-major array ``ravel`` is a copy, so the
+    subtraction of the one-hot targets is lost."""
+    n, c = logits.shape
+    probs = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    probs /= probs.sum(axis=-1, keepdims=True)
+    probs.ravel()[np.arange(n) * c + targets] -= 1.0
+    return probs / n
+
+
+def test_an_answer_that_depends_on_how_its_inputs_lie_in_memory_fails():
+    from course_lib.exercises.core import LAYOUTS, laid_out
+
+    logits = np.arange(6.0).reshape(2, 3)
+    for layout in LAYOUTS:
+        given = laid_out(logits, layout)
+        assert np.array_equal(given, logits) and not np.shares_memory(given, logits)
+    assert laid_out(logits, "F").flags.f_contiguous
+    assert not laid_out(logits, "strided").flags.c_contiguous
+    right = _ce_grad_through_ravel(np.ones((2, 3)), np.array([0, 2]))  # row major: right
+    assert right[0, 0] < 0 and right[1, 2] < 0
+    verdict = verify("04.softmax_ce_grad", _ce_grad_through_ravel)
+    assert verdict.status == "failed" and "rows" in verdict.message, verdict

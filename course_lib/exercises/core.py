@@ -595,6 +595,24 @@ def _answer_frames(error: BaseException) -> list:
     ]
 
 
+#: The memory layouts :func:`laid_out` makes; checks cycle through them.
+LAYOUTS = ("C", "F", "strided")
+
+
+def laid_out(array: np.ndarray, layout: str) -> np.ndarray:
+    """A new array equal to ``array`` in another memory layout: ``"C"`` (row major), ``"F"``
+    (column major) or ``"strided"`` (every other element of a larger buffer). An answer must
+    not depend on how its inputs lie in memory (a write through ``.ravel()`` of a column-major
+    array, for one, changes a copy)."""
+    if layout in ("C", "F"):
+        return np.array(array, order=layout)
+    if array.ndim == 0:
+        return array.copy()
+    wide = np.zeros(array.shape[:-1] + (2 * array.shape[-1],), array.dtype)
+    wide[..., ::2] = array
+    return wide[..., ::2]
+
+
 def require(condition: bool, message: str, mistake: Mistake | None = None) -> None:
     """Raise :class:`Wrong` with ``message`` (and ``mistake``) unless ``condition`` holds."""
     if not condition:

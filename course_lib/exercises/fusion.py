@@ -29,7 +29,18 @@ from .. import (
     topological_order,
     variable,
 )  # fmt: skip
-from .core import Mistake, Wrong, call, close, exercise, first_match, require, show
+from .core import (
+    LAYOUTS,
+    Mistake,
+    Wrong,
+    call,
+    close,
+    exercise,
+    first_match,
+    laid_out,
+    require,
+    show,
+)
 
 NO_STORES = Mistake(
     "loads-only",
@@ -207,10 +218,11 @@ def check_fold_batchnorm(answer) -> str:
         (int(rng.integers(1, 6)), int(rng.integers(1, 4)), int(rng.choice([1, 2, 3])), 1e-5)
         for _ in range(10)
     ]
-    for c_out, c_in, k, eps in sizes:
+    for count, (c_out, c_in, k, eps) in enumerate(sizes):
         p = _batchnorm_case(rng, c_out, c_in, k, eps)
         label = f"fold_batchnorm for C_out = {c_out}, C_in = {c_in}, {k}x{k} kernels, ε = {eps:g}"
-        args = [p[key].copy() for key in ("W", "B", "gamma", "beta", "mean", "var")]
+        layout = LAYOUTS[count % len(LAYOUTS)]
+        args = [laid_out(p[key], layout) for key in ("W", "B", "gamma", "beta", "mean", "var")]
         got = call(label, answer, *args, eps, errors=[(ValueError, "broadcast", WRONG_AXIS)])
         require(
             isinstance(got, tuple)

@@ -13,12 +13,14 @@ from .. import grad, mean, relu, variable
 from ..backend import to_numpy
 from .core import (
     DERIVATIVES,
+    LAYOUTS,
     Mistake,
     Wrong,
     call,
     close,
     exercise,
     first_match,
+    laid_out,
     mismatch,
     require,
     run_graph,
@@ -101,13 +103,14 @@ def check_softmax_ce_grad(answer) -> str:
         (5, 4, -1e3),
         (2, 6, 1e3),
     ]
-    for n, c, scale in cases:
+    for count, (n, c, scale) in enumerate(cases):
         logits = scale * rng.standard_normal((n, c))
         targets = rng.integers(0, c, n).astype(np.int64 if n % 2 else np.int32)
         label = (
             f"softmax_ce_grad(logits, targets) for {n} rows, {c} classes, logits of scale {scale:g}"
         )
-        got = call(label, answer, logits.copy(), targets.copy(), changed=CHANGES_INPUT)
+        given = laid_out(logits, LAYOUTS[count % len(LAYOUTS)])
+        got = call(label, answer, given, targets.copy(), changed=CHANGES_INPUT)
         require(
             isinstance(got, np.ndarray) and got.shape == logits.shape,
             f"{label} returned {type(got).__name__} {getattr(got, 'shape', '')}; it must return an "
@@ -165,8 +168,9 @@ def _mlp_gradients(case: dict) -> list:
     return [to_numpy(g) for g in run_graph(grad(loss, [w1, w2]), feed)]
 
 
-def _mlp_answer(answer, case: dict, label: str) -> tuple:
-    got = call(label, answer, *(case[name].copy() for name in ("x", "y", "w1", "w2")))
+def _mlp_answer(answer, case: dict, label: str, layout: str = "C") -> tuple:
+    arrays = (laid_out(case[name], layout) for name in ("x", "y", "w1", "w2"))
+    got = call(label, answer, *arrays)
     require(
         isinstance(got, tuple | list)
         and len(got) == 2
@@ -205,10 +209,10 @@ def _mlp_mistake(answer, got, want, case, n_k) -> Mistake | None:
 def check_mlp_grads(answer) -> str:
     rng = np.random.default_rng(41)
     sizes = [(256, 2, 16, 1), (1, 3, 4, 1), (6, 2, 5, 3), (10, 4, 1, 2)]
-    for n, d, h, k in sizes:
+    for count, (n, d, h, k) in enumerate(sizes):
         case = _mlp_case(rng, n, d, h, k)
         label = f"mlp_grads for N={n}, D={d}, H={h}, K={k}"
-        got = _mlp_answer(answer, case, label)
+        got = _mlp_answer(answer, case, label, LAYOUTS[count % len(LAYOUTS)])
         want = _mlp_gradients(case)
         for name, g, w in zip(("dw1", "dw2"), got, want):
             if not close(g, w, rtol=1e-7, atol=1e-10):
