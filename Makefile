@@ -21,12 +21,19 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-# Stamps re-run pip only when pyproject.toml changes.
-$(VENV)/.lab-stamp: pyproject.toml | $(BIN)/python
+# What pip installs from: pyproject.toml without its [project.urls] table, where `make links`
+# keeps the repository's URL. Rewritten only when that changes, so a new URL reinstalls nothing.
+INSTALL_INPUTS := $(VENV)/.install-inputs
+$(INSTALL_INPUTS): pyproject.toml | $(BIN)/python
+	@sed '/^\[project\.urls\]/,/^\[/{/^\[project\.urls\]/d;/^\[/!d;}' pyproject.toml > $@.new
+	@if cmp -s $@.new $@; then rm $@.new; else mv $@.new $@; fi
+
+# Stamps re-run pip only when what it installs from changes.
+$(VENV)/.lab-stamp: $(INSTALL_INPUTS) | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[lab]'
 	touch $@
 
-$(VENV)/.test-stamp: pyproject.toml | $(BIN)/python
+$(VENV)/.test-stamp: $(INSTALL_INPUTS) | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[lab,test,oracle]'
 	touch $@
 

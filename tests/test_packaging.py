@@ -54,3 +54,36 @@ def test_repo2docker_accepts_the_repository(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     dockerfile = result.stdout
     assert "binder/environment.yml" in dockerfile and "./binder/postBuild" in dockerfile
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_a_repository_url_in_pyproject_does_not_reinstall(tmp_path):
+    """`make links --repository` writes [project.urls]; pip must run again only when what it
+    installs from changes (issue 24, item 5). A fake pip records its calls."""
+    shutil.copy(ROOT / "Makefile", tmp_path)
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    bin_dir = tmp_path / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "python").write_text("#!/bin/sh\n")
+    (bin_dir / "pip").write_text('#!/bin/sh\necho "$@" >> "$(dirname "$0")/pip.log"\n')
+    for tool in ("python", "pip"):
+        (bin_dir / tool).chmod(0o755)
+    pyproject = tmp_path / "pyproject.toml"
+
+    def installs() -> int:
+        subprocess.run(["make", "-s", ".venv/.lab-stamp"], cwd=tmp_path, check=True,
+                       capture_output=True)  # fmt: skip
+        log = bin_dir / "pip.log"
+        return len(log.read_text().splitlines()) if log.exists() else 0
+
+    assert installs() == 1
+    text = pyproject.read_text()
+    urls = '\n[project.urls]\nRepository = "https://github.com/me/course"\n'
+    pyproject.write_text(text.replace("\n[project.optional-dependencies]",
+                                      urls + "\n[project.optional-dependencies]"))  # fmt: skip
+    assert "[project.urls]" in pyproject.read_text()
+    assert installs() == 1  # a URL: nothing to install
+    pyproject.write_text(pyproject.read_text().replace("me/course", "you/course"))
+    assert installs() == 1
+    pyproject.write_text(pyproject.read_text().replace('"tqdm>=4.60"', '"tqdm>=4.61"'))
+    assert installs() == 2  # a dependency: pip again
