@@ -1,6 +1,7 @@
 """Every relative link in the notebooks' markdown, the README and docs/ reaches a file that
-exists, and a link into a notebook's section (`NN_x.ipynb#Heading-text`) names a heading that
-notebook has, spelled as JupyterLab and nbconvert spell anchors (spaces become hyphens)."""
+exists, and a link into a section names a heading that file has: a notebook's
+(`NN_x.ipynb#Heading-text`) spelled as JupyterLab and nbconvert spell anchors (spaces become
+hyphens), a Markdown file's (`docs/x.md#a-heading`) as GitHub spells them."""
 
 import re
 from pathlib import Path
@@ -12,6 +13,7 @@ from exercise_notebooks import NOTEBOOKS, ROOT, STUDENT
 LINK = re.compile(r"\]\(([^)\s]+)\)")  # a markdown link's or image's target
 HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.M)
 EXTERNAL = re.compile(r"^[a-z][a-z0-9+.-]*:", re.I)  # https:, mailto:, data: ...
+FENCED = re.compile(r"```.*?```", re.S)  # code blocks: their "# comments" are no headings
 CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)  # code blocks and spans: no links in there
 
 
@@ -27,15 +29,22 @@ def anchor_of(heading: str) -> str:
     return heading.replace("`", "").strip().replace(" ", "-")
 
 
-def _anchors(notebook: Path) -> set[str]:
-    return {anchor_of(h) for h in HEADING.findall(_markdown_of(notebook))}
+def github_anchor(heading: str) -> str:
+    """The anchor GitHub gives a heading in a .md file: lower case, punctuation dropped (but
+    hyphens and underscores), spaces as '-'."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _anchors(document: Path) -> set[str]:
+    spell = github_anchor if document.suffix == ".md" else anchor_of
+    return {spell(h) for h in HEADING.findall(FENCED.sub("", _markdown_of(document)))}
 
 
 def _documents() -> list[Path]:
     return [
         *sorted(NOTEBOOKS.glob("*.ipynb")),
         *sorted(STUDENT.glob("*.ipynb")),
-        ROOT / "README.md",
+        *sorted(ROOT.glob("*.md")),
         *sorted((ROOT / "docs").glob("*.md")),
     ]
 
@@ -57,9 +66,18 @@ def test_relative_links_resolve(path):
         destination = (path.parent / file).resolve() if file else path
         if not destination.exists():
             broken.append(f"{target}: no file {destination}")
-        elif anchor and destination.suffix == ".ipynb" and anchor not in _anchors(destination):
+        elif anchor and destination.suffix in (".ipynb", ".md") and anchor not in _anchors(
+            destination
+        ):
             broken.append(f"{target}: {destination.name} has no heading with that anchor")
     assert not broken, f"{path.relative_to(ROOT)}: " + "; ".join(broken)
+
+
+def test_github_anchor_matches_github():
+    assert github_anchor("Adding an op (a checklist)") == "adding-an-op-a-checklist"
+    assert github_anchor("Exercises and the student edition (`course_lib/exercises/`)") == (
+        "exercises-and-the-student-edition-course_libexercises"
+    )
 
 
 def test_anchor_of_matches_jupyterlab():
