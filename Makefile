@@ -100,6 +100,13 @@ test-notebooks-strict:
 student: $(VENV)/.lab-stamp
 	$(BIN)/python -m course_lib.exercises.edition notebooks student
 
+# The student release, to publish on its own: `make release DEST=../my-course-student
+# [REPOSITORY=https://github.com/ME/my-course-student]` (course_lib.release; no solutions).
+.PHONY: release
+release: $(VENV)/.lab-stamp
+	@test -n "$(DEST)" || { echo "usage: make release DEST=folder [REPOSITORY=https://github.com/OWNER/REPO]"; exit 2; }
+	$(BIN)/python -m course_lib.release "$(DEST)" $(if $(REPOSITORY),--repository "$(REPOSITORY)",)
+
 # The notebooks' generated cells (course_lib.links): previous/next links, and with a Repository
 # URL in pyproject.toml the Binder/Colab badges and the install cell, in notebooks/ and student/.
 .PHONY: links

@@ -1,0 +1,232 @@
+"""The student release: the course as students get it, without a single solution.
+
+::
+
+    python -m course_lib.release DEST [--repository https://github.com/OWNER/REPO]   # make release
+
+DEST receives what a student needs and nothing that answers an exercise:
+
+- ``notebooks/``: the student edition of every instructor notebook (made afresh, as
+  ``make student`` makes ``student/``), its Binder and Colab badges and install cell pointing
+  at the release's repository;
+- ``course_lib/`` without the instructor tools (the edition generator, the grader, this),
+  ``pyproject.toml`` (with the repository's URL), ``README.md`` for students (from
+  ``docs/release/README.md``), ``binder/``, ``environment.yml`` and ``LICENSE``.
+
+The repository is ``--repository``, or else the ``origin`` of DEST when DEST is a git clone;
+without either the notebooks carry their links only. Every file is scanned before anything is
+written: a solution marker anywhere stops the release. DEST must lie outside this repository
+and hold nothing but an earlier release (listed in its ``.course-release`` manifest) and a
+``.git`` folder: a rerun replaces the earlier release file by file, so the same sources give
+the same tree. Refusals exit with status 2 and change nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from . import links
+from .errors import CourseLibError
+from .exercises import edition
+
+MANIFEST = ".course-release"  # in DEST: the files the release wrote, what a rerun replaces
+COPIED = ("LICENSE", "environment.yml", "binder")  # taken as they are (tracked files only)
+PACKAGE = "course_lib"
+INSTRUCTOR_TOOLS = (
+    "course_lib/exercises/edition.py",
+    "course_lib/exercises/grade.py",
+    "course_lib/release.py",
+)
+README_TEMPLATE = Path("docs/release/README.md")
+SOLUTION = re.compile(r"(BEGIN|END) SOLUTION|#\s*SOLUTION\b")  # edition.py's markers
+_NOTEBOOK_ROW = re.compile(r"^\| `(?P<name>\d\d_\w+)\.ipynb` \|(?P<rest>.*)$")
+_WITH, _END = "<!-- with a repository -->", "<!-- end -->"  # the README's parts about badges
+_WITH_REPOSITORY = re.compile(re.escape(_WITH) + r"\n.*?" + re.escape(_END) + r"\n", re.S)
+_SSH_ORIGIN = re.compile(r"^git@github\.com:(?P<path>[^/]+/[^/]+?)(?:\.git)?/?$")
+
+
+class ReleaseError(CourseLibError, ValueError):
+    """A release that cannot be written: a bad destination, a solution in the tree, ..."""
+
+
+def release(root: Path, dest: Path, repository: links.Repository | None) -> list[str]:
+    """Write the release of the repository ``root`` into ``dest``; the files, relative."""
+    check_destination(root, dest)
+    repository = repository or origin_repository(dest)
+    files = release_files(root, repository)
+    leaks = [path for path, (data, _) in files.items() if SOLUTION.search(_text(data))]
+    if leaks:
+        raise ReleaseError(f"solution markers in {', '.join(sorted(leaks))}: nothing written")
+    _write(dest, files)
+    return sorted(files)
+
+
+# ---------------------------------------------------------------- what the release holds
+
+
+def release_files(root: Path, repository: links.Repository | None) -> dict[str, tuple]:
+    """Every file of the release: ``{relative path: (bytes, mode)}``."""
+    files = {}
+    for path in _tracked(root, PACKAGE, *COPIED):
+        if path not in INSTRUCTOR_TOOLS:
+            source = root / path
+            files[path] = (source.read_bytes(), 0o755 if os.access(source, os.X_OK) else 0o644)
+    pyproject = (root / "pyproject.toml").read_text("utf-8")
+    if repository is not None:
+        pyproject = links.with_repository(pyproject, repository)
+    files["pyproject.toml"] = (pyproject.encode(), 0o644)
+    for name, text in student_notebooks(root, repository).items():
+        files[f"notebooks/{name}"] = (text.encode(), 0o644)
+    files["README.md"] = (student_readme(root, repository).encode(), 0o644)
+    return files
+
+
+def student_notebooks(root: Path, repository: links.Repository | None) -> dict[str, str]:
+    """The student edition of ``root/notebooks``, linked as the release's ``notebooks/``."""
+    students = {
+        path.name: edition.student_notebook(links.read_notebook(path, root), path.name)
+        for path in sorted((root / "notebooks").glob("*.ipynb"))
+    }
+    if not students:
+        raise ReleaseError(f"{root / 'notebooks'} holds no notebooks: run from the repository")
+    links.link_notebooks(students, repository, links.FOLDERS[0])
+    return {name: links.notebook_text(notebook) for name, notebook in students.items()}
+
+
+def student_readme(root: Path, repository: links.Repository | None) -> str:
+    """``docs/release/README.md`` with the README's table of notebooks, and the badges (or,
+    without a repository, without its parts about them)."""
+    rows = ["| notebook | what it teaches |", "|---|---|"]
+    for line in (root / "README.md").read_text("utf-8").splitlines():
+        row = _NOTEBOOK_ROW.match(line)
+        if row:
+            name = row["name"]
+            rows.append(f"| [{name}](notebooks/{name}.ipynb) |{row['rest']}")
+    text = (root / README_TEMPLATE).read_text("utf-8").replace("{{NOTEBOOKS}}", "\n".join(rows))
+    if repository is None:  # no badges to show: the parts about them go
+        return re.sub(r"\n{3,}", "\n\n", _WITH_REPOSITORY.sub("", text))
+    text = text.replace("{{BADGES}}", links.badges(repository, "notebooks/00_tour.ipynb"))
+    return text.replace(_WITH + "\n", "").replace(_END + "\n", "")
+
+
+def origin_repository(dest: Path) -> links.Repository | None:
+    """The GitHub repository of ``dest``'s git ``origin`` (None when it has none)."""
+    if not (dest / ".git").exists():
+        return None
+    found = subprocess.run(["git", "-C", str(dest), "remote", "get-url", "origin"],
+                           capture_output=True, text=True, check=False)  # fmt: skip
+    if found.returncode != 0:
+        return None
+    url = found.stdout.strip()
+    ssh = _SSH_ORIGIN.match(url)
+    try:
+        return links.Repository.parse(f"https://github.com/{ssh['path']}" if ssh else url)
+    except links.LinkError as error:
+        raise ReleaseError(f"{dest}'s origin {url!r}: {error}; pass --repository") from None
+
+
+def _tracked(root: Path, *paths: str) -> list[str]:
+    """The files git tracks under ``paths`` (what a clone of the repository has)."""
+    listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--", *paths],
+                            capture_output=True, text=True, check=False)  # fmt: skip
+    if listed.returncode != 0:
+        raise ReleaseError(f"{root} is not a git checkout: run from the instructor repository")
+    return [path for path in listed.stdout.split("\0") if path and (root / path).is_file()]
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
+
+
+# ---------------------------------------------------------------- the destination
+
+
+def check_destination(root: Path, dest: Path) -> None:
+    """Refuse a destination inside the repository, a file, or a folder holding anything but
+    an earlier release and ``.git``."""
+    where = dest.resolve()
+    if where.is_relative_to(root.resolve()):
+        raise ReleaseError(f"{dest} is inside the repository {root.resolve()}: choose a folder "
+                           "outside it (the release is published on its own)")  # fmt: skip
+    if where.exists() and not where.is_dir():
+        raise ReleaseError(f"{dest} is a file, not a folder")
+    if not where.exists():
+        return
+    ours = {".git", MANIFEST} | {path.split("/")[0] for path in _manifest(where)}
+    unrelated = sorted(entry.name for entry in where.iterdir() if entry.name not in ours)
+    if unrelated:
+        shown = ", ".join(unrelated[:5]) + (", ..." if len(unrelated) > 5 else "")
+        raise ReleaseError(f"{dest} holds files that are not an earlier release ({shown}): "
+                           "choose an empty folder or an earlier release")  # fmt: skip
+
+
+def _manifest(dest: Path) -> list[str]:
+    path = dest / MANIFEST
+    if not path.is_file():
+        return []
+    try:
+        files = json.loads(path.read_text("utf-8"))["files"]
+    except (ValueError, KeyError, TypeError):
+        raise ReleaseError(f"{path} is not a release manifest: remove the folder") from None
+    if not all(isinstance(f, str) and _inside(f) for f in files):
+        raise ReleaseError(f"{path} lists paths outside the release: remove the folder")
+    return files
+
+
+def _inside(path: str) -> bool:
+    """Whether a manifest's ``path`` names a file inside the release (relative, no ``..``)."""
+    parts = path.split("/")
+    return bool(path) and not path.startswith("/") and "" not in parts and ".." not in parts
+
+
+def _write(dest: Path, files: dict[str, tuple]) -> None:
+    """Replace the earlier release in ``dest`` by ``files``, without following links."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for old in set(_manifest(dest)) - set(files):
+        target = dest / old
+        if target.is_symlink() or target.is_file():
+            target.unlink()
+        _remove_empty_parents(target.parent, dest)
+    for path, (data, mode) in sorted(files.items()):
+        target = dest / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.is_symlink():
+            target.unlink()
+        if not target.is_file() or target.read_bytes() != data:
+            target.write_bytes(data)
+        target.chmod(mode)
+    manifest = json.dumps({"files": sorted(files)}, indent=1) + "\n"
+    (dest / MANIFEST).write_text(manifest, encoding="utf-8")
+
+
+def _remove_empty_parents(folder: Path, dest: Path) -> None:
+    while folder != dest and folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
+        folder = folder.parent
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("dest", type=Path, help="the folder to write (outside the repository)")
+    parser.add_argument("--repository", metavar="URL", help="https://github.com/OWNER/REPO")
+    parser.add_argument("--root", type=Path, default=Path("."), help="the repository (default: .)")
+    args = parser.parse_args(argv)
+    try:
+        given = args.repository is not None
+        repository = links.Repository.parse(args.repository) if given else None
+        written = release(args.root, args.dest, repository)
+    except (ReleaseError, links.LinkError, edition.EditionError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(f"wrote the student release ({len(written)} files) to {args.dest}/")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

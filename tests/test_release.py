@@ -1,0 +1,152 @@
+"""`make release` (course_lib.release): the student release holds the student edition and
+no solution, is the same tree when made twice, and refuses destinations it could damage."""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import nbformat
+import pytest
+from exercise_notebooks import NOTEBOOKS, ROOT, STUDENT
+from test_markdown_links import LINK
+
+from course_lib.links import BOTTOM, INSTALL, TOP, has_tag
+from course_lib.release import INSTRUCTOR_TOOLS, MANIFEST, SOLUTION
+
+URL = "https://github.com/someone/ml-systems-student"
+
+
+def _release(dest, *options):
+    return subprocess.run(
+        [sys.executable, "-m", "course_lib.release", str(dest), *options],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+
+
+def _tree(dest) -> dict[str, str]:
+    """Every file under ``dest`` (but .git) and the hash of its bytes."""
+    return {
+        str(path.relative_to(dest)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(dest.rglob("*"))
+        if path.is_file() and ".git" not in path.relative_to(dest).parts
+    }
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory):
+    dest = tmp_path_factory.mktemp("release") / "course"
+    done = _release(dest, "--repository", URL)
+    assert done.returncode == 0, done.stderr
+    return dest
+
+
+def test_the_release_holds_what_a_student_needs(released):
+    files = set(_tree(released))
+    for needed in ("README.md", "LICENSE", "environment.yml", "pyproject.toml",
+                   "binder/postBuild", "binder/environment.yml", "course_lib/__init__.py",
+                   "course_lib/exercises/core.py", "course_lib/kernels/vector_add.cu"):  # fmt: skip
+        assert needed in files
+    names = {p.name for p in NOTEBOOKS.glob("*.ipynb")}
+    assert {f.removeprefix("notebooks/") for f in files if f.startswith("notebooks/")} == names
+    assert not any(f.startswith(("tests/", "student/", "docs/", ".ci/")) for f in files)
+    assert not set(INSTRUCTOR_TOOLS) & files
+    assert os.access(released / "binder" / "postBuild", os.X_OK)
+    assert f'Repository = "{URL}"' in (released / "pyproject.toml").read_text()
+
+
+def test_no_file_of_the_release_holds_a_solution(released):
+    found = [
+        path for path in released.rglob("*")
+        if path.is_file() and SOLUTION.search(path.read_bytes().decode("utf-8", "replace"))
+    ]  # fmt: skip
+    assert not found
+    assert SOLUTION.search("    # BEGIN SOLUTION") and SOLUTION.search("x = 3  # SOLUTION")
+
+
+def _content_cells(path):
+    """A notebook's cells but the generated link, badge and install cells."""
+    cells = nbformat.read(path, as_version=nbformat.NO_CONVERT).cells
+    return [c for c in cells if not any(has_tag(c, t) for t in (TOP, INSTALL, BOTTOM))]
+
+
+def test_the_release_notebooks_are_the_student_edition_linked_for_the_release(released):
+    for student in sorted(STUDENT.glob("*.ipynb")):
+        release = released / "notebooks" / student.name
+        assert _content_cells(release) == _content_cells(student), student.name
+        text = release.read_text()
+        assert f"someone/ml-systems-student/main?labpath=notebooks%2F{student.name}" in text
+        assert "git+https://github.com/someone/ml-systems-student@main" in text
+
+
+def test_the_release_readme_links_reach_its_files(released):
+    readme = (released / "README.md").read_text()
+    targets = [t for t in LINK.findall(readme) if not t.startswith("https://")]
+    assert len(targets) > 10 and all((released / t).exists() for t in targets), targets
+    assert "{{" not in readme and "<!--" not in readme and "mybinder.org/v2/gh/someone" in readme
+
+
+def test_the_released_package_checks_answers_without_the_instructor_tools(released):
+    code = ("from course_lib.exercises import check\n"
+            "check('05.contiguous_strides', lambda shape: tuple("
+            "__import__('math').prod(shape[k + 1:]) for k in range(len(shape))))")  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(released)}
+    ran = subprocess.run([sys.executable, "-c", code], cwd=released, env=env,
+                         capture_output=True, text=True, check=False)  # fmt: skip
+    assert ran.returncode == 0 and ran.stdout.startswith("✓ 05.contiguous_strides"), ran
+
+
+def test_a_second_release_writes_the_same_tree_and_drops_what_it_no_longer_holds(tmp_path):
+    dest = tmp_path / "course"
+    assert _release(dest).returncode == 0
+    first = _tree(dest)
+    manifest = json.loads((dest / MANIFEST).read_text())
+    (dest / "notebooks" / "99_gone.ipynb").write_text("{}")  # as if an earlier release had it
+    manifest["files"].append("notebooks/99_gone.ipynb")
+    (dest / MANIFEST).write_text(json.dumps(manifest))
+    (dest / ".git").mkdir()  # a clone of the published repository keeps its .git
+    assert _release(dest).returncode == 0
+    assert _tree(dest) == first
+    readme = (dest / "README.md").read_text()
+    assert "badge" not in readme and "\n\n\n" not in readme  # no repository: no badges
+
+
+def test_the_badges_follow_the_destinations_git_origin(tmp_path):
+    dest = tmp_path / "clone"
+    subprocess.run(["git", "init", "-q", str(dest)], check=True)
+    subprocess.run(["git", "-C", str(dest), "remote", "add", "origin",
+                    "git@github.com:teacher/fall-course.git"], check=True)  # fmt: skip
+    assert _release(dest).returncode == 0
+    assert "teacher/fall-course/main?labpath=notebooks" in (dest / "README.md").read_text()
+
+
+@pytest.mark.parametrize(
+    "where, options, expected",
+    [
+        ("inside", (), "inside the repository"),
+        ("unrelated", (), "not an earlier release (thesis.tex)"),
+        ("file", (), "is a file"),
+        ("empty", ("--repository", "https://gitlab.com/me/course"), "not a GitHub https URL"),
+        ("empty", ("--repository", ""), "no repository URL given"),
+        ("bad-manifest", (), "outside the release"),
+    ],
+)
+def test_a_release_that_could_do_harm_is_refused_and_changes_nothing(
+    tmp_path, where, options, expected
+):
+    dest = {"inside": ROOT / "release-here"}.get(where, tmp_path / "dest")
+    if where == "unrelated":
+        dest.mkdir()
+        (dest / "thesis.tex").write_text("mine")
+    elif where == "file":
+        dest.write_text("a file")
+    elif where == "bad-manifest":
+        dest.mkdir()
+        (dest / MANIFEST).write_text(json.dumps({"files": ["/etc/passwd"]}))
+    before = _tree(tmp_path)
+    done = _release(dest, *options)
+    assert done.returncode == 2 and expected in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert _tree(tmp_path) == before and not (ROOT / "release-here").exists()
