@@ -16,6 +16,7 @@ from course_lib.autodiff import reverse
 from course_lib.exercises import verify
 from course_lib.models.batchnorm import batchnorm_affine
 from course_lib.models.flops import training_flops
+from course_lib.ops.elementwise import Elementwise, Silu
 from course_lib.perf.counts import op_cost, op_nodes
 from course_lib.strides import StridedView
 
@@ -158,6 +159,40 @@ def _fold_by_affine(W, B, gamma, beta, mean, var, eps):
     return W * scale[:, None, None, None], B * scale + shift
 
 
+class _SwiGLUForward(Elementwise):
+    """silu(a) * b computed into its result (the forward 06.swiglu asks for)."""
+
+    def compute(self, xp, a, b):
+        out = xp.empty(np.broadcast_shapes(a.shape, b.shape), xp.result_type(a.dtype, b.dtype))
+        xp.negative(a, out=out)
+        xp.exp(out, out=out)
+        out += 1.0
+        xp.divide(a, out, out=out)
+        out *= b
+        return out
+
+
+class _GradOfTheUnfusedGraph(_SwiGLUForward):
+    def gradient(self, node, adjoint, needs):
+        a, b = node.inputs
+        return cl.grad(cl.sum(cl.silu(a) * b * adjoint), [a, b])
+
+
+class _CallsSilu(Elementwise):
+    def compute(self, xp, a, b):
+        return Silu().compute(xp, a) * b
+
+
+class _FusedByThePass(Elementwise):
+    def compute(self, xp, a, b):
+        x, y = cl.variable("a", a.shape, a.dtype), cl.variable("b", b.shape, b.dtype)
+        return cl.evaluate(cl.passes.fuse_elementwise(cl.silu(x) * y), {x: a, y: b})
+
+
+class _SiluItself(Silu):
+    pass
+
+
 @pytest.mark.parametrize(
     "exercise_id, answer",
     [
@@ -182,6 +217,10 @@ def _fold_by_affine(W, B, gamma, beta, mean, var, eps):
             "06.intensity",
             lambda outputs: Fraction(cl.perf.arithmetic_intensity(outputs).flops, 1),
         ),
+        ("06.swiglu", _GradOfTheUnfusedGraph),
+        ("06.swiglu", _CallsSilu),
+        ("06.swiglu", _FusedByThePass),
+        ("06.swiglu", _SiluItself),
         ("06.fold_batchnorm", lambda *args: __import__(
             "course_lib.models.batchnorm", fromlist=["x"]).fold_batchnorm(*args)),
         ("09.count_params", lambda config: __import__(

@@ -17,6 +17,9 @@ import course_lib as cl
 from conftest import needs_gxx
 from course_lib.exercises import EXERCISES, verify
 from course_lib.exercises.gpu_kernels import declared_params
+from course_lib.graph import apply
+from course_lib.ops.broadcast import unbroadcast
+from course_lib.ops.elementwise import Elementwise
 
 
 def _reference(exercise_id):
@@ -423,6 +426,55 @@ FOLD_BATCHNORM = {
 }
 
 
+def _swiglu_with(ref, **methods):
+    """The reference SwiGLU op with some of its methods replaced."""
+    return type("WrongSwiGLU", (ref,), methods)
+
+
+def _swiglu_gradient(da, db, summed=True):
+    """SwiGLU.gradient from the partials ``da(g, a, b, s)`` and ``db(...)`` (s = sigmoid(a));
+    ``summed=False`` leaves them the output's shape."""
+
+    def gradient(self, node, g, needs):
+        a, b = node.inputs
+        s = cl.sigmoid(a)
+        parts = [da(g, a, b, s), db(g, a, b, s)]
+        return [unbroadcast(p, node, k) if summed else p for k, p in enumerate(parts)]
+
+    return gradient
+
+
+def _central_differences(self, node, g, needs):
+    a, b = node.inputs
+    h, fused = 1e-5, lambda x, y: apply(type(self)(), x, y)
+    return [unbroadcast(g * (fused(a + h, b) - fused(a - h, b)) / (2 * h), node, 0),
+            unbroadcast(g * (fused(a, b + h) - fused(a, b - h)) / (2 * h), node, 1)]  # fmt: skip
+
+
+_SILU_PRIME = lambda a, s: s * (1.0 + a * (1.0 - s))  # noqa: E731
+_SIZE = lambda shape: math.prod(shape)  # noqa: E731
+SWIGLU = {
+    "silu-derivative-is-sigmoid": lambda ref: _swiglu_with(ref, gradient=_swiglu_gradient(
+        lambda g, a, b, s: g * b * s, lambda g, a, b, s: g * a * s)),
+    "swapped-adjoints": lambda ref: _swiglu_with(ref, gradient=_swiglu_gradient(
+        lambda g, a, b, s: g * a * s, lambda g, a, b, s: g * b * _SILU_PRIME(a, s))),
+    "adjoint-ignored": lambda ref: _swiglu_with(ref, gradient=_swiglu_gradient(
+        lambda g, a, b, s: cl.ones_like(g) * b * _SILU_PRIME(a, s),
+        lambda g, a, b, s: cl.ones_like(g) * a * s)),
+    "adjoint-not-unbroadcast": lambda ref: _swiglu_with(ref, gradient=_swiglu_gradient(
+        lambda g, a, b, s: g * b * _SILU_PRIME(a, s), lambda g, a, b, s: g * a * s,
+        summed=False)),
+    "numerical-gradient": lambda ref: _swiglu_with(ref, gradient=_central_differences),
+    "output-sized-temporaries": lambda ref: _swiglu_with(
+        ref, compute=lambda self, xp, a, b: a / (1.0 + xp.exp(-a)) * b),
+    "flops-not-counted": lambda ref: _swiglu_with(ref, flops=Elementwise.flops),
+    "unfused-traffic": lambda ref: _swiglu_with(ref, accesses=lambda self, out, a, b: (
+        (3 * _SIZE(a), _SIZE(b)), _SIZE(out))),
+    "output-sized-inputs": lambda ref: _swiglu_with(ref, accesses=lambda self, out, a, b: (
+        (_SIZE(out), _SIZE(out)), _SIZE(out))),
+}  # fmt: skip
+
+
 # -- 07 ---------------------------------------------------------------------------------------
 def _edited(old, new):
     return lambda ref: ref.replace(old, new)
@@ -585,7 +637,7 @@ WRONG_ANSWERS = {
     "04.softmax_ce_grad": SOFTMAX_CE_GRAD, "04.mlp_grads": MLP_GRADS,
     "05.contiguous_strides": CONTIGUOUS_STRIDES, "05.permuted": PERMUTED, "05.can_view": CAN_VIEW,
     "05.add_views": ADD_VIEWS,
-    "06.intensity": INTENSITY, "06.fold_batchnorm": FOLD_BATCHNORM,
+    "06.intensity": INTENSITY, "06.fold_batchnorm": FOLD_BATCHNORM, "06.swiglu": SWIGLU,
     "07.scale_add": SCALE_ADD, "07.softmax_rows": SOFTMAX_ROWS,
     "08.rmsnorm": RMSNORM, "08.attention": ATTENTION,
     "09.forward_flops": FORWARD_FLOPS, "09.count_params": COUNT_PARAMS,

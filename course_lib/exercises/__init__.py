@@ -15,6 +15,7 @@ import math
 # Each topic module registers the checkers of one notebook's exercises.
 from . import (  # noqa: F401
     forward_mode,
+    fused_op,
     fusion,
     gpu_kernels,
     graph_memory,
