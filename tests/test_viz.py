@@ -145,6 +145,7 @@ def test_step_through_is_one_self_contained_html_output(worked_example):
     assert len(scripts) == 1 and scripts[0][0] == ""  # inline: nothing to fetch
     assert page.endswith("</script></div>")  # the script finds the player as its parent
     assert "http" not in scripts[0][1] and "require(" not in scripts[0][1]
+    assert ' id="' not in page  # a page shows many players and pictures: no id can repeat
 
 
 def _chain_trace(ops: int):

@@ -36,6 +36,7 @@ MARGIN = 0.01  # inches added to the largest look of a node: the drawing rounds 
 CELL = "border:1px solid #94a3b8;padding:2px 6px"
 _FRAGMENT = re.compile(r'<g id="([ne]\d+)" class="(?:node|edge)">.*?</g>\n', re.S)
 _COMMENT = re.compile(r"<!--.*?-->\n?", re.S)
+_ID = re.compile(r' id="[^"]*"')
 
 
 @dataclass
@@ -166,8 +167,9 @@ class Drawing:
 
     def __init__(self, svg: str):
         found = list(_FRAGMENT.finditer(svg))
-        self.fragments = {m.group(1): m.group(0) for m in found}
-        head = _COMMENT.sub("", svg[svg.index("<svg") : found[0].start()])
+        # the ids only cut the drawing: a page shows many pictures, and ids must be unique
+        self.fragments = {m.group(1): _ID.sub("", m.group(0)) for m in found}
+        head = _ID.sub("", _COMMENT.sub("", svg[svg.index("<svg") : found[0].start()]))
         self.head = head.replace("<svg", '<svg style="max-width: 100%; height: auto"', 1)
         self.tail = _COMMENT.sub("", svg[found[-1].end() :])
 
