@@ -1,0 +1,182 @@
+"""The course site: every notebook a web page with its stored outputs, built offline.
+
+::
+
+    python -m course_lib.site OUT [--edition student|instructor] [--repository URL]  # make site
+
+The pages are the student edition as the release holds it (``course_lib.release``), or the
+instructor notebooks with ``--edition instructor``, and the index is the release's README.
+Sphinx with MyST-NB renders them without running anything, with the math typeset by a copy of
+MathJax served by the site itself (no CDN), the ``StepThrough`` players working at the page's
+full width without a kernel, and links going page to page (a link into a notebook's section
+keeps JupyterLab's anchors). The build fails on any Sphinx warning, and before it starts on a
+notebook with an error output; OUT is written only when the build succeeded, and must be a
+new or empty folder or an earlier site (its ``.course-site`` marker).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from . import links, release
+from .errors import CourseLibError
+
+MARKER = ".course-site"  # in OUT: this folder holds a site the command built
+EDITIONS = ("student", "instructor")
+CONF = r'''
+project = "ML systems, one notebook at a time"
+extensions = ["myst_nb"]
+root_doc = "README"
+exclude_patterns = ["_build"]
+nb_execution_mode = "off"  # the stored outputs, as the notebooks hold them
+myst_enable_extensions = ["dollarmath", "amsmath"]
+myst_heading_anchors = 6
+myst_heading_slug_func = "course_lib.site.jupyter_anchor"
+html_theme = "alabaster"
+html_theme_options = {"page_width": "min(1400px, 96vw)", "body_max_width": "none"}
+html_static_path = ["_static"]
+html_css_files = ["course.css"]
+html_title = project
+mathjax_path = "mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full"  # the config it ships
+mathjax2_config = {"tex2jax": {"inlineMath": [["\\(", "\\)"]],
+                               "displayMath": [["\\[", "\\]"]],
+                               "processClass": "math|output_area"}}
+nb_ipywidgets_js = {}  # widgets would load require.js and their manager from a CDN
+'''
+CSS = """\
+/* the players and tables use the page's width; wide outputs scroll instead of overflowing */
+div.cell_output .output { overflow-x: auto; }
+div.cell_output .cl-player, div.cell_output .cl-player svg { max-width: 100%; }
+"""
+INSTRUCTOR_NOTE = "> **Instructor edition**: the notebooks below include the solutions.\n\n"
+
+
+class SiteError(CourseLibError, ValueError):
+    """A site that cannot be built: a notebook with an error output, a warning, a bad OUT."""
+
+
+def jupyter_anchor(heading: str) -> str:
+    """A heading's anchor as JupyterLab writes it (code marks dropped, spaces as '-'): the
+    notebooks' links into each other's sections work in JupyterLab and on the site alike."""
+    return heading.replace("`", "").strip().replace(" ", "-")
+
+
+def build(root: Path, out: Path, edition: str = "student",
+          repository: links.Repository | None = None) -> int:  # fmt: skip
+    """Build the site of the repository ``root`` into ``out``; the number of pages."""
+    _check_out(root, out)
+    notebooks, readme = _sources(root, edition, repository)
+    failed = [f"{name}, cell {i}" for name, text in notebooks.items() for i in _errors(text)]
+    if failed:
+        raise SiteError(f"error outputs in {'; '.join(failed)}: run the notebooks again first")
+    with tempfile.TemporaryDirectory(prefix="course-site-") as work:
+        stage, html = Path(work) / "source", Path(work) / "html"
+        _stage(stage, notebooks, readme)
+        _sphinx(root, stage, html)
+        _replace(out, html)
+    return len(notebooks) + 1
+
+
+def _sources(root: Path, edition: str, repository) -> tuple[dict[str, str], str]:
+    """The notebooks' texts by file name, and the index page's Markdown."""
+    if edition not in EDITIONS:
+        raise SiteError(f"edition {edition!r}: choose one of {', '.join(EDITIONS)}")
+    repository = repository or links.configured_repository(root / "pyproject.toml")
+    readme = release.student_readme(root, repository)
+    if edition == "student":
+        return release.student_notebooks(root, repository), readme
+    paths = sorted((root / "notebooks").glob("*.ipynb"))
+    notebooks = {p.name: links.notebook_text(links.read_notebook(p, root)) for p in paths}
+    title, _, rest = readme.partition("\n\n")
+    return notebooks, f"{title}\n\n{INSTRUCTOR_NOTE}{rest}"
+
+
+def _errors(text: str) -> list[int]:
+    """The numbers of the cells of a notebook (as text) that hold an error output."""
+    import nbformat  # noqa: PLC0415  (an instructor tool: the lab extra brings nbformat)
+
+    cells = nbformat.reads(text, as_version=nbformat.NO_CONVERT).cells
+    return [i for i, cell in enumerate(cells)
+            if any(o.get("output_type") == "error" for o in cell.get("outputs", []))]  # fmt: skip
+
+
+def _stage(stage: Path, notebooks: dict[str, str], readme: str) -> None:
+    """The Sphinx project: the notebooks, the index with its (hidden) table of contents,
+    conf.py, the stylesheet and MathJax."""
+    (stage / "notebooks").mkdir(parents=True)
+    for name, text in notebooks.items():
+        (stage / "notebooks" / name).write_text(text, encoding="utf-8")
+    pages = "\n".join(f"notebooks/{Path(name).stem}" for name in notebooks)
+    toc = f"\n```{{toctree}}\n:hidden:\n\n{pages}\n```\n"
+    (stage / "README.md").write_text(readme + toc, encoding="utf-8")
+    (stage / "conf.py").write_text(CONF, encoding="utf-8")
+    static = stage / "_static"
+    shutil.copytree(_mathjax(), static / "mathjax")
+    (static / "course.css").write_text(CSS, encoding="utf-8")
+
+
+def _mathjax() -> Path:
+    """MathJax 2, as the ``jupyter-server-mathjax`` package ships it (the site serves it)."""
+    try:
+        import jupyter_server_mathjax  # noqa: PLC0415
+    except ImportError:
+        raise SiteError("jupyter-server-mathjax is missing: pip install -e '.[site]'") from None
+    return Path(jupyter_server_mathjax.__file__).parent / "static"
+
+
+def _sphinx(root: Path, stage: Path, html: Path) -> None:
+    """Run Sphinx on ``stage``; every warning is an error."""
+    command = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
+               "-d", str(stage.parent / "doctrees"), str(stage), str(html)]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(root.resolve())}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    if done.returncode != 0:
+        problems = (done.stderr or done.stdout).strip().replace(str(stage) + "/", "")
+        raise SiteError(f"the site did not build:\n{problems}")
+
+
+def _check_out(root: Path, out: Path) -> None:
+    """OUT must be new, empty or an earlier site, and neither the repository nor above it."""
+    where, home = out.resolve(), root.resolve()
+    if where == home or home.is_relative_to(where):
+        raise SiteError(f"{out} holds the repository: choose a folder for the site alone")
+    if where.exists() and not where.is_dir():
+        raise SiteError(f"{out} is a file, not a folder")
+    if where.exists() and any(where.iterdir()) and not (where / MARKER).is_file():
+        raise SiteError(f"{out} holds files that are not a site built here: choose an empty "
+                        "folder")  # fmt: skip
+
+
+def _replace(out: Path, html: Path) -> None:
+    if out.exists():
+        shutil.rmtree(out)
+    shutil.copytree(html, out)
+    (out / MARKER).write_text("built by python -m course_lib.site\n", encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", type=Path, help="the folder of the site")
+    parser.add_argument("--edition", choices=EDITIONS, default="student")
+    parser.add_argument("--repository", metavar="URL", help="the badges' GitHub repository")
+    parser.add_argument("--root", type=Path, default=Path("."), help="the repository (default: .)")
+    args = parser.parse_args(argv)
+    try:
+        given = args.repository is not None
+        repository = links.Repository.parse(args.repository) if given else None
+        pages = build(args.root, args.out, args.edition, repository)
+    except (SiteError, release.ReleaseError, links.LinkError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(f"built {pages} pages ({args.edition} edition) in {args.out}/")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
