@@ -87,6 +87,9 @@ def test_llama2_7b_over_eight_gpus_fits_with_tensor_parallelism():
     (lambda: parallel_memory(SMALL, 4, 8, 2, "data", recompute="some"), cl.ParameterError,
      "recompute"),
     (lambda: parallel_memory({}, 4, 8, 2, "data"), TypeError, "LlamaConfig"),
+    (lambda: parallel_memory(SMALL, 4, 0, 2, "tensor"), cl.ShapeError, "parallel_memory: seq"),
+    (lambda: parallel_memory(SMALL, 4, 8, 2, "data", dtype_bytes=3), cl.ParameterError,
+     "parallel_memory: dtype_bytes"),
 ])  # fmt: skip
 def test_bad_arguments_are_refused(call, error, match):
     with pytest.raises(error, match=match):

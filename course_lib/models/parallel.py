@@ -31,7 +31,14 @@ from dataclasses import dataclass
 
 from ..errors import ParameterError
 from ..tables import Table
-from .config import LlamaConfig, one_of, positive_size, recompute_choice, require_config
+from .config import (
+    LlamaConfig,
+    number_bytes,
+    one_of,
+    positive_size,
+    recompute_choice,
+    require_config,
+)
 from .memory import (
     TrainingMemory,
     activation_elements,
@@ -93,14 +100,17 @@ def parallel_memory(
     (2143821824, 56.0)
     """
     c = require_config(config, "parallel_memory")
+    batch = positive_size(batch, "batch", "parallel_memory")
+    seq = positive_size(seq, "seq", "parallel_memory")
     n = positive_size(devices, "devices", "parallel_memory")
     one_of(strategy, STRATEGIES, "parallel_memory: strategy")
+    number_bytes(dtype_bytes, "dtype_bytes", "parallel_memory")
     recompute_choice(recompute, "parallel_memory")
     title = f"{strategy} parallelism over {n} devices, b={batch} in all, s={seq}"
     title += f", {recompute} recomputation" * (recompute != "none")
     if strategy == "tensor":
         return _tensor_parallel(c, batch, seq, n, dtype_bytes, recompute, title)
-    if positive_size(batch, "batch", "parallel_memory") % n:
+    if batch % n:
         raise ParameterError(f"parallel_memory: {n} devices cannot share a batch of {batch}")
     local = training_memory(c, batch // n, seq, dtype_bytes, "adamw", recompute)
     stage, params = _ZERO_STAGE[strategy], param_count(c)
