@@ -237,6 +237,14 @@ class _SiluItself(Silu):
             "weights": 0, "gradients": 0, "optimizer": 0, "kv_cache": 0, "activations": sum(
                 __import__("course_lib.models.memory", fromlist=["x"])
                 .activation_elements(config, batch, seq, recompute).values())}),
+        ("09.parallel_memory", lambda config, batch, seq, devices, strategy: {
+            k: getattr(__import__("course_lib.models.parallel", fromlist=["x"]).parallel_memory(
+                config, batch, seq, devices, strategy), k)
+            for k in ("weights", "gradients", "optimizer", "activations", "communication")}),
+        ("09.parallel_memory", lambda config, batch, seq, devices, strategy: {
+            "weights": 0, "gradients": 0, "optimizer": 0, "activations": 0,
+            "communication": __import__("course_lib.models.parallel", fromlist=["x"])
+            .ring_all_reduce_bytes(2, devices)}),
         ("09.forward_flops", lambda config, batch, seq: __import__(
             "course_lib.models.flops", fromlist=["x"]).flops_table(config, batch, seq).total),
         # the same work reached through another library function

@@ -630,6 +630,48 @@ TRAINING_MEMORY = {
     "activations-in-fp32": lambda ref: _budgeting(acts_fp32=True),
 }
 
+
+def _splitting(dp_splits_model=False, dp_whole_batch=False, tp_splits_every_weight=False,
+               tp_acts_whole=False, tp_splits_every_act=False, ring=None, tp_forward_only=False):
+    """parallel_budget() with one mistake switched on (``ring``: the bytes sent per byte of an
+    all-reduced buffer, as a function of the devices)."""
+
+    def parallel_budget(config, batch, seq, devices, strategy):
+        h, i, v, N, n = config.dim, config.ffn_dim, config.vocab_size, config.n_layers, devices
+        kv, tensor = config.n_kv_heads * config.head_dim, strategy == "tensor"
+        b, s = (batch if tensor or dp_whole_batch else batch // n), seq
+        matrices = N * (2 * h * h + 2 * h * kv + 3 * h * i)
+        P = matrices + 2 * v * h + (2 * N + 1) * h
+        if tensor:
+            held = P // n if tp_splits_every_weight else matrices // n + P - matrices
+        else:
+            held = P // n if dp_splits_model else P
+        replicated = N * 4 * b * s * h + 2 * b * s * h + 2 * b * s * v
+        split = N * (b * s * (h + 2 * kv) + b * config.n_heads * s * s + b * s * h + 4 * b * s * i)
+        acts = replicated + split
+        if tensor and tp_splits_every_act:
+            acts = acts // n
+        elif tensor and not tp_acts_whole:
+            acts = replicated + split // n
+        buffer = (2 if tp_forward_only else 4) * N * b * s * h * 2 if tensor else 2 * P
+        sent = (ring or (lambda n: 2 * (n - 1) / n))(n) * buffer
+        return {"weights": 2 * held, "gradients": 2 * held, "optimizer": 12 * held,
+                "activations": 2 * acts, "communication": sent}
+
+    return parallel_budget
+
+
+PARALLEL_MEMORY = {
+    "data-parallel-splits-the-model": lambda ref: _splitting(dp_splits_model=True),
+    "data-parallel-whole-batch": lambda ref: _splitting(dp_whole_batch=True),
+    "tensor-parallel-splits-every-weight": lambda ref: _splitting(tp_splits_every_weight=True),
+    "tensor-parallel-activations-whole": lambda ref: _splitting(tp_acts_whole=True),
+    "tensor-parallel-splits-every-activation": lambda ref: _splitting(tp_splits_every_act=True),
+    "all-reduce-counted-once": lambda ref: _splitting(ring=lambda n: 1),
+    "all-reduce-without-(n-1)/n": lambda ref: _splitting(ring=lambda n: 2),
+    "tensor-parallel-forward-only": lambda ref: _splitting(tp_forward_only=True),
+}
+
 WRONG_ANSWERS = {
     "01.guard_key": GUARD_KEY, "01.relu_cond": RELU_COND, "01.evaluate": EVALUATE,
     "02.central_difference": CENTRAL_DIFFERENCE, "02.dual": DUAL,
@@ -641,7 +683,7 @@ WRONG_ANSWERS = {
     "07.scale_add": SCALE_ADD, "07.softmax_rows": SOFTMAX_ROWS,
     "08.rmsnorm": RMSNORM, "08.attention": ATTENTION,
     "09.forward_flops": FORWARD_FLOPS, "09.count_params": COUNT_PARAMS,
-    "09.training_memory": TRAINING_MEMORY,
+    "09.training_memory": TRAINING_MEMORY, "09.parallel_memory": PARALLEL_MEMORY,
 }  # fmt: skip
 CASES = [(e, name) for e, wrong in WRONG_ANSWERS.items() for name in wrong]
 

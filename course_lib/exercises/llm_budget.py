@@ -1,9 +1,11 @@
-"""Notebook 09: the forward FLOPs and the parameters of a LLaMA-style model, on paper.
+"""Notebook 09: the forward FLOPs, the parameters and the training memory of a LLaMA-style
+model, on paper, on one GPU and split over several.
 
-Checked against ``flops_table`` (the lecture's convention) and ``param_count`` (Hugging Face's
-``LlamaForCausalLM``) on LLaMA-2-7B, the demo model and random configurations with
-multi-head, grouped-query and multi-query attention. A mistake is recognised when the answer
-equals the mistake's total on every configuration.
+Checked against ``flops_table`` (the lecture's convention), ``param_count`` (Hugging Face's
+``LlamaForCausalLM``), ``training_memory``, ``kv_cache_bytes`` and ``parallel_memory`` on
+LLaMA-2-7B, the demo model and random configurations with multi-head, grouped-query and
+multi-query attention. A mistake is recognised when the answer equals the mistake's value on
+every configuration.
 """
 
 from __future__ import annotations
@@ -303,14 +305,25 @@ def _wrong_budget(want: dict, config, b, s, dtype_bytes, recompute) -> list[tupl
     ]
 
 
-def _budget_answer(label: str, value) -> dict[str, int]:
+def _budget_answer(label: str, value, keys=BUDGET_KEYS, any_number=()) -> dict[str, float]:
+    """The answer's dict of ``keys``: ints, or any numbers for the keys in ``any_number``."""
     require(
-        type(value) is dict and sorted(value) == sorted(BUDGET_KEYS),
+        type(value) is dict and sorted(value) == sorted(keys),
         f"{label} returned {type(value).__name__} "
         f"{sorted(value) if type(value) is dict else value!r}; it must return a dict with the "
-        f"keys {', '.join(repr(k) for k in BUDGET_KEYS)}",
+        f"keys {', '.join(repr(k) for k in keys)}",
     )
-    return {k: _number(f"{label}[{k!r}]", value[k], integer=True) for k in BUDGET_KEYS}
+    return {k: _number(f"{label}[{k!r}]", value[k], integer=k not in any_number) for k in keys}
+
+
+def _part_mistake(got: list[dict], wrong: list[list[tuple]], tolerance: float) -> Mistake | None:
+    """The mistake whose value of its part (``wrong``: per case, (mistake, part, value)
+    triples) the answer gives on every case, to within ``tolerance`` (relative)."""
+    for k, (mistake, part, _) in enumerate(wrong[0]):
+        if all(abs(g[part] - w[k][2]) <= tolerance * abs(w[k][2])
+               for g, w in zip(got, wrong)):
+            return mistake
+    return None
 
 
 @exercise(
@@ -349,14 +362,150 @@ def check_training_memory(answer) -> str:
         if part is None:
             continue
         wrong = [_wrong_budget(w_, *case) for w_, case in zip(want, cases)]
-        found = next(
-            (m for k, (m, key, _) in enumerate(wrong[0])
-             if all(g_[key] == w_[k][2] for g_, w_ in zip(got, wrong))),
-            None,
-        )  # fmt: skip
-        raise Wrong(f"{labels[i]}[{part!r}] is {g[part]:,}, expected {w[part]:,}", found)
+        raise Wrong(f"{labels[i]}[{part!r}] is {g[part]:,}, expected {w[part]:,}",
+                    _part_mistake(got, wrong, 0))
     return (
         f"right on {len(cases)} configurations (multi-head, grouped-query and multi-query "
         "attention; bf16 and fp32; no, selective and full recomputation): LLaMA-2-7B at b = 1, "
         f"s = 4096 needs {sum(want[0].values()) - want[0]['kv_cache']:,} bytes to train"
+    )
+
+
+# -- parallel_memory --------------------------------------------------------------------------
+#: The parts of ``parallel_budget``'s answer: bytes one device holds, and bytes it sends.
+PARALLEL_KEYS = ("weights", "gradients", "optimizer", "activations", "communication")
+
+DATA_SPLITS_MODEL = Mistake(
+    "data-parallel-splits-the-model",
+    "under data parallelism every device holds the WHOLE model, its gradients and AdamW "
+    "states; only the batch is split (sharding the states too is ZeRO).",
+)
+DATA_WHOLE_BATCH = Mistake(
+    "data-parallel-whole-batch",
+    "under data parallelism each device runs batch / devices of the sequences, so it keeps "
+    "the activations of those only.",
+)
+TENSOR_SPLITS_EVERY_WEIGHT = Mistake(
+    "tensor-parallel-splits-every-weight",
+    "tensor parallelism splits the attention and MLP matrices only: the embedding, the LM head "
+    "and the RMSNorm weights stay whole on every device.",
+)
+TENSOR_ACTIVATIONS_WHOLE = Mistake(
+    "tensor-parallel-activations-whole",
+    "inside a block, each device computes only its heads and its share of the MLP's hidden "
+    "units: Q, K, V, P, the attention output and the four MLP tensors are split n ways.",
+)
+TENSOR_SPLITS_EVERY_ACTIVATION = Mistake(
+    "tensor-parallel-splits-every-activation",
+    "the all-reduces leave every device with the whole b·s·h block input and norm outputs, and "
+    "the whole logits: those activations are replicated, not split.",
+)
+ALL_REDUCE_ONCE = Mistake(
+    "all-reduce-counted-once",
+    "a ring all-reduce is a reduce-scatter and an all-gather: each device sends 2·(n−1)/n of "
+    "the buffer, not the buffer once.",
+)
+ALL_REDUCE_TWICE = Mistake(
+    "all-reduce-without-(n-1)/n",
+    "in a ring of n devices each one keeps its own chunk: it sends n−1 of the n chunks in each "
+    "of the two phases, 2·(n−1)/n of the buffer, not 2 buffers.",
+)
+TENSOR_FORWARD_ONLY = Mistake(
+    "tensor-parallel-forward-only",
+    "the backward pass all-reduces too: the gradients of each block's attention and MLP "
+    "inputs, two more b·s·h all-reduces per layer, four in all.",
+)
+
+
+def _wrong_parallel(want, config, b: int, s: int, n: int, strategy: str) -> list[tuple]:
+    """(mistake, part, value) for each mistake, on one case (bf16, AdamW)."""
+    from ..models.memory import training_memory  # noqa: PLC0415
+
+    whole = training_memory(config, b, s)
+    # what is all-reduced: the gradients, or 4 b·s·h activations per layer
+    buffer = whole.gradients if strategy == "data" else 4 * config.n_layers * b * s * config.dim * 2
+    sent = want["communication"]
+    data, tensor = strategy == "data", strategy == "tensor"
+    return [
+        (DATA_SPLITS_MODEL, "weights", whole.weights // n if data else want["weights"]),
+        (DATA_WHOLE_BATCH, "activations", whole.activations if data else want["activations"]),
+        (TENSOR_SPLITS_EVERY_WEIGHT, "weights", whole.weights // n if tensor else want["weights"]),
+        (TENSOR_ACTIVATIONS_WHOLE, "activations",
+         whole.activations if tensor else want["activations"]),
+        (TENSOR_SPLITS_EVERY_ACTIVATION, "activations",
+         whole.activations // n if tensor else want["activations"]),
+        (ALL_REDUCE_ONCE, "communication", buffer),
+        (ALL_REDUCE_TWICE, "communication", 2 * buffer),
+        (TENSOR_FORWARD_ONLY, "communication", sent / 2 if tensor else sent),
+    ]
+
+
+def _parallel_cases(rng) -> list:
+    from ..models import LlamaConfig  # noqa: PLC0415
+
+    llama = LlamaConfig.llama2_7b()
+    cases = [(llama, 8, 4096, 8, "tensor"), (llama, 8, 4096, 8, "data")]
+    while len(cases) < 20:
+        n = int(rng.choice([2, 4, 8]))
+        n_kv = n * int(rng.choice([1, 2]))
+        n_heads = n_kv * int(rng.choice([1, 2, 4]))
+        config = LlamaConfig(
+            dim=n_heads * int(rng.choice([2, 4, 16])), n_layers=int(rng.integers(1, 5)),
+            n_heads=n_heads, n_kv_heads=n_kv, ffn_dim=n * int(rng.integers(1, 40)),
+            vocab_size=int(rng.integers(2, 500)), max_seq_len=64,
+        )
+        strategy = ("data", "tensor")[len(cases) % 2]
+        cases.append((config, n * int(rng.integers(1, 4)), int(rng.integers(1, 65)), n, strategy))
+    return cases
+
+
+@exercise(
+    "09.parallel_memory",
+    "parallel_budget(config, batch, seq, devices, strategy) -> dict: per-device bytes of "
+    "weights, gradients, AdamW states and activations, and the bytes each device sends, under "
+    "data or tensor parallelism",
+    mistakes=(
+        DATA_SPLITS_MODEL, DATA_WHOLE_BATCH, TENSOR_SPLITS_EVERY_WEIGHT, TENSOR_ACTIVATIONS_WHOLE,
+        TENSOR_SPLITS_EVERY_ACTIVATION, ALL_REDUCE_ONCE, ALL_REDUCE_TWICE, TENSOR_FORWARD_ONLY,
+    ),
+    forbidden=(
+        "course_lib.models.parallel.parallel_memory",
+        "course_lib.models.parallel.ring_all_reduce_bytes",
+        "course_lib.models.memory.training_memory",
+        "course_lib.models.memory.activation_elements",
+        "course_lib.models.memory.param_count",
+        "course_lib.models.memory.parameter_breakdown",
+    ),
+    points=3.0,
+)
+def check_parallel_memory(answer) -> str:
+    from ..models.parallel import parallel_memory  # noqa: PLC0415
+
+    cases = _parallel_cases(np.random.default_rng(93))
+    labels = [
+        f"parallel_budget(LlamaConfig({_short(c)}), {b}, {s}, {n}, {strategy!r})"
+        for c, b, s, n, strategy in cases
+    ]
+    got = [
+        _budget_answer(label, call(label, answer, *case), PARALLEL_KEYS, ("communication",))
+        for label, case in zip(labels, cases)
+    ]
+    want = []
+    for case in cases:
+        m = parallel_memory(*case)
+        want.append({k: getattr(m, k) for k in PARALLEL_KEYS})
+    for i, (g, w) in enumerate(zip(got, want)):
+        part = next((k for k in PARALLEL_KEYS if abs(g[k] - w[k]) > 1e-9 * abs(w[k]) * (
+            k == "communication")), None)
+        if part is None:
+            continue
+        wrong = [_wrong_parallel(w_, *case) for w_, case in zip(want, cases)]
+        raise Wrong(f"{labels[i]}[{part!r}] is {g[part]:,}, expected {w[part]:,}",
+                    _part_mistake(got, wrong, 1e-9))
+    tp = want[0]
+    return (
+        f"right on {len(cases)} configurations, data and tensor parallelism over 2 to 8 "
+        f"devices: with tensor parallelism over 8 GPUs, each holds "
+        f"{tp['weights']:,} bytes of LLaMA-2-7B's weights and sends "
+        f"{tp['communication'] / 2**30:.0f} GiB per step of 8 × 4096 tokens"
     )

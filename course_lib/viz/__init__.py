@@ -4,7 +4,13 @@ from .figure import GraphFigure
 from .graphs import draw_graph
 from .layout import plot_layout
 from .player import StepThrough
-from .plots import plot_attention, plot_breakdown, plot_curve, plot_difference_errors
+from .plots import (
+    plot_attention,
+    plot_breakdown,
+    plot_curve,
+    plot_difference_errors,
+    plot_stacked_bars,
+)
 from .roofline import plot_op_repeat, plot_roofline
 from .steps import draw_step
 from .tables import Table, adjoint_trace, evaluation_trace
@@ -24,4 +30,5 @@ __all__ = [
     "plot_layout",
     "plot_op_repeat",
     "plot_roofline",
+    "plot_stacked_bars",
 ]

@@ -117,6 +117,33 @@ def plot_breakdown(parts: Mapping[str, float], title: str, unit: str = "%") -> F
     return fig
 
 
+def plot_stacked_bars(
+    bars: Mapping[str, Mapping[str, float]], title: str, unit: str, line: float | None = None
+) -> Figure:
+    """One bar per key of ``bars``, stacked from its parts (label -> amount in ``unit``; every
+    bar has the same labels, in the same order), with an optional dashed horizontal ``line``
+    (a GPU's memory, say)."""
+    names = list(bars)
+    labels = list(next(iter(bars.values()), {}))
+    if not names or any(list(parts) != labels for parts in bars.values()):
+        raise ValueError(f"plot_stacked_bars needs bars with the same parts: {bars}")
+    fig = Figure(figsize=(9.6, 3.8))
+    ax = fig.add_subplot()
+    x, bottom = np.arange(len(names)), np.zeros(len(names))
+    for k, label in enumerate(labels):
+        heights = host_numbers([bars[name][label] for name in names]).astype(float)
+        ax.bar(x, heights, bottom=bottom, color=f"C{k}", label=label)
+        bottom += heights
+    if line is not None:
+        ax.axhline(line, color="black", linestyle="--", linewidth=1)
+    ax.set_xticks(x, names, fontsize=8, rotation=30, ha="right")
+    ax.set_ylabel(unit)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    ax.grid(True, axis="y", alpha=0.3)
+    return fig
+
+
 def plot_attention(
     maps: Sequence[np.ndarray], labels: Sequence[str], titles: Sequence[str]
 ) -> Figure:
