@@ -136,3 +136,16 @@ def _device_assertions():
     yield
     for name, assertion in saved.items():
         setattr(np.testing, name, assertion)
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory) -> Path:
+    """The course site (student edition) built once for the session's tests
+    (tests/test_site.py, tests/browser/test_site.py); skipped without the site extra."""
+    pytest.importorskip("myst_nb", reason="the site extra (sphinx, myst-nb) is not installed")
+    out = tmp_path_factory.mktemp("site") / "site"
+    root = Path(__file__).resolve().parents[1]
+    built = subprocess.run([sys.executable, "-m", "course_lib.site", str(out)], cwd=root,
+                           capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    return out
