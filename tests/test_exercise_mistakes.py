@@ -274,6 +274,28 @@ MLP_GRADS = {
 }
 
 
+def _norm_grads_with(**mistake):
+    """norm_backward in closed form with one mistake switched on (the checker's own variants,
+    which the right answer matches with none)."""
+    from course_lib.exercises.training import _numpy_norm_grads
+
+    return lambda kind, dy, x, gamma, eps: _numpy_norm_grads(kind, dy, x, gamma, eps, **mistake)
+
+
+NORM_BACKWARD = {
+    "no-mean-term": lambda ref: _norm_grads_with(mean_term=False),
+    "no-variance-term": lambda ref: _norm_grads_with(variance_term=False),
+    "not-summed-over-rows": lambda ref: _norm_grads_with(summed=False),
+    "eps-outside-root": lambda ref: _norm_grads_with(eps_outside=True),
+    "unbiased-variance": lambda ref: _norm_grads_with(ddof=1),
+    "rms-as-layer": lambda ref: lambda kind, dy, x, gamma, eps: {
+        name: g for name, g in ref("layer", dy, x, gamma, eps).items()
+        if kind == "layer" or name != "beta"},
+    "no-gamma-in-dx": lambda ref: lambda kind, dy, x, gamma, eps: {
+        **ref(kind, dy, x, gamma, eps),
+        "x": ref(kind, dy, x, np.ones_like(gamma), eps)["x"]},
+}  # fmt: skip
+
 # -- 05 ---------------------------------------------------------------------------------------
 CONTIGUOUS_STRIDES = {
     "column-major": lambda ref: lambda shape: ref(shape[::-1])[::-1],
@@ -575,6 +597,7 @@ WRONG_ANSWERS = {
     "02.central_difference": CENTRAL_DIFFERENCE, "02.dual": DUAL,
     "03.gradient": GRADIENT, "03.div_rule": DIV_RULE,
     "04.softmax_ce_grad": SOFTMAX_CE_GRAD, "04.mlp_grads": MLP_GRADS,
+    "04.norm_backward": NORM_BACKWARD,
     "05.contiguous_strides": CONTIGUOUS_STRIDES, "05.permuted": PERMUTED, "05.can_view": CAN_VIEW,
     "05.add_views": ADD_VIEWS,
     "06.intensity": INTENSITY, "06.fold_batchnorm": FOLD_BATCHNORM,
