@@ -512,6 +512,60 @@ ATTENTION = {
 }
 
 
+
+def _decoding(ref, **mistake):
+    """decode_step with the checker's output of one mistake and the reference's cache."""
+    from course_lib.exercises.llama import _attend
+
+    def decode_step(cache, q, k, v, position):
+        out = _attend(*cache, q, k, v, position, **mistake).astype(q.dtype)
+        return out, ref(cache, q, k, v, position)[1]
+
+    return decode_step
+
+
+def _caching(ref, change):
+    """decode_step with the reference's output and ``change(keys, values, q, k)`` cached."""
+
+    def decode_step(cache, q, k, v, position):
+        out, (keys, values) = ref(cache, q, k, v, position)
+        return out, change(keys, values, q, k)
+
+    return decode_step
+
+
+def _attends_to_the_cache_only(cache, q, k, v, position):
+    """Leaves its own key and value out: on an empty cache, a softmax over nothing."""
+    keys, values = cache
+    scores = np.einsum("hd,shd->hs", q, np.repeat(keys, q.shape[0] // k.shape[0], axis=1))
+    return np.exp(scores - scores.max(axis=-1, keepdims=True)), cache
+
+
+def _unrotated_last(keys, values, q, k):
+    keys = keys.copy()
+    keys[-1] = k
+    return keys, values
+
+
+def _grown_along_heads(cache, q, k, v, position):
+    return None, (np.concatenate([cache[0], k[:, None]], axis=1), cache[1])
+
+
+DECODE_STEP = {
+    "rope-at-zero": lambda ref: _decoding(ref, rope_at="zero"),
+    "position-from-cache-length": lambda ref: _decoding(ref, rope_at="length"),
+    "unrotated-in-cache": lambda ref: _caching(ref, _unrotated_last),
+    "cache-rotated-twice": lambda ref: _decoding(ref, rotate_cache=True),
+    "gqa-interleaved": lambda ref: _decoding(ref, kv_heads="tile"),
+    "masks-own-token": lambda ref: _attends_to_the_cache_only,
+    "scale-by-d": lambda ref: _decoding(ref, scale_by_d=True),
+    "cache-grows-wrong-axis": lambda ref: _grown_along_heads,
+    "cache-repeats-heads": lambda ref: _caching(ref, lambda keys, values, q, k: tuple(
+        np.repeat(a, q.shape[0] // k.shape[0], axis=1) for a in (keys, values))),
+    "cache-upcast": lambda ref: _caching(ref, lambda keys, values, q, k: (
+        keys.astype(np.float64), values.astype(np.float64))),
+}  # fmt: skip
+
 # -- 09 ---------------------------------------------------------------------------------------
 def _plus(extra):
     return lambda ref: lambda config, *args: ref(config, *args) + extra(config, *args)
@@ -602,7 +656,7 @@ WRONG_ANSWERS = {
     "05.add_views": ADD_VIEWS,
     "06.intensity": INTENSITY, "06.fold_batchnorm": FOLD_BATCHNORM,
     "07.scale_add": SCALE_ADD, "07.softmax_rows": SOFTMAX_ROWS,
-    "08.rmsnorm": RMSNORM, "08.attention": ATTENTION,
+    "08.rmsnorm": RMSNORM, "08.attention": ATTENTION, "08.decode_step": DECODE_STEP,
     "09.forward_flops": FORWARD_FLOPS, "09.count_params": COUNT_PARAMS,
     "09.training_memory": TRAINING_MEMORY,
 }  # fmt: skip

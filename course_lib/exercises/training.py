@@ -2,7 +2,9 @@
 
 ``04.softmax_ce_grad`` is checked against central differences of the mean cross-entropy
 (computed stably), on logits up to ±1e3; ``04.mlp_grads`` against ``cl.grad`` of the
-notebook's two-layer network, on random sizes.
+notebook's two-layer network, on random sizes; ``04.norm_backward`` against ``cl.grad`` of
+``cl.layer_norm`` and ``cl.rms_norm`` on batched, non-contiguous, nearly constant and large
+inputs.
 """
 
 from __future__ import annotations
