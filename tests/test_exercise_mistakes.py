@@ -277,6 +277,28 @@ MLP_GRADS = {
 }
 
 
+def _norm_grads_with(**mistake):
+    """norm_backward in closed form with one mistake switched on (the checker's own variants,
+    which the right answer matches with none)."""
+    from course_lib.exercises.training import _numpy_norm_grads
+
+    return lambda kind, dy, x, gamma, eps: _numpy_norm_grads(kind, dy, x, gamma, eps, **mistake)
+
+
+NORM_BACKWARD = {
+    "no-mean-term": lambda ref: _norm_grads_with(mean_term=False),
+    "no-variance-term": lambda ref: _norm_grads_with(variance_term=False),
+    "not-summed-over-rows": lambda ref: _norm_grads_with(summed=False),
+    "eps-outside-root": lambda ref: _norm_grads_with(eps_outside=True),
+    "unbiased-variance": lambda ref: _norm_grads_with(ddof=1),
+    "rms-as-layer": lambda ref: lambda kind, dy, x, gamma, eps: {
+        name: g for name, g in ref("layer", dy, x, gamma, eps).items()
+        if kind == "layer" or name != "beta"},
+    "no-gamma-in-dx": lambda ref: lambda kind, dy, x, gamma, eps: {
+        **ref(kind, dy, x, gamma, eps),
+        "x": ref(kind, dy, x, np.ones_like(gamma), eps)["x"]},
+}  # fmt: skip
+
 # -- 05 ---------------------------------------------------------------------------------------
 CONTIGUOUS_STRIDES = {
     "column-major": lambda ref: lambda shape: ref(shape[::-1])[::-1],
@@ -550,6 +572,59 @@ def _through_causal_attention(q, k, v):
     return cl.reshape(cl.causal_attention(*heads)[0], (t, d))
 
 
+def _decoding(ref, **mistake):
+    """decode_step with the checker's output of one mistake and the reference's cache."""
+    from course_lib.exercises.llama import _attend
+
+    def decode_step(cache, q, k, v, position):
+        out = _attend(*cache, q, k, v, position, **mistake).astype(q.dtype)
+        return out, ref(cache, q, k, v, position)[1]
+
+    return decode_step
+
+
+def _caching(ref, change):
+    """decode_step with the reference's output and ``change(keys, values, q, k)`` cached."""
+
+    def decode_step(cache, q, k, v, position):
+        out, (keys, values) = ref(cache, q, k, v, position)
+        return out, change(keys, values, q, k)
+
+    return decode_step
+
+
+def _attends_to_the_cache_only(cache, q, k, v, position):
+    """Leaves its own key and value out: on an empty cache, a softmax over nothing."""
+    keys, values = cache
+    scores = np.einsum("hd,shd->hs", q, np.repeat(keys, q.shape[0] // k.shape[0], axis=1))
+    return np.exp(scores - scores.max(axis=-1, keepdims=True)), cache
+
+
+def _unrotated_last(keys, values, q, k):
+    keys = keys.copy()
+    keys[-1] = k
+    return keys, values
+
+
+def _grown_along_heads(cache, q, k, v, position):
+    return None, (np.concatenate([cache[0], k[:, None]], axis=1), cache[1])
+
+
+DECODE_STEP = {
+    "rope-at-zero": lambda ref: _decoding(ref, rope_at="zero"),
+    "position-from-cache-length": lambda ref: _decoding(ref, rope_at="length"),
+    "unrotated-in-cache": lambda ref: _caching(ref, _unrotated_last),
+    "cache-rotated-twice": lambda ref: _decoding(ref, rotate_cache=True),
+    "gqa-interleaved": lambda ref: _decoding(ref, kv_heads="tile"),
+    "masks-own-token": lambda ref: _attends_to_the_cache_only,
+    "scale-by-d": lambda ref: _decoding(ref, scale_by_d=True),
+    "cache-grows-wrong-axis": lambda ref: _grown_along_heads,
+    "cache-repeats-heads": lambda ref: _caching(ref, lambda keys, values, q, k: tuple(
+        np.repeat(a, q.shape[0] // k.shape[0], axis=1) for a in (keys, values))),
+    "cache-upcast": lambda ref: _caching(ref, lambda keys, values, q, k: (
+        keys.astype(np.float64), values.astype(np.float64))),
+}  # fmt: skip
+
 # -- 09 ---------------------------------------------------------------------------------------
 def _plus(extra):
     return lambda ref: lambda config, *args: ref(config, *args) + extra(config, *args)
@@ -677,11 +752,12 @@ WRONG_ANSWERS = {
     "02.central_difference": CENTRAL_DIFFERENCE, "02.dual": DUAL,
     "03.gradient": GRADIENT, "03.div_rule": DIV_RULE,
     "04.softmax_ce_grad": SOFTMAX_CE_GRAD, "04.mlp_grads": MLP_GRADS,
+    "04.norm_backward": NORM_BACKWARD,
     "05.contiguous_strides": CONTIGUOUS_STRIDES, "05.permuted": PERMUTED, "05.can_view": CAN_VIEW,
     "05.add_views": ADD_VIEWS,
     "06.intensity": INTENSITY, "06.fold_batchnorm": FOLD_BATCHNORM, "06.swiglu": SWIGLU,
     "07.scale_add": SCALE_ADD, "07.softmax_rows": SOFTMAX_ROWS,
-    "08.rmsnorm": RMSNORM, "08.attention": ATTENTION,
+    "08.rmsnorm": RMSNORM, "08.attention": ATTENTION, "08.decode_step": DECODE_STEP,
     "09.forward_flops": FORWARD_FLOPS, "09.count_params": COUNT_PARAMS,
     "09.training_memory": TRAINING_MEMORY, "09.parallel_memory": PARALLEL_MEMORY,
 }  # fmt: skip

@@ -84,7 +84,7 @@ def test_the_release_notebooks_are_the_student_edition_linked_for_the_release(re
 def test_the_release_readme_links_reach_its_files(released):
     readme = (released / "README.md").read_text()
     targets = [t for t in LINK.findall(readme) if not t.startswith("https://")]
-    assert len(targets) > 10 and all((released / t).exists() for t in targets), targets
+    assert len(targets) >= 10 and all((released / t).exists() for t in targets), targets
     assert "{{" not in readme and "<!--" not in readme and "mybinder.org/v2/gh/someone" in readme
 
 

@@ -1,7 +1,10 @@
-"""Notebook 08: RMSNorm and causal attention written with course_lib ops.
+"""Notebook 08: RMSNorm and causal attention written with course_lib ops; a decoding step
+with a KV cache written in NumPy.
 
-Both are checked on values and gradients against the library's own ops (``cl.rms_norm``,
-``cl.causal_softmax``) on random shapes, including inputs small enough for ε to matter.
+The first two are checked on values and gradients against the library's own ops
+(``cl.rms_norm``, ``cl.causal_softmax``) on random shapes, including inputs small enough for ε
+to matter. ``08.decode_step`` is run step after step on its own returned cache and compared
+with full causal attention of the whole sequence (``cl.rope`` and ``cl.causal_attention``).
 """
 
 from __future__ import annotations
@@ -12,18 +15,30 @@ from .. import (
     GraphError,
     Node,
     ShapeError,
+    causal_attention,
     causal_softmax,
     constant,
     evaluate,
     grad,
     matrix_transpose,
     rms_norm,
+    rope,
     to_numpy,
     topological_order,
     variable,
 )
 from .. import sum as total
-from .core import Mistake, Wrong, call, close, exercise, first_match, mismatch, require
+from .core import (
+    CHANGED_INPUT,
+    Mistake,
+    Wrong,
+    call,
+    close,
+    exercise,
+    first_match,
+    mismatch,
+    require,
+)
 
 EPS_OUTSIDE = Mistake(
     "eps-outside",
@@ -208,4 +223,251 @@ def check_attention(answer) -> str:
     return (
         f"right values and gradients (q, k and v) for {len(sizes)} sizes, one position and "
         "head size 1 too"
+    )
+
+
+# -- decode_step ------------------------------------------------------------------------------
+ROPE_THETA = 10000.0
+
+ROPE_AT_ZERO = Mistake(
+    "rope-at-zero",
+    "the new token's query and key are rotated by RoPE at the token's position (the "
+    "`position` argument), not left as they are (which is rotating them at position 0).",
+)
+POSITION_FROM_LENGTH = Mistake(
+    "position-from-cache-length",
+    "the token's position is the `position` argument: it equals the cache's length only when "
+    "the cached tokens started at position 0.",
+)
+UNROTATED_IN_CACHE = Mistake(
+    "unrotated-in-cache",
+    "the cache holds keys already rotated at their positions (that is why it never needs "
+    "them again): append the rotated key, not the raw one.",
+)
+CACHE_ROTATED_TWICE = Mistake(
+    "cache-rotated-twice",
+    "the cached keys are already rotated at their positions: rotate only the new token's q "
+    "and k, not the keys in the cache again.",
+)
+GQA_INTERLEAVED = Mistake(
+    "gqa-interleaved",
+    "query heads share K/V heads in consecutive groups: head h reads K/V head h // (H / KV) "
+    "(np.repeat along the head axis), not h % KV (np.tile).",
+)
+MASKS_OWN_TOKEN = Mistake(
+    "masks-own-token",
+    "the new token attends to the cached tokens AND to itself (a causal mask hides only later "
+    "positions): append its key and value before the attention.",
+)
+DECODE_SCALE_BY_D = Mistake("scale-by-d", "the scores are scaled by 1/sqrt(d), not 1/d.")
+CACHE_WRONG_AXIS = Mistake(
+    "cache-grows-wrong-axis",
+    "the cache is (positions, KV heads, head size): a new token adds a row along axis 0, "
+    "np.concatenate([keys, k[None]], axis=0).",
+)
+CACHE_REPEATS_HEADS = Mistake(
+    "cache-repeats-heads",
+    "cache the KV heads, not their copies for every query head: grouped-query attention "
+    "exists to make the cache H / KV times smaller; repeat (or index) only to compute.",
+)
+CACHE_UPCAST = Mistake(
+    "cache-upcast",
+    "the cache keeps the dtype of k and v: float32 inputs make a float32 cache (half the bytes "
+    "of float64). cos and sin of float64 angles turn float32 keys into float64: cast them.",
+)
+
+
+def _rotate(x: np.ndarray, position: int) -> np.ndarray:
+    """RoPE, half-split, of the vectors along x's last axis, all at ``position`` (float64)."""
+    half = x.shape[-1] // 2
+    angle = position * ROPE_THETA ** (-np.arange(half) / half)
+    cos, sin = np.cos(angle), np.sin(angle)
+    first, second = x[..., :half], x[..., half:]
+    return np.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
+
+
+def _attend(keys, values, q, k, v, position, *, rope_at="position",
+                        kv_heads="repeat", own=True, scale_by_d=False,
+                        rotate_cache=False) -> np.ndarray:  # fmt: skip
+    """The decoding step's output, from the right cache (rotated keys, values), with one
+    mistake switched on: where RoPE puts the new token (``"position"``, ``"zero"``,
+    ``"length"``), which K/V head a query head reads (``"repeat"`` or ``"tile"``), ``own``
+    key and value attended, scale 1/d, the cached keys rotated again."""
+    s, (h, d), kv = len(keys), q.shape, k.shape[0]
+    at = {"position": position, "zero": 0, "length": s}[rope_at]
+    q, k = _rotate(q, at), _rotate(k, at)
+    if rotate_cache:
+        keys = np.array([_rotate(key, position - s + j) for j, key in enumerate(keys)])
+        keys = keys.reshape(s, kv, d)
+    if own:
+        keys, values = np.concatenate([keys, k[None]]), np.concatenate([values, v[None]])
+    head = np.arange(h) // (h // kv) if kv_heads == "repeat" else np.arange(h) % kv
+    scores = np.einsum("hd,shd->hs", q, keys[:, head]) * (1 / d if scale_by_d else d**-0.5)
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    weights /= weights.sum(axis=-1, keepdims=True)
+    return np.einsum("hs,shd->hd", weights, values[:, head])
+
+
+def _full_attention(q, k, v, start: int) -> tuple[np.ndarray, np.ndarray]:
+    """Causal grouped-query attention of the whole sequence by course_lib's ops (RoPE from
+    position ``start``): the output (T, H, d) and the rotated keys (T, KV, d), on the host."""
+    qn, kn = (rope(constant(a[None]), ROPE_THETA, seq_axis=1, start=start) for a in (q, k))
+    out, _ = causal_attention(qn, kn, constant(v[None]))
+    return tuple(to_numpy(a)[0] for a in evaluate([out, kn]))
+
+
+def _not_contiguous(a: np.ndarray, transposed: bool) -> np.ndarray:
+    """``a`` as a view that is not contiguous: its last two axes stored transposed, or every
+    other element of a wider array."""
+    if transposed and a.ndim > 1:
+        return np.ascontiguousarray(a.swapaxes(-1, -2)).swapaxes(-1, -2)
+    wide = np.zeros((*a.shape[:-1], 2 * a.shape[-1]), a.dtype)
+    wide[..., ::2] = a
+    return wide[..., ::2]
+
+
+def _decode_output_mistake(got, keys, values, q, k, v, position, close_enough):
+    variants = [
+        (ROPE_AT_ZERO, dict(rope_at="zero")),
+        (POSITION_FROM_LENGTH, dict(rope_at="length")),
+        (CACHE_ROTATED_TWICE, dict(rotate_cache=True)),
+        (GQA_INTERLEAVED, dict(kv_heads="tile")),
+        (MASKS_OWN_TOKEN, dict(own=False)),
+        (DECODE_SCALE_BY_D, dict(scale_by_d=True)),
+    ]
+    args = (keys, values, q, k, v, position)
+    wrong = [(m, lambda o=o: _attend(*args, **o)) for m, o in variants]
+    return first_match(got, wrong, close_enough)
+
+
+def _check_decoded_cache(label, new_cache, want_keys, want_values, raw_k, dtype) -> None:
+    """The cache an answer returned: (keys, values), each (S + 1, KV, d) of the inputs'
+    dtype, the keys rotated."""
+    require(
+        isinstance(new_cache, tuple | list)
+        and len(new_cache) == 2
+        and all(type(a) is np.ndarray for a in new_cache),
+        f"{label} returned a cache of type {type(new_cache).__name__}; it must be a pair "
+        "(keys, values) of NumPy arrays",
+    )
+    keys, values = new_cache
+    shape, (s1, kv, d) = want_keys.shape, want_keys.shape
+    for name, got in (("keys", keys), ("values", values)):
+        if got.shape != shape:
+            heads = len(got.shape) == 3 and got.shape[0] == s1 and got.shape[1] > kv
+            transposed = got.shape == (kv, s1, d)
+            raise Wrong(
+                f"{label}: the cached {name} have shape {got.shape}, expected {shape} "
+                f"({s1} positions, {kv} KV heads, head size {d})",
+                CACHE_REPEATS_HEADS if heads else CACHE_WRONG_AXIS if transposed else None,
+            )
+    want_bytes = 2 * want_keys.size * np.dtype(dtype).itemsize
+    require(
+        keys.nbytes + values.nbytes == want_bytes,
+        f"{label}: the cache holds {keys.nbytes + values.nbytes} bytes ({keys.dtype}), expected "
+        f"{want_bytes} ({np.dtype(dtype)} like the inputs)",
+        CACHE_UPCAST if keys.dtype.itemsize > np.dtype(dtype).itemsize else None,
+    )
+    tolerance = dict(rtol=1e-5, atol=1e-6) if dtype == np.float64 else dict(rtol=1e-4, atol=1e-5)
+    if not close(keys, want_keys, **tolerance):
+        unrotated = close(keys[:-1], want_keys[:-1], **tolerance) and close(keys[-1], raw_k)
+        raise Wrong(
+            f"{label}: the array of cached keys {mismatch(keys, want_keys)} (rotated at their "
+            "positions)",
+            UNROTATED_IN_CACHE if unrotated else None,
+        )
+    require(
+        close(values, want_values, **tolerance),
+        f"{label}: the array of cached values {mismatch(values, want_values)}",
+    )
+
+
+def _decode_configs() -> list[tuple]:
+    """(query heads, KV heads, head size, position of the first token, tokens cached before
+    the first step, steps, dtype): GQA, MHA, MQA; an empty cache; positions far from 0."""
+    return [
+        (4, 2, 8, 0, 0, 4, np.float64),
+        (8, 2, 16, 7, 3, 3, np.float64),
+        (4, 4, 8, 0, 2, 2, np.float64),
+        (6, 1, 4, 100, 5, 2, np.float64),
+        (6, 3, 8, 20, 1, 2, np.float32),
+    ]
+
+
+def _check_decode_config(answer, rng, h, kv, d, start, prefix, steps, dtype) -> None:
+    total_tokens = prefix + steps
+    q_all = rng.standard_normal((total_tokens, h, d)).astype(dtype)
+    k_all = rng.standard_normal((total_tokens, kv, d)).astype(dtype)
+    v_all = rng.standard_normal((total_tokens, kv, d)).astype(dtype)
+    wide = [a.astype(np.float64) for a in (q_all, k_all, v_all)]
+    want_out, want_keys = _full_attention(*wide, start)
+    cache = (_not_contiguous(want_keys[:prefix].astype(dtype), True),
+             _not_contiguous(v_all[:prefix], False))  # fmt: skip
+    tolerance = dict(rtol=1e-5, atol=1e-6) if dtype == np.float64 else dict(rtol=1e-4, atol=1e-5)
+    for t in range(prefix, total_tokens):
+        position = start + t
+        label = (
+            f"decode_step(cache of {t} tokens, q, k, v, position={position}) with {h} query "
+            f"heads, {kv} KV heads, head size {d}, {np.dtype(dtype)}"
+        )
+        before = [a.copy() for a in cache]
+        errors = [(ValueError, "concatenation axis", CACHE_WRONG_AXIS)]
+        if t == 0:  # nothing to attend to but itself
+            errors.append((ValueError, "zero-size array", MASKS_OWN_TOKEN))
+        args = [_not_contiguous(a[t], t % 2 == 0) for a in (q_all, k_all, v_all)]
+        got = call(label, answer, cache, *args, position, errors=errors)
+        require(
+            all(np.array_equal(a, b) and a.shape == b.shape for a, b in zip(cache, before)),
+            f"{label} changed the cache it was given; return a new one",
+            CHANGED_INPUT,
+        )
+        require(
+            isinstance(got, tuple | list) and len(got) == 2 and type(got[0]) is np.ndarray,
+            f"{label} returned {type(got).__name__}; it must return (out, cache), out an array",
+        )
+        out, new_cache = got
+        if not close(out, want_out[t], **tolerance):
+            right = (want_keys[:t], wide[2][:t], *(a[t] for a in wide), position)
+            same = lambda a, b: close(a, b, **tolerance)  # noqa: E731
+            raise Wrong(
+                f"{label}: the output {mismatch(out, want_out[t])} (full causal attention)",
+                _decode_output_mistake(out, *right, same),
+            )
+        _check_decoded_cache(label, new_cache, want_keys[: t + 1], wide[2][: t + 1],
+                             wide[1][t], dtype)  # fmt: skip
+        cache = tuple(new_cache)
+
+
+@exercise(
+    "08.decode_step",
+    "decode_step(cache, q, k, v, position) -> (out, cache): one new token's grouped-query "
+    "attention with RoPE over a KV cache (keys, values), the cache grown by its row",
+    mistakes=(ROPE_AT_ZERO, POSITION_FROM_LENGTH, UNROTATED_IN_CACHE, CACHE_ROTATED_TWICE,
+              GQA_INTERLEAVED, MASKS_OWN_TOKEN, DECODE_SCALE_BY_D, CACHE_WRONG_AXIS,
+              CACHE_REPEATS_HEADS, CACHE_UPCAST),  # fmt: skip
+    points=5.0,
+    forbidden=(
+        "course_lib.ops.attention.causal_attention",
+        "course_lib.ops.attention.head_scores",
+        "course_lib.ops.attention.head_mix",
+        "course_lib.ops.attention.causal_softmax",
+        "course_lib.ops.rope.rope",
+        "course_lib.ops.rope.Rope",
+        "course_lib.kernels.reference.attention",
+        "course_lib.kernels.reference.rope",
+        "course_lib.models.layers.self_attention",
+        "course_lib.models.kv_cache.KVCache",
+        "course_lib.models.llama.Llama.decode",
+    ),
+)
+def check_decode_step(answer) -> str:
+    rng = np.random.default_rng(82)
+    configs = _decode_configs()
+    for config in configs:
+        _check_decode_config(answer, rng, *config)
+    steps = sum(config[5] for config in configs)
+    return (
+        f"matches full causal attention at {steps} steps of {len(configs)} sequences (GQA, MHA, "
+        "MQA; an empty cache, first positions 7, 20 and 100; float32), each returned cache "
+        "rotated, KV heads only, of the inputs' dtype"
     )

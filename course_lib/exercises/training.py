@@ -2,14 +2,17 @@
 
 ``04.softmax_ce_grad`` is checked against central differences of the mean cross-entropy
 (computed stably), on logits up to ±1e3; ``04.mlp_grads`` against ``cl.grad`` of the
-notebook's two-layer network, on random sizes.
+notebook's two-layer network, on random sizes; ``04.norm_backward`` against ``cl.grad`` of
+``cl.layer_norm`` and ``cl.rms_norm`` on batched, non-contiguous, nearly constant and large
+inputs.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .. import grad, mean, relu, variable
+from .. import constant, grad, layer_norm, mean, relu, rms_norm, variable
+from .. import sum as total
 from ..backend import to_numpy
 from .core import (
     DERIVATIVES,
@@ -222,4 +225,197 @@ def check_mlp_grads(answer) -> str:
                 )
     return (
         f"agrees with cl.grad on {len(sizes)} networks: one row, several outputs, one hidden unit"
+    )
+
+
+# -- norm_backward ----------------------------------------------------------------------------
+NO_MEAN_TERM = Mistake(
+    "no-mean-term",
+    "layer norm subtracts the row's mean, and every x_j moves that mean: dx loses the term "
+    "−mean(g) of each row (g = dy·gamma), dx = r·(g − mean(g) − x̂·mean(g·x̂)).",
+)
+NO_VARIANCE_TERM = Mistake(
+    "no-variance-term",
+    "every x_j also moves the row's variance (or mean square), hence r = 1/sqrt(var + ε): dx "
+    "has the term −x̂·mean(g·x̂) (g = dy·gamma, x̂ the normalised row).",
+)
+NOT_SUMMED = Mistake(
+    "not-summed-over-rows",
+    "gamma and beta are shared by every row (every leading index): their gradients add up the "
+    "contributions of all rows, shape (n,): sum dy·x̂ and dy over every axis but the last.",
+)
+EPS_OUTSIDE_ROOT = Mistake(
+    "eps-outside-root",
+    "ε goes inside the root, r = 1/sqrt(var + ε), both in the forward pass and in its "
+    "derivative dr/dvar = −r³/2; it matters for rows of (nearly) equal values.",
+)
+UNBIASED_VARIANCE = Mistake(
+    "unbiased-variance",
+    "the variance in a norm layer divides by n (the row's size), not n − 1: np.var's default, "
+    "or mean((x − mean)²).",
+)
+RMS_AS_LAYER = Mistake(
+    "rms-as-layer",
+    "RMS norm does not subtract the mean: x̂ = x·r with r = 1/sqrt(mean(x²) + ε), so its dx is "
+    "r·(g − x̂·mean(g·x̂)), without layer norm's −mean(g) term.",
+)
+NO_GAMMA_IN_DX = Mistake(
+    "no-gamma-in-dx",
+    "the output is gamma·x̂ (+ beta): the gradient that reaches x̂ is dy·gamma, not dy.",
+)
+NORM_KINDS = ("layer", "rms")
+
+
+def _numpy_norm_grads(kind, dy, x, gamma, eps, *, centre=None, mean_term=True,
+                      variance_term=True, eps_outside=False, ddof=0, gamma_in_dx=True,
+                      summed=True) -> dict:  # fmt: skip
+    """The gradients of sum(dy · norm(x)) in closed form, with one mistake switched on: the
+    mistakes' results (the right ones come from ``cl.grad``)."""
+    centre = kind == "layer" if centre is None else centre
+    n = x.shape[-1]
+    xc = x - x.mean(axis=-1, keepdims=True) if centre else x
+    var = (xc * xc).sum(axis=-1, keepdims=True) / (n - ddof)
+    if eps_outside:
+        r = 1 / (np.sqrt(var) + eps)
+        dr = -r * r / (2 * np.sqrt(var))
+    else:
+        r = 1 / np.sqrt(var + eps)
+        dr = -(r**3) / 2
+    g = dy * gamma if gamma_in_dx else dy
+    dxc = r * g
+    if variance_term:
+        dxc = dxc + 2 * dr / (n - ddof) * xc * (g * xc).sum(axis=-1, keepdims=True)
+    dx = dxc - dxc.mean(axis=-1, keepdims=True) if centre and mean_term else dxc
+    rows = tuple(range(x.ndim - 1)) if summed else ()
+    grads = {"x": dx, "gamma": (dy * xc * r).sum(axis=rows)}
+    if kind == "layer":
+        grads["beta"] = dy.sum(axis=rows)
+    return grads
+
+
+def _oracle_norm_grads(kind, dy, x, gamma, eps) -> dict:
+    """``cl.grad`` of sum(dy · norm(x)) with respect to x, gamma (and beta), on the host."""
+    nodes = {"x": variable("x", x.shape), "gamma": variable("gamma", gamma.shape)}
+    if kind == "layer":
+        nodes["beta"] = variable("beta", gamma.shape)
+        out = layer_norm(nodes["x"], nodes["gamma"], nodes["beta"], eps)
+    else:
+        out = rms_norm(nodes["x"], nodes["gamma"], eps)
+    loss = total(out * constant(dy))
+    values = {"x": x, "gamma": gamma, "beta": np.zeros_like(gamma)}
+    grads = run_graph(grad(loss, list(nodes.values())), {v: values[k] for k, v in nodes.items()})
+    return {name: to_numpy(g) for name, g in zip(nodes, grads)}
+
+
+def _norm_grads_mistake(kind, got: dict, dy, x, gamma, eps, close_enough) -> Mistake | None:
+    variants = [
+        (NO_MEAN_TERM, dict(mean_term=False)),
+        (NO_VARIANCE_TERM, dict(variance_term=False)),
+        (EPS_OUTSIDE_ROOT, dict(eps_outside=True)),
+        (UNBIASED_VARIANCE, dict(ddof=1)),
+        (RMS_AS_LAYER, dict(centre=True)),
+        (NO_GAMMA_IN_DX, dict(gamma_in_dx=False)),
+        (NOT_SUMMED, dict(summed=False)),
+    ]
+    # RMS norm has no mean term to forget; layer norm cannot be treated like itself
+    not_for_kind = NO_MEAN_TERM if kind == "rms" else RMS_AS_LAYER
+    variants = [(m, k) for m, k in variants if m is not not_for_kind]
+
+    def same(a, b):
+        return all(close_enough(a[name], b[name]) for name in a if name in b)
+
+    wrong = [(m, lambda k=k: _numpy_norm_grads(kind, dy, x, gamma, eps, **k)) for m, k in variants]
+    return first_match(got, wrong, same)
+
+
+def _strided(rng, shape: tuple, scale: float, offset: float) -> np.ndarray:
+    """Random values of ``shape``, as a view that is not contiguous (transposed, or every
+    other element of a larger array)."""
+    if len(shape) > 1 and rng.random() < 0.5:
+        return (offset + scale * rng.standard_normal(shape[::-1])).T
+    wide = offset + scale * rng.standard_normal((*shape[:-1], 2 * shape[-1]))
+    return wide[..., ::2]
+
+
+def _norm_cases(rng) -> list[tuple]:
+    """(kind, shape, eps, scale, offset): batched leading axes, one row, rows of nearly
+    equal values where ε matters, large magnitudes."""
+    cases = []
+    for kind in NORM_KINDS:
+        cases += [
+            (kind, (4, 8), 1e-5, 1.0, 0.0),
+            (kind, (2, 3, 6), 1e-5, 1.0, 0.5),
+            (kind, (5,), 1e-5, 1.0, 0.0),
+            (kind, (3, 4), 1e-2, 1e-3, 2.0 if kind == "layer" else 0.0),
+            (kind, (2, 2, 2, 5), 1e-5, 1e4, 0.0),
+        ]
+    return cases
+
+
+def _check_norm_case(answer, rng, kind, shape, eps, scale, offset) -> None:
+    x = _strided(rng, shape, scale, offset)
+    dy = _strided(rng, shape, 1.0, 0.0)
+    gamma = 1 + rng.standard_normal(shape[-1])
+    label = f'norm_backward("{kind}", dy, x, gamma, {eps:g}) for x of shape {shape}'
+    if scale != 1 or offset:
+        label += f" (values {offset:g} ± {scale:g})"
+    got = call(label, answer, kind, dy, x, gamma, eps)
+    want = _oracle_norm_grads(kind, dy, x, gamma, eps)
+    require(
+        isinstance(got, dict) and sorted(got) == sorted(want),
+        f"{label} returned {type(got).__name__} "
+        f"{sorted(got) if isinstance(got, dict) else ''}; it must return a dict with the keys "
+        f"{sorted(want)}",
+    )
+    wrong_shapes = [name for name in want if np.shape(got[name]) != want[name].shape]
+    scale_of = {name: float(np.abs(w).max()) for name, w in want.items()}
+
+    def close_enough(a, b, name=None):
+        size = max(scale_of.values()) if name is None else scale_of[name]
+        return close(a, b, rtol=1e-6, atol=1e-9 * size)
+
+    mistake_of = lambda: _norm_grads_mistake(kind, got, dy, x, gamma, eps, close_enough)  # noqa: E731
+    if wrong_shapes:
+        name = wrong_shapes[0]
+        raise Wrong(
+            f"{label}: the gradient of {name} has shape {np.shape(got[name])}, expected "
+            f"{want[name].shape} (the shape of {name})",
+            mistake_of(),
+        )
+    for name in want:
+        require(
+            type(got[name]) is np.ndarray,
+            f"{label}: the gradient of {name} is a {type(got[name]).__name__}; it must be a "
+            "NumPy array",
+        )
+        if not close_enough(got[name], want[name], name):
+            raise Wrong(
+                f"{label}: the gradient of {name} {mismatch(got[name], want[name])} (cl.grad)",
+                mistake_of(),
+            )
+
+
+@exercise(
+    "04.norm_backward",
+    'norm_backward(kind, dy, x, gamma, eps) -> {"x": dx, "gamma": dgamma, "beta": dbeta}: '
+    'the backward pass of layer norm ("layer") or RMS norm ("rms", no beta) over the last axis',
+    mistakes=(NO_MEAN_TERM, NO_VARIANCE_TERM, NOT_SUMMED, EPS_OUTSIDE_ROOT, UNBIASED_VARIANCE,
+              RMS_AS_LAYER, NO_GAMMA_IN_DX),  # fmt: skip
+    points=5.0,
+    forbidden=(  # the engine's derivatives, and RMS norm's hand-written ones
+        *DERIVATIVES,
+        "course_lib.ops.norms.RMSNorm.gradient",
+        "course_lib.ops.norms._RMSNormFamily",  # making RMSNorm's adjoint ops
+        "course_lib.ops.norms.RMSNormGradX",
+        "course_lib.ops.norms.RMSNormGradW",
+    ),
+)
+def check_norm_backward(answer) -> str:
+    rng = np.random.default_rng(42)
+    cases = _norm_cases(rng)
+    for case in cases:
+        _check_norm_case(answer, rng, *case)
+    return (
+        f"agrees with cl.grad on {len(cases)} inputs for layer and RMS norm: batched leading "
+        "axes, one row, transposed and strided inputs, rows where ε matters, values of 1e4"
     )
