@@ -172,6 +172,59 @@ DUAL = {
 }
 
 
+# -- 02 and 03: the op rules ------------------------------------------------------------------
+def _replacing(op, rule):
+    """The reference answer with ``op``'s rule replaced by ``rule(ref, inputs, output, v,
+    **attrs)``, the mistake."""
+
+    def answer(ref):
+        def rule_of(name, inputs, output, v, **attrs):
+            chosen = rule if name == op else lambda ref, *args, **kw: ref(name, *args, **kw)
+            return chosen(ref, inputs, output, v, **attrs)
+
+        return rule_of
+
+    return answer
+
+
+def _sum_to(partial, shape, keepdims=True):
+    """An output-shaped partial adjoint summed to ``shape`` (keepdims=False: squeezed)."""
+    lead = partial.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, n in enumerate(shape) if n == 1 and partial.shape[lead + i] != 1
+    )
+    summed = np.sum(partial, axis=axes, keepdims=keepdims)
+    return summed.reshape(summed.shape[lead:]) if keepdims else summed
+
+
+def _max_mask(inputs, output, attrs):
+    x, axis = inputs[0], attrs["axis"]
+    return (x == np.max(x, axis=axis, keepdims=True)).astype(float)
+
+
+def _rowsum(v, keepdims=True):
+    return np.sum(v, axis=-1, keepdims=keepdims)
+
+
+JVP_RULES = {
+    "product-rule": _replacing("mul", lambda ref, ins, out, d: d[0] * ins[1]),
+    "quotient-rule": _replacing("div", lambda ref, ins, out, d: (d[0] * ins[1] + ins[0] * d[1])
+                                / ins[1] ** 2),
+    "matmul-one-term": _replacing("matmul", lambda ref, ins, out, d: d[0] @ ins[1]),
+    "tangent-not-reduced": _replacing("sum", lambda ref, ins, out, d, **a: d[0].copy()),
+    "mean-count": _replacing("mean", lambda ref, *args, **a: ref("sum", *args, **a)),
+    "max-of-tangent": _replacing("max", lambda ref, ins, out, d, axis, keepdims:
+                                 np.max(d[0], axis=axis, keepdims=keepdims)),
+    "max-ties": _replacing("max", lambda ref, ins, out, d, **a: ref(
+        "sum", ins, out, (d[0] * _max_mask(ins, out, a),), **a)),
+    "softmax-missing-term": _replacing("softmax", lambda ref, ins, out, d: out * d[0]),
+    "row-sum-not-kept": _replacing("softmax", lambda ref, ins, out, d:
+                                   out * (d[0] - _rowsum(out * d[0], keepdims=False))),
+    "log-softmax-exp": _replacing("log_softmax", lambda ref, ins, out, d:
+                                  d[0] - _rowsum(np.exp(ins[0]) * d[0])),
+}  # fmt: skip
+
+
 # -- 03 ---------------------------------------------------------------------------------------
 def _gradient_variant(reverse=True, summed=True, skip_leaves=True):
     """gradient(out) with one of the usual slips."""
@@ -220,6 +273,28 @@ DIV_RULE = {
     "swapped": lambda ref: lambda node, g, needs: ref(node, g, [True, True])[::-1],
     "numbers-not-nodes": lambda ref: lambda node, g, needs: [1.0, 2.0],
 }
+
+
+VJP_RULES = {
+    "not-unbroadcast": _replacing("add", lambda ref, ins, out, g: (g, g)),
+    "unbroadcast-shape": _replacing("add", lambda ref, ins, out, g: tuple(
+        _sum_to(g, x.shape, keepdims=False) for x in ins)),
+    "product-partials": _replacing("mul", lambda ref, ins, out, g: tuple(
+        _sum_to(g * x, x.shape) for x in ins)),
+    "matmul-transpose-order": _replacing("matmul", lambda ref, ins, out, g: (
+        _sum_to(g @ ins[1], ins[0].shape), _sum_to(ins[0] @ g, ins[1].shape))),
+    "reduced-axes-not-restored": _replacing("sum", lambda ref, ins, out, g, **a: (
+        np.broadcast_to(g, ins[0].shape).copy(),)),
+    "mean-count": _replacing("mean", lambda ref, *args, **a: ref("sum", *args, **a)),
+    "max-not-routed": _replacing("max", lambda ref, *args, **a: ref("sum", *args, **a)),
+    "max-ties": _replacing("max", lambda ref, ins, out, g, **a: (
+        ref("sum", ins, out, g, **a)[0] * _max_mask(ins, out, a),)),
+    "softmax-missing-term": _replacing("softmax", lambda ref, ins, out, g: (out * g,)),
+    "row-sum-not-kept": _replacing("softmax", lambda ref, ins, out, g: (
+        out * (g - _rowsum(out * g, keepdims=False)),)),
+    "log-softmax-exp": _replacing("log_softmax", lambda ref, ins, out, g: (
+        g - np.exp(ins[0]) * _rowsum(g),)),
+}  # fmt: skip
 
 
 # -- 04 ---------------------------------------------------------------------------------------
@@ -572,8 +647,8 @@ TRAINING_MEMORY = {
 
 WRONG_ANSWERS = {
     "01.guard_key": GUARD_KEY, "01.relu_cond": RELU_COND, "01.evaluate": EVALUATE,
-    "02.central_difference": CENTRAL_DIFFERENCE, "02.dual": DUAL,
-    "03.gradient": GRADIENT, "03.div_rule": DIV_RULE,
+    "02.central_difference": CENTRAL_DIFFERENCE, "02.dual": DUAL, "02.jvp_rules": JVP_RULES,
+    "03.gradient": GRADIENT, "03.div_rule": DIV_RULE, "03.vjp_rules": VJP_RULES,
     "04.softmax_ce_grad": SOFTMAX_CE_GRAD, "04.mlp_grads": MLP_GRADS,
     "05.contiguous_strides": CONTIGUOUS_STRIDES, "05.permuted": PERMUTED, "05.can_view": CAN_VIEW,
     "05.add_views": ADD_VIEWS,

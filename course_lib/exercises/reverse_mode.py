@@ -4,7 +4,8 @@
 seed, the order of the walk, an input the output does not use) and on random graphs with
 broadcasting, matrix products and constants; its nodes are evaluated against ``cl.grad``.
 ``03.div_rule`` is compared with the partial adjoints of ``cl.div``'s own rule, and
-differentiated again.
+differentiated again. ``03.vjp_rules``, the assignment, has the student write every op
+family's rule in NumPy (:mod:`.op_rules` makes the cases), compared with ``cl.grad``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,30 @@ import numpy as np
 from .. import GraphError, Node, constant, exp, grad, matmul, sin, tanh, topological_order, variable
 from .. import sum as total
 from .core import Mistake, Wrong, call, close, exercise, mismatch, require, run_graph, show
+from .op_rules import (
+    LOG_SOFTMAX_EXP,
+    MAX_TIES,
+    MEAN_COUNT,
+    OPS,
+    REDUCTIONS,
+    ROW_SUM_NOT_KEPT,
+    SOFTMAX_TERM,
+    Case,
+    as_array,
+    call_rule,
+    cases,
+    compare,
+    count,
+    engine_vjp,
+    expanded,
+    first_maximum,
+    library_rules,
+    row_errors,
+    row_sum,
+    scattered,
+    softmax_candidates,
+    tie_weights,
+)
 
 NOT_SUMMED = Mistake(
     "partials-not-summed",
@@ -224,4 +249,138 @@ def check_div_rule(answer) -> str:
     return (
         "right partial adjoints for scalars, vectors and matrices, None allowed where not "
         "needed, and nodes that differentiate again"
+    )
+
+
+# -- vjp_rules: the assignment ------------------------------------------------------------------
+NOT_UNBROADCAST = Mistake(
+    "not-unbroadcast",
+    "an input that broadcasting stretched gets an adjoint of ITS shape: sum the output-shaped "
+    "partial adjoint over the leading axes the input lacks and (keepdims=True) over the axes "
+    "where it has length 1.",
+)
+UNBROADCAST_SHAPE = Mistake(
+    "unbroadcast-shape",
+    "the right sums, the wrong shape: drop the leading axes the input lacks, but keep its axes "
+    "of length 1 (np.sum(..., axis=..., keepdims=True)).",
+)
+PRODUCT_PARTIALS = Mistake(
+    "product-partials",
+    "each factor's adjoint reads the OTHER factor: for x·y, x̄ = ḡ·y and ȳ = ḡ·x; for x / y, "
+    "x̄ = ḡ / y and ȳ = −ḡ·x / y².",
+)
+MATMUL_ORDER = Mistake(
+    "matmul-transpose-order",
+    "for out = x @ y: x̄ = ḡ @ yᵀ and ȳ = xᵀ @ ḡ, where ᵀ swaps the LAST TWO axes only "
+    "(np.swapaxes(y, -1, -2); .T reverses every axis of a batched array).",
+)
+NOT_EXPANDED = Mistake(
+    "reduced-axes-not-restored",
+    "with keepdims=False the adjoint lacks the reduced axes: put them back with length 1 "
+    "(np.expand_dims(adjoint, axes)) before broadcasting it to x's shape.",
+)
+MAX_NOT_ROUTED = Mistake(
+    "max-not-routed",
+    "only the elements equal to the maximum affect it: the adjoint goes to them (shared among "
+    "ties), and every other element gets 0.",
+)
+
+
+def _sum_to(a: np.ndarray, shape: tuple, keep: bool = True, stretched: bool = True):
+    """``a`` summed over the leading axes ``shape`` lacks and the axes where it has length 1
+    (``keep``: keeping those; ``stretched=False``: over the leading axes only)."""
+    a = np.sum(a, axis=tuple(range(a.ndim - len(shape))))
+    if not stretched:
+        return a
+    axes = tuple(i for i, n in enumerate(shape) if n == 1 and a.shape[i] != 1)
+    return np.sum(a, axis=axes, keepdims=keep)
+
+
+def _swap(a: np.ndarray) -> np.ndarray:
+    return np.swapaxes(a, -1, -2)
+
+
+def _partial(case: Case, g: np.ndarray, k: int) -> np.ndarray:
+    """The output-shaped partial adjoint of input k of an elementwise op or matmul."""
+    x, y = case.inputs
+    if case.op == "matmul":
+        return g @ _swap(y) if k == 0 else _swap(x) @ g
+    return {"add": lambda: g, "sub": lambda: -g if k else g, "mul": lambda: g * (x if k else y),
+            "div": lambda: -g * x / y**2 if k else g / y}[case.op]()  # fmt: skip
+
+
+def _vjp_candidates(case: Case, g: np.ndarray, k: int) -> list:
+    """(mistake, its wrong adjoint of input k), computed when needed."""
+    op, inputs, y = case.op, case.inputs, case.output
+    if op in REDUCTIONS:
+        n, spread = count(case), lambda: expanded(case, g)
+        stretched = lambda: np.broadcast_to(g, inputs[0].shape) / (n if op == "mean" else 1)  # noqa: E731
+        wrong = [(NOT_EXPANDED, stretched)]
+        if op == "mean":
+            wrong += [(MEAN_COUNT, spread), (MEAN_COUNT, lambda: spread() / inputs[0].size)]
+        if op == "max":
+            wrong += [(MAX_NOT_ROUTED, spread),
+                      (MAX_TIES, lambda: spread() * (tie_weights(case) > 0)),
+                      (MAX_TIES, lambda: spread() * first_maximum(case))]  # fmt: skip
+        return wrong
+    if op == "softmax":
+        return softmax_candidates(case, g)
+    if op == "log_softmax":
+        x = inputs[0]
+        return [(LOG_SOFTMAX_EXP, lambda: g - np.exp(x) * row_sum(g)),
+                (LOG_SOFTMAX_EXP, lambda: g - y * row_sum(g)),
+                (ROW_SUM_NOT_KEPT, lambda: g - np.exp(y) * row_sum(g, keep=False))]  # fmt: skip
+    shape, partial = inputs[k].shape, _partial(case, g, k)
+    wrong = [(NOT_UNBROADCAST, lambda: partial),
+             (UNBROADCAST_SHAPE, lambda: _sum_to(partial, shape, keep=False)),
+             (UNBROADCAST_SHAPE, lambda: _sum_to(partial, shape, stretched=False))]  # fmt: skip
+    a, b = inputs
+    other = {
+        "mul": [lambda: g * a, lambda: g * b],
+        "div": [lambda: g * b, lambda: g * a / b**2, lambda: -g / b**2, lambda: -g * a / b],
+        "matmul": [lambda: g @ b, lambda: _swap(b) @ g, lambda: g.T @ b.T] if k == 0
+        else [lambda: a @ g, lambda: g @ _swap(a), lambda: _swap(g) @ a],
+    }.get(op, [])
+    mistake = MATMUL_ORDER if op == "matmul" else PRODUCT_PARTIALS
+    return wrong + [(mistake, lambda f=f: _sum_to(f(), shape)) for f in other]
+
+
+def _vjp_errors(case: Case) -> list:
+    if case.op == "matmul":
+        return [(ValueError, "", MATMUL_ORDER)]
+    if case.op in REDUCTIONS:
+        return [(ValueError, "broadcast", NOT_EXPANDED)]
+    return row_errors(case)
+
+
+@exercise(
+    "03.vjp_rules",
+    "vjp_rule(op, inputs, output, adjoint, axis=None, keepdims=False) -> tuple: the inputs' "
+    "adjoints, in NumPy",
+    mistakes=(NOT_UNBROADCAST, UNBROADCAST_SHAPE, PRODUCT_PARTIALS, MATMUL_ORDER, NOT_EXPANDED,
+              MEAN_COUNT, MAX_NOT_ROUTED, MAX_TIES, SOFTMAX_TERM, ROW_SUM_NOT_KEPT,
+              LOG_SOFTMAX_EXP),  # fmt: skip
+    points=5.0,
+    forbidden=library_rules(),
+)
+def check_vjp_rules(answer) -> str:
+    rng = np.random.default_rng(32)
+    found = cases(rng)
+    for case in found:
+        g = scattered(rng, rng.standard_normal(case.output.shape))
+        want = engine_vjp(case, g)
+        label = case.label("vjp_rule")
+        got = call_rule(answer, case, "vjp_rule", g, errors=_vjp_errors(case))
+        require(
+            type(got) in (tuple, list) and len(got) == len(want),
+            f"{label} returned {show(got)}; return a tuple of {len(want)} adjoints, one per "
+            "input ((x̄,) for one input)",
+        )
+        for k, (value, w) in enumerate(zip(got, want)):
+            what = f"{label}: the adjoint of input {k + 1}"
+            compare(what, as_array(what, value, w.shape), w, _vjp_candidates(case, g, k))
+    return (
+        f"agrees with cl.grad on {len(found)} cases of {len(OPS)} ops: broadcasting, batched "
+        "matmul, reductions over any axes, ties for max, softmax rows near ±1000, "
+        "non-contiguous and 0-d arrays"
     )
