@@ -761,3 +761,57 @@ def test_evaluate_answers_that_free_twice_drop_repeats_or_change_the_feed(answer
     verdict = verify("01.evaluate", answer)
     assert verdict.status == "failed" and verdict.mistake == mistake, verdict.message
     assert says in verdict.message
+
+
+# -- 02 and 03: the op rules' mistakes made another way, and answers of the wrong form ----------
+def _first_maximum_only(inputs, attrs):
+    """1 at the first maximum along an int axis (NumPy's argmax), 0 elsewhere."""
+    x, axis = inputs[0], attrs["axis"]
+    mask = np.zeros_like(x)
+    np.put_along_axis(mask, np.argmax(x, axis=axis, keepdims=True), 1.0, axis=axis)
+    return mask
+
+
+def _on_int_axis(rule):
+    """``rule`` for a reduction over one int axis, the reference answer otherwise."""
+    return lambda ref, ins, out, v, **a: (rule(ref, ins, out, v, **a) if type(a["axis"]) is int
+                                         else ref("max", ins, out, v, **a))  # fmt: skip
+
+
+@pytest.mark.parametrize(("exercise_id", "answer", "mistake"), [
+    ("03.vjp_rules", _replacing("matmul", lambda ref, ins, out, g: (   # batch axes not summed
+        g @ np.swapaxes(ins[1], -1, -2), np.swapaxes(ins[0], -1, -2) @ g)), "not-unbroadcast"),
+    ("03.vjp_rules", _replacing("matmul", lambda ref, ins, out, g: (   # .T: every axis reversed
+        _sum_to(g @ ins[1].T, ins[0].shape), _sum_to(ins[0].T @ g, ins[1].shape))),
+     "matmul-transpose-order"),
+    ("03.vjp_rules", _replacing("max", _on_int_axis(lambda ref, ins, out, g, **a: (
+        ref("sum", ins, out, g, **a)[0] * _first_maximum_only(ins, a),))), "max-ties"),
+    ("03.vjp_rules", _replacing("log_softmax", lambda ref, ins, out, g: (
+        g - out * _rowsum(g),)), "log-softmax-exp"),
+    ("03.vjp_rules", _replacing("log_softmax", lambda ref, ins, out, g: (
+        g - np.exp(out) * _rowsum(g, keepdims=False),)), "row-sum-not-kept"),
+    ("02.jvp_rules", _replacing("max", _on_int_axis(lambda ref, ins, out, d, **a: ref(
+        "sum", ins, out, (d[0] * _first_maximum_only(ins, a),), **a))), "max-ties"),
+    ("02.jvp_rules", _replacing("div", lambda ref, ins, out, d: d[0] / ins[1]), "quotient-rule"),
+    ("02.jvp_rules", _replacing("mean", lambda ref, ins, out, d, **a: d[0] / out.size),
+     "tangent-not-reduced"),
+])  # fmt: skip
+def test_op_rule_mistakes_made_another_way_get_their_hint(exercise_id, answer, mistake):
+    verdict = verify(exercise_id, answer(_reference(exercise_id)))
+    assert verdict.status == "failed", verdict.message
+    assert verdict.mistake == mistake, verdict.message
+
+
+@pytest.mark.parametrize(("exercise_id", "answer", "says"), [
+    ("03.vjp_rules", _replacing("sum", lambda ref, *args, **a: ref("sum", *args, **a)[0]),
+     "one adjoint per input, 1 here"),
+    ("03.vjp_rules", _replacing("add", lambda ref, *args: list(ref("add", *args)[:1])),
+     "one adjoint per input, 2 here"),
+    ("03.vjp_rules", _replacing("mul", lambda ref, ins, out, g: (ins[0].__imul__(2), g)),
+     "changed an array it was given in place"),
+    ("02.jvp_rules", _replacing("add", lambda ref, *args: "a string"),
+     "return a NumPy array of shape"),
+])  # fmt: skip
+def test_op_rule_answers_of_the_wrong_form_are_told_so(exercise_id, answer, says):
+    verdict = verify(exercise_id, answer(_reference(exercise_id)))
+    assert verdict.status == "failed" and says in verdict.message, verdict.message

@@ -373,8 +373,8 @@ def check_vjp_rules(answer) -> str:
         got = call_rule(answer, case, "vjp_rule", g, errors=_vjp_errors(case))
         require(
             type(got) in (tuple, list) and len(got) == len(want),
-            f"{label} returned {show(got)}; return a tuple of {len(want)} adjoints, one per "
-            "input ((x̄,) for one input)",
+            f"{label} returned {show(got)}; return a tuple with one adjoint per input, "
+            f"{len(want)} here ((x̄,) for one input)",
         )
         for k, (value, w) in enumerate(zip(got, want)):
             what = f"{label}: the adjoint of input {k + 1}"
