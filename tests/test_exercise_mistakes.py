@@ -784,6 +784,9 @@ def _on_int_axis(rule):
     ("03.vjp_rules", _replacing("matmul", lambda ref, ins, out, g: (   # .T: every axis reversed
         _sum_to(g @ ins[1].T, ins[0].shape), _sum_to(ins[0].T @ g, ins[1].shape))),
      "matmul-transpose-order"),
+    ("03.vjp_rules", _replacing("sum", lambda ref, ins, out, g, axis, keepdims: (  # last axis
+        np.broadcast_to(g if keepdims else g[..., None], ins[0].shape).copy(),)),
+     "reduced-axes-not-restored"),
     ("03.vjp_rules", _replacing("max", _on_int_axis(lambda ref, ins, out, g, **a: (
         ref("sum", ins, out, g, **a)[0] * _first_maximum_only(ins, a),))), "max-ties"),
     ("03.vjp_rules", _replacing("log_softmax", lambda ref, ins, out, g: (
