@@ -206,6 +206,12 @@ def _rowsum(v, keepdims=True):
     return np.sum(v, axis=-1, keepdims=keepdims)
 
 
+def _softmax_from_x(inputs):
+    """The softmax recomputed from x, without subtracting the row maximum."""
+    e = np.exp(inputs[0])
+    return e / _rowsum(e)
+
+
 JVP_RULES = {
     "product-rule": _replacing("mul", lambda ref, ins, out, d: d[0] * ins[1]),
     "quotient-rule": _replacing("div", lambda ref, ins, out, d: (d[0] * ins[1] + ins[0] * d[1])
@@ -222,6 +228,8 @@ JVP_RULES = {
                                    out * (d[0] - _rowsum(out * d[0], keepdims=False))),
     "log-softmax-exp": _replacing("log_softmax", lambda ref, ins, out, d:
                                   d[0] - _rowsum(np.exp(ins[0]) * d[0])),
+    "naive-softmax": _replacing("softmax", lambda ref, ins, out, d: ref(
+        "softmax", ins, _softmax_from_x(ins), d)),
 }  # fmt: skip
 
 
@@ -294,6 +302,8 @@ VJP_RULES = {
         out * (g - _rowsum(out * g, keepdims=False)),)),
     "log-softmax-exp": _replacing("log_softmax", lambda ref, ins, out, g: (
         g - np.exp(ins[0]) * _rowsum(g),)),
+    "naive-softmax": _replacing("log_softmax", lambda ref, ins, out, g: ref(
+        "log_softmax", ins, np.log(_softmax_from_x(ins)), g)),
 }  # fmt: skip
 
 

@@ -24,6 +24,7 @@ from .op_rules import (
     LOG_SOFTMAX_EXP,
     MAX_TIES,
     MEAN_COUNT,
+    NAIVE_SOFTMAX,
     OPS,
     REDUCTIONS,
     ROW_SUM_NOT_KEPT,
@@ -33,10 +34,10 @@ from .op_rules import (
     call_rule,
     cases,
     compare,
-    count,
     engine_jvp,
     first_maximum,
     library_rules,
+    naive_softmax,
     row_errors,
     row_sum,
     scattered,
@@ -318,12 +319,12 @@ MAX_OF_TANGENT = Mistake(
 
 
 def _jvp_candidates(case: Case, dots: tuple) -> list:
-    """(mistake, its wrong output tangent), computed when needed."""
-    op, y = case.op, case.output
+    """(mistake, a function computing its wrong output tangent)."""
+    op, out = case.op, case.output
     if op in REDUCTIONS:
         (dx,) = dots
         axis, keep = case.attrs["axis"], case.attrs["keepdims"]
-        wrong = [(NOT_REDUCED, lambda: dx), (NOT_REDUCED, lambda: dx / count(case))]
+        wrong = []
         if op == "mean":
             wrong += [(MEAN_COUNT, lambda: np.sum(dx, axis, keepdims=keep)),
                       (MEAN_COUNT, lambda: np.sum(dx, axis, keepdims=keep) / dx.size)]  # fmt: skip
@@ -338,8 +339,9 @@ def _jvp_candidates(case: Case, dots: tuple) -> list:
     if op == "log_softmax":
         (x,), (dx,) = case.inputs, dots
         return [(LOG_SOFTMAX_EXP, lambda: dx - row_sum(np.exp(x) * dx)),
-                (LOG_SOFTMAX_EXP, lambda: dx - row_sum(y * dx)),
-                (ROW_SUM_NOT_KEPT, lambda: dx - row_sum(np.exp(y) * dx, keep=False))]  # fmt: skip
+                (LOG_SOFTMAX_EXP, lambda: dx - row_sum(out * dx)),
+                (ROW_SUM_NOT_KEPT, lambda: dx - row_sum(np.exp(out) * dx, keep=False)),
+                (NAIVE_SOFTMAX, lambda: dx - row_sum(naive_softmax(x) * dx))]  # fmt: skip
     (a, b), (da, db) = case.inputs, dots
     terms = {
         "mul": (PRODUCT_RULE, [lambda: da * b, lambda: a * db, lambda: da * db]),
@@ -356,7 +358,8 @@ def _jvp_candidates(case: Case, dots: tuple) -> list:
     "jvp_rule(op, inputs, output, tangents, axis=None, keepdims=False) -> ndarray: the output's "
     "tangent, in NumPy",
     mistakes=(PRODUCT_RULE, QUOTIENT_RULE, MATMUL_TERM, NOT_REDUCED, MEAN_COUNT, MAX_OF_TANGENT,
-              MAX_TIES, SOFTMAX_TERM, ROW_SUM_NOT_KEPT, LOG_SOFTMAX_EXP),  # fmt: skip
+              MAX_TIES, SOFTMAX_TERM, ROW_SUM_NOT_KEPT, LOG_SOFTMAX_EXP,
+              NAIVE_SOFTMAX),  # fmt: skip
     points=5.0,
     forbidden=library_rules(),
 )
@@ -369,7 +372,11 @@ def check_jvp_rules(answer) -> str:
         label = case.label("jvp_rule")
         got = call_rule(answer, case, "jvp_rule", dots, errors=row_errors(case))
         what = f"{label}: the output's tangent"
-        compare(what, as_array(what, got, want.shape), want, _jvp_candidates(case, dots))
+        tangent = as_array(what, got, want.shape)
+        unreduced = case.op in REDUCTIONS and tangent.shape == case.inputs[0].shape != want.shape
+        require(not unreduced, f"{what} has the input's shape {tangent.shape}, expected "
+                f"{want.shape}", NOT_REDUCED)  # fmt: skip
+        compare(what, tangent, want, _jvp_candidates(case, dots))
     return (
         f"agrees with cl.jvp on {len(found)} cases of {len(OPS)} ops: broadcasting, batched "
         "matmul, reductions over any axes, ties for max, softmax rows near ±1000, "

@@ -66,6 +66,13 @@ LOG_SOFTMAX_EXP = Mistake(
     "is not the softmax, and it overflows for x near 1000.",
 )
 
+NAIVE_SOFTMAX = Mistake(
+    "naive-softmax",
+    "the softmax recomputed as exp(x) / Σ exp(x) overflows for x near 1000 (inf / inf is nan). "
+    "The rule needs no exp of x: softmax's output y is given, and log-softmax's softmax is "
+    "exp(output).",
+)
+
 
 # -- the cases ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -233,12 +240,20 @@ def row_sum(v: np.ndarray, keep: bool = True) -> np.ndarray:
     return np.sum(v, axis=-1, keepdims=keep)
 
 
+def naive_softmax(x: np.ndarray) -> np.ndarray:
+    """exp(x) / Σ exp(x) along the last axis, unshifted: nan where exp overflows."""
+    e = np.exp(x)
+    return e / row_sum(e)
+
+
 def softmax_candidates(case: Case, v: np.ndarray) -> list:
     """The wrong results of softmax's mistakes, the same in both modes (softmax's Jacobian is
     symmetric): ``v`` is the input tangent or the output adjoint."""
     y = case.output
+    p = lambda: naive_softmax(case.inputs[0])  # noqa: E731
     return [(SOFTMAX_TERM, lambda: y * v), (SOFTMAX_TERM, lambda: y * (v - row_sum(v))),
-            (ROW_SUM_NOT_KEPT, lambda: y * (v - row_sum(y * v, keep=False)))]  # fmt: skip
+            (ROW_SUM_NOT_KEPT, lambda: y * (v - row_sum(y * v, keep=False))),
+            (NAIVE_SOFTMAX, lambda: p() * (v - row_sum(p() * v)))]  # fmt: skip
 
 
 def row_errors(case: Case) -> list:

@@ -21,6 +21,7 @@ from .op_rules import (
     LOG_SOFTMAX_EXP,
     MAX_TIES,
     MEAN_COUNT,
+    NAIVE_SOFTMAX,
     OPS,
     REDUCTIONS,
     ROW_SUM_NOT_KEPT,
@@ -35,6 +36,7 @@ from .op_rules import (
     expanded,
     first_maximum,
     library_rules,
+    naive_softmax,
     row_errors,
     row_sum,
     scattered,
@@ -305,17 +307,20 @@ def _partial(case: Case, g: np.ndarray, k: int) -> np.ndarray:
     x, y = case.inputs
     if case.op == "matmul":
         return g @ _swap(y) if k == 0 else _swap(x) @ g
-    return {"add": lambda: g, "sub": lambda: -g if k else g, "mul": lambda: g * (x if k else y),
-            "div": lambda: -g * x / y**2 if k else g / y}[case.op]()  # fmt: skip
+    if case.op == "mul":
+        return g * (x if k else y)
+    if case.op == "div":
+        return -g * x / y**2 if k else g / y
+    return -g if case.op == "sub" and k else g
 
 
 def _vjp_candidates(case: Case, g: np.ndarray, k: int) -> list:
-    """(mistake, its wrong adjoint of input k), computed when needed."""
-    op, inputs, y = case.op, case.inputs, case.output
+    """(mistake, a function computing its wrong adjoint of input k)."""
+    op, inputs, out = case.op, case.inputs, case.output
     if op in REDUCTIONS:
-        n, spread = count(case), lambda: expanded(case, g)
-        stretched = lambda: np.broadcast_to(g, inputs[0].shape) / (n if op == "mean" else 1)  # noqa: E731
-        wrong = [(NOT_EXPANDED, stretched)]
+        spread = lambda: expanded(case, g)  # noqa: E731
+        wrong = [(NOT_EXPANDED, lambda: np.broadcast_to(g, inputs[0].shape)
+                  / (count(case) if op == "mean" else 1))]  # fmt: skip
         if op == "mean":
             wrong += [(MEAN_COUNT, spread), (MEAN_COUNT, lambda: spread() / inputs[0].size)]
         if op == "max":
@@ -328,21 +333,22 @@ def _vjp_candidates(case: Case, g: np.ndarray, k: int) -> list:
     if op == "log_softmax":
         x = inputs[0]
         return [(LOG_SOFTMAX_EXP, lambda: g - np.exp(x) * row_sum(g)),
-                (LOG_SOFTMAX_EXP, lambda: g - y * row_sum(g)),
-                (ROW_SUM_NOT_KEPT, lambda: g - np.exp(y) * row_sum(g, keep=False))]  # fmt: skip
-    shape, partial = inputs[k].shape, _partial(case, g, k)
-    wrong = [(NOT_UNBROADCAST, lambda: partial),
-             (UNBROADCAST_SHAPE, lambda: _sum_to(partial, shape, keep=False)),
-             (UNBROADCAST_SHAPE, lambda: _sum_to(partial, shape, stretched=False))]  # fmt: skip
+                (LOG_SOFTMAX_EXP, lambda: g - out * row_sum(g)),
+                (ROW_SUM_NOT_KEPT, lambda: g - np.exp(out) * row_sum(g, keep=False)),
+                (NAIVE_SOFTMAX, lambda: g - naive_softmax(x) * row_sum(g))]  # fmt: skip
+    shape, partial = inputs[k].shape, lambda: _partial(case, g, k)
+    wrong = [(NOT_UNBROADCAST, partial),
+             (UNBROADCAST_SHAPE, lambda: _sum_to(partial(), shape, keep=False)),
+             (UNBROADCAST_SHAPE, lambda: _sum_to(partial(), shape, stretched=False))]  # fmt: skip
     a, b = inputs
-    other = {
+    swapped = {  # each factor's adjoint from the wrong operands, before unbroadcasting
         "mul": [lambda: g * a, lambda: g * b],
         "div": [lambda: g * b, lambda: g * a / b**2, lambda: -g / b**2, lambda: -g * a / b],
         "matmul": [lambda: g @ b, lambda: _swap(b) @ g, lambda: g.T @ b.T] if k == 0
         else [lambda: a @ g, lambda: g @ _swap(a), lambda: _swap(g) @ a],
     }.get(op, [])
     mistake = MATMUL_ORDER if op == "matmul" else PRODUCT_PARTIALS
-    return wrong + [(mistake, lambda f=f: _sum_to(f(), shape)) for f in other]
+    return wrong + [(mistake, lambda f=f: _sum_to(f(), shape)) for f in swapped]
 
 
 def _vjp_errors(case: Case) -> list:
@@ -359,7 +365,7 @@ def _vjp_errors(case: Case) -> list:
     "adjoints, in NumPy",
     mistakes=(NOT_UNBROADCAST, UNBROADCAST_SHAPE, PRODUCT_PARTIALS, MATMUL_ORDER, NOT_EXPANDED,
               MEAN_COUNT, MAX_NOT_ROUTED, MAX_TIES, SOFTMAX_TERM, ROW_SUM_NOT_KEPT,
-              LOG_SOFTMAX_EXP),  # fmt: skip
+              LOG_SOFTMAX_EXP, NAIVE_SOFTMAX),  # fmt: skip
     points=5.0,
     forbidden=library_rules(),
 )
