@@ -210,6 +210,17 @@ class _SiluItself(Silu):
     pass
 
 
+def _by_the_engine(differentiate):
+    """An op rule that builds the op's graph and has the library differentiate it."""
+
+    def rule(op, inputs, output, v, **attrs):
+        xs = [cl.variable(f"x{k}", np.shape(a)) for k, a in enumerate(inputs)]
+        out = getattr(cl, op)(*xs, **attrs)
+        return differentiate(out, xs, v, dict(zip(xs, inputs)))
+
+    return rule
+
+
 @pytest.mark.parametrize(
     "exercise_id, answer",
     [
@@ -228,6 +239,14 @@ class _SiluItself(Silu):
         ("03.gradient", _aliased_gradient),
         ("03.div_rule", lambda node, adjoint, needs: node.op.gradient(node, adjoint, needs)),
         ("02.dual", _dual_namespace()),
+        ("02.jvp_rules", _by_the_engine(lambda out, xs, dots, feed: cl.evaluate(
+            cl.jvp(out, dict(zip(xs, dots))), feed))),
+        ("02.jvp_rules", _by_the_engine(lambda out, xs, dots, feed: cl.evaluate(
+            out.op.jvp(out, *map(cl.constant, dots)), feed))),
+        ("03.vjp_rules", _by_the_engine(lambda out, xs, g, feed: tuple(cl.evaluate(
+            cl.grad(out, xs, cl.constant(g)), feed)))),
+        ("03.vjp_rules", _by_the_engine(lambda out, xs, g, feed: tuple(cl.evaluate(
+            out.op.gradient(out, cl.constant(g), [True] * len(xs)), feed)))),
         ("02.dual", SimpleNamespace(Dual=_MyDual, sin=np.sin, exp=np.exp, log=np.log)),
         ("04.mlp_grads", lambda x, y, w1, w2: cl.grad(cl.constant(x).sum(), [])),
         ("04.norm_backward", _norm_grads_by_the_engine),

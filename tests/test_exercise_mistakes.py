@@ -175,6 +175,67 @@ DUAL = {
 }
 
 
+# -- 02 and 03: the op rules ------------------------------------------------------------------
+def _replacing(op, rule):
+    """The reference answer with ``op``'s rule replaced by ``rule(ref, inputs, output, v,
+    **attrs)``, the mistake."""
+
+    def answer(ref):
+        def rule_of(name, inputs, output, v, **attrs):
+            chosen = rule if name == op else lambda ref, *args, **kw: ref(name, *args, **kw)
+            return chosen(ref, inputs, output, v, **attrs)
+
+        return rule_of
+
+    return answer
+
+
+def _sum_to(partial, shape, keepdims=True):
+    """An output-shaped partial adjoint summed to ``shape`` (keepdims=False: squeezed)."""
+    lead = partial.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, n in enumerate(shape) if n == 1 and partial.shape[lead + i] != 1
+    )
+    summed = np.sum(partial, axis=axes, keepdims=keepdims)
+    return summed.reshape(summed.shape[lead:]) if keepdims else summed
+
+
+def _max_mask(inputs, output, attrs):
+    x, axis = inputs[0], attrs["axis"]
+    return (x == np.max(x, axis=axis, keepdims=True)).astype(float)
+
+
+def _rowsum(v, keepdims=True):
+    return np.sum(v, axis=-1, keepdims=keepdims)
+
+
+def _softmax_from_x(inputs):
+    """The softmax recomputed from x, without subtracting the row maximum."""
+    e = np.exp(inputs[0])
+    return e / _rowsum(e)
+
+
+JVP_RULES = {
+    "product-rule": _replacing("mul", lambda ref, ins, out, d: d[0] * ins[1]),
+    "quotient-rule": _replacing("div", lambda ref, ins, out, d: (d[0] * ins[1] + ins[0] * d[1])
+                                / ins[1] ** 2),
+    "matmul-one-term": _replacing("matmul", lambda ref, ins, out, d: d[0] @ ins[1]),
+    "tangent-not-reduced": _replacing("sum", lambda ref, ins, out, d, **a: d[0].copy()),
+    "mean-count": _replacing("mean", lambda ref, *args, **a: ref("sum", *args, **a)),
+    "max-of-tangent": _replacing("max", lambda ref, ins, out, d, axis, keepdims:
+                                 np.max(d[0], axis=axis, keepdims=keepdims)),
+    "max-ties": _replacing("max", lambda ref, ins, out, d, **a: ref(
+        "sum", ins, out, (d[0] * _max_mask(ins, out, a),), **a)),
+    "softmax-missing-term": _replacing("softmax", lambda ref, ins, out, d: out * d[0]),
+    "row-sum-not-kept": _replacing("softmax", lambda ref, ins, out, d:
+                                   out * (d[0] - _rowsum(out * d[0], keepdims=False))),
+    "log-softmax-exp": _replacing("log_softmax", lambda ref, ins, out, d:
+                                  d[0] - _rowsum(np.exp(ins[0]) * d[0])),
+    "naive-softmax": _replacing("softmax", lambda ref, ins, out, d: ref(
+        "softmax", ins, _softmax_from_x(ins), d)),
+}  # fmt: skip
+
+
 # -- 03 ---------------------------------------------------------------------------------------
 def _gradient_variant(reverse=True, summed=True, skip_leaves=True):
     """gradient(out) with one of the usual slips."""
@@ -223,6 +284,30 @@ DIV_RULE = {
     "swapped": lambda ref: lambda node, g, needs: ref(node, g, [True, True])[::-1],
     "numbers-not-nodes": lambda ref: lambda node, g, needs: [1.0, 2.0],
 }
+
+
+VJP_RULES = {
+    "not-unbroadcast": _replacing("add", lambda ref, ins, out, g: (g, g)),
+    "unbroadcast-shape": _replacing("add", lambda ref, ins, out, g: tuple(
+        _sum_to(g, x.shape, keepdims=False) for x in ins)),
+    "product-partials": _replacing("mul", lambda ref, ins, out, g: tuple(
+        _sum_to(g * x, x.shape) for x in ins)),
+    "matmul-transpose-order": _replacing("matmul", lambda ref, ins, out, g: (
+        _sum_to(g @ ins[1], ins[0].shape), _sum_to(ins[0] @ g, ins[1].shape))),
+    "reduced-axes-not-restored": _replacing("sum", lambda ref, ins, out, g, **a: (
+        np.broadcast_to(g, ins[0].shape).copy(),)),
+    "mean-count": _replacing("mean", lambda ref, *args, **a: ref("sum", *args, **a)),
+    "max-not-routed": _replacing("max", lambda ref, *args, **a: ref("sum", *args, **a)),
+    "max-ties": _replacing("max", lambda ref, ins, out, g, **a: (
+        ref("sum", ins, out, g, **a)[0] * _max_mask(ins, out, a),)),
+    "softmax-missing-term": _replacing("softmax", lambda ref, ins, out, g: (out * g,)),
+    "row-sum-not-kept": _replacing("softmax", lambda ref, ins, out, g: (
+        out * (g - _rowsum(out * g, keepdims=False)),)),
+    "log-softmax-exp": _replacing("log_softmax", lambda ref, ins, out, g: (
+        g - np.exp(ins[0]) * _rowsum(g),)),
+    "naive-softmax": _replacing("log_softmax", lambda ref, ins, out, g: ref(
+        "log_softmax", ins, np.log(_softmax_from_x(ins)), g)),
+}  # fmt: skip
 
 
 # -- 04 ---------------------------------------------------------------------------------------
@@ -749,8 +834,8 @@ PARALLEL_MEMORY = {
 
 WRONG_ANSWERS = {
     "01.guard_key": GUARD_KEY, "01.relu_cond": RELU_COND, "01.evaluate": EVALUATE,
-    "02.central_difference": CENTRAL_DIFFERENCE, "02.dual": DUAL,
-    "03.gradient": GRADIENT, "03.div_rule": DIV_RULE,
+    "02.central_difference": CENTRAL_DIFFERENCE, "02.dual": DUAL, "02.jvp_rules": JVP_RULES,
+    "03.gradient": GRADIENT, "03.div_rule": DIV_RULE, "03.vjp_rules": VJP_RULES,
     "04.softmax_ce_grad": SOFTMAX_CE_GRAD, "04.mlp_grads": MLP_GRADS,
     "04.norm_backward": NORM_BACKWARD,
     "05.contiguous_strides": CONTIGUOUS_STRIDES, "05.permuted": PERMUTED, "05.can_view": CAN_VIEW,
@@ -864,3 +949,60 @@ def test_evaluate_answers_that_free_twice_drop_repeats_or_change_the_feed(answer
     verdict = verify("01.evaluate", answer)
     assert verdict.status == "failed" and verdict.mistake == mistake, verdict.message
     assert says in verdict.message
+
+
+# -- 02 and 03: the op rules' mistakes made another way, and answers of the wrong form ----------
+def _first_maximum_only(inputs, attrs):
+    """1 at the first maximum along an int axis (NumPy's argmax), 0 elsewhere."""
+    x, axis = inputs[0], attrs["axis"]
+    mask = np.zeros_like(x)
+    np.put_along_axis(mask, np.argmax(x, axis=axis, keepdims=True), 1.0, axis=axis)
+    return mask
+
+
+def _on_int_axis(rule):
+    """``rule`` for a reduction over one int axis, the reference answer otherwise."""
+    return lambda ref, ins, out, v, **a: (rule(ref, ins, out, v, **a) if type(a["axis"]) is int
+                                         else ref("max", ins, out, v, **a))  # fmt: skip
+
+
+@pytest.mark.parametrize(("exercise_id", "answer", "mistake"), [
+    ("03.vjp_rules", _replacing("matmul", lambda ref, ins, out, g: (   # batch axes not summed
+        g @ np.swapaxes(ins[1], -1, -2), np.swapaxes(ins[0], -1, -2) @ g)), "not-unbroadcast"),
+    ("03.vjp_rules", _replacing("matmul", lambda ref, ins, out, g: (   # .T: every axis reversed
+        _sum_to(g @ ins[1].T, ins[0].shape), _sum_to(ins[0].T @ g, ins[1].shape))),
+     "matmul-transpose-order"),
+    ("03.vjp_rules", _replacing("sum", lambda ref, ins, out, g, axis, keepdims: (  # last axis
+        np.broadcast_to(g if keepdims else g[..., None], ins[0].shape).copy(),)),
+     "reduced-axes-not-restored"),
+    ("03.vjp_rules", _replacing("max", _on_int_axis(lambda ref, ins, out, g, **a: (
+        ref("sum", ins, out, g, **a)[0] * _first_maximum_only(ins, a),))), "max-ties"),
+    ("03.vjp_rules", _replacing("log_softmax", lambda ref, ins, out, g: (
+        g - out * _rowsum(g),)), "log-softmax-exp"),
+    ("03.vjp_rules", _replacing("log_softmax", lambda ref, ins, out, g: (
+        g - np.exp(out) * _rowsum(g, keepdims=False),)), "row-sum-not-kept"),
+    ("02.jvp_rules", _replacing("max", _on_int_axis(lambda ref, ins, out, d, **a: ref(
+        "sum", ins, out, (d[0] * _first_maximum_only(ins, a),), **a))), "max-ties"),
+    ("02.jvp_rules", _replacing("div", lambda ref, ins, out, d: d[0] / ins[1]), "quotient-rule"),
+    ("02.jvp_rules", _replacing("mean", lambda ref, ins, out, d, **a: d[0] / out.size),
+     "tangent-not-reduced"),
+])  # fmt: skip
+def test_op_rule_mistakes_made_another_way_get_their_hint(exercise_id, answer, mistake):
+    verdict = verify(exercise_id, answer(_reference(exercise_id)))
+    assert verdict.status == "failed", verdict.message
+    assert verdict.mistake == mistake, verdict.message
+
+
+@pytest.mark.parametrize(("exercise_id", "answer", "says"), [
+    ("03.vjp_rules", _replacing("sum", lambda ref, *args, **a: ref("sum", *args, **a)[0]),
+     "one adjoint per input, 1 here"),
+    ("03.vjp_rules", _replacing("add", lambda ref, *args: list(ref("add", *args)[:1])),
+     "one adjoint per input, 2 here"),
+    ("03.vjp_rules", _replacing("mul", lambda ref, ins, out, g: (ins[0].__imul__(2), g)),
+     "changed an array it was given in place"),
+    ("02.jvp_rules", _replacing("add", lambda ref, *args: "a string"),
+     "return a NumPy array of shape"),
+])  # fmt: skip
+def test_op_rule_answers_of_the_wrong_form_are_told_so(exercise_id, answer, says):
+    verdict = verify(exercise_id, answer(_reference(exercise_id)))
+    assert verdict.status == "failed" and says in verdict.message, verdict.message

@@ -3,7 +3,9 @@
 ``02.central_difference`` is checked on functions whose central difference has a closed form
 (a cubic: f'(x) + f'''(x)·ε²/6; sin: cos(x)·sin(ε)/ε). ``02.dual`` first runs one probe per
 rule (where a wrong rule is recognised by its numbers), then random compositions of every
-operation, mixed with plain floats, against the tangents ``cl.jvp`` builds.
+operation, mixed with plain floats, against the tangents ``cl.jvp`` builds. ``02.jvp_rules``,
+the assignment, has the student write every op family's tangent in NumPy (:mod:`.op_rules`
+makes the cases), compared with ``cl.jvp``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,30 @@ from .core import (
     require,
     run_graph,
     show,
+)
+from .op_rules import (
+    LOG_SOFTMAX_EXP,
+    MAX_TIES,
+    MEAN_COUNT,
+    NAIVE_SOFTMAX,
+    OPS,
+    REDUCTIONS,
+    ROW_SUM_NOT_KEPT,
+    SOFTMAX_TERM,
+    Case,
+    as_array,
+    call_rule,
+    cases,
+    compare,
+    engine_jvp,
+    first_maximum,
+    library_rules,
+    naive_softmax,
+    row_errors,
+    row_sum,
+    scattered,
+    softmax_candidates,
+    tie_weights,
 )
 
 FORWARD = Mistake(
@@ -284,4 +310,87 @@ def check_dual(answer) -> str:
     return (
         f"every rule right (floats on either side too), and {count} random compositions "
         "agree with cl.jvp"
+    )
+
+
+# -- jvp_rules: the assignment ------------------------------------------------------------------
+MATMUL_TERM = Mistake(
+    "matmul-one-term",
+    "x @ y is a product, with the product rule's two terms: (x @ y)˙ = ẋ @ y + x @ ẏ.",
+)
+NOT_REDUCED = Mistake(
+    "tangent-not-reduced",
+    "a reduction's tangent has the OUTPUT's shape: reduce ẋ as the op reduces x (sum, mean "
+    "over the same axis, with the same keepdims).",
+)
+MAX_OF_TANGENT = Mistake(
+    "max-of-tangent",
+    "max's tangent is not the max of the tangents: it is the tangent ẋ AT the position of the "
+    "maximum of x (the mean over tied positions).",
+)
+
+
+def _jvp_candidates(case: Case, dots: tuple) -> list:
+    """(mistake, a function computing its wrong output tangent)."""
+    op, out = case.op, case.output
+    if op in REDUCTIONS:
+        (dx,) = dots
+        axis, keep = case.attrs["axis"], case.attrs["keepdims"]
+        wrong = []
+        if op == "mean":
+            wrong += [(MEAN_COUNT, lambda: np.sum(dx, axis, keepdims=keep)),
+                      (MEAN_COUNT, lambda: np.sum(dx, axis, keepdims=keep) / dx.size)]  # fmt: skip
+        if op == "max":
+            tied = lambda weights: np.sum(dx * weights, axis, keepdims=keep)  # noqa: E731
+            wrong += [(MAX_OF_TANGENT, lambda: np.max(dx, axis, keepdims=keep)),
+                      (MAX_TIES, lambda: tied(tie_weights(case) > 0)),
+                      (MAX_TIES, lambda: tied(first_maximum(case)))]  # fmt: skip
+        return wrong
+    if op == "softmax":
+        return softmax_candidates(case, dots[0])
+    if op == "log_softmax":
+        (x,), (dx,) = case.inputs, dots
+        return [(LOG_SOFTMAX_EXP, lambda: dx - row_sum(np.exp(x) * dx)),
+                (LOG_SOFTMAX_EXP, lambda: dx - row_sum(out * dx)),
+                (ROW_SUM_NOT_KEPT, lambda: dx - row_sum(np.exp(out) * dx, keep=False)),
+                (NAIVE_SOFTMAX, lambda: dx - row_sum(naive_softmax(x) * dx))]  # fmt: skip
+    (a, b), (da, db) = case.inputs, dots
+    terms = {
+        "mul": (PRODUCT_RULE, [lambda: da * b, lambda: a * db, lambda: da * db]),
+        "div": (QUOTIENT_RULE, [lambda: (da * b + a * db) / b**2, lambda: (da * b - a * db) / b,
+                                lambda: da / b, lambda: da / db]),
+        "matmul": (MATMUL_TERM, [lambda: da @ b, lambda: a @ db]),
+    }  # fmt: skip
+    mistake, wrong = terms.get(op, (None, []))
+    return [(mistake, f) for f in wrong]
+
+
+@exercise(
+    "02.jvp_rules",
+    "jvp_rule(op, inputs, output, tangents, axis=None, keepdims=False) -> ndarray: the output's "
+    "tangent, in NumPy",
+    mistakes=(PRODUCT_RULE, QUOTIENT_RULE, MATMUL_TERM, NOT_REDUCED, MEAN_COUNT, MAX_OF_TANGENT,
+              MAX_TIES, SOFTMAX_TERM, ROW_SUM_NOT_KEPT, LOG_SOFTMAX_EXP,
+              NAIVE_SOFTMAX),  # fmt: skip
+    points=5.0,
+    forbidden=library_rules(),
+)
+def check_jvp_rules(answer) -> str:
+    rng = np.random.default_rng(22)
+    found = cases(rng)
+    for case in found:
+        dots = tuple(scattered(rng, rng.standard_normal(a.shape)) for a in case.inputs)
+        want = engine_jvp(case, dots)
+        label = case.label("jvp_rule")
+        got = call_rule(answer, case, "jvp_rule", dots, errors=row_errors(case))
+        what = f"{label}: the output's tangent"
+        tangent = as_array(what, got, want.shape)
+        unreduced = case.op in REDUCTIONS and tangent.shape == case.inputs[0].shape != want.shape
+        require(not unreduced, f"{what} has the input's shape {tangent.shape}, expected "
+                f"{want.shape}", NOT_REDUCED)  # fmt: skip
+        compare(what, tangent, want, _jvp_candidates(case, dots))
+    return (
+        f"agrees with cl.jvp on {len(found)} cases of {len(OPS)} ops: broadcasting, batched "
+        "matmul, reductions over any axes, ties for max, softmax rows near ±1000, "
+        "non-contiguous and 0-d arrays"
     )

@@ -4,7 +4,8 @@
 seed, the order of the walk, an input the output does not use) and on random graphs with
 broadcasting, matrix products and constants; its nodes are evaluated against ``cl.grad``.
 ``03.div_rule`` is compared with the partial adjoints of ``cl.div``'s own rule, and
-differentiated again.
+differentiated again. ``03.vjp_rules``, the assignment, has the student write every op
+family's rule in NumPy (:mod:`.op_rules` makes the cases), compared with ``cl.grad``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,32 @@ from .core import (
     require,
     run_graph,
     show,
+)
+from .op_rules import (
+    LOG_SOFTMAX_EXP,
+    MAX_TIES,
+    MEAN_COUNT,
+    NAIVE_SOFTMAX,
+    OPS,
+    REDUCTIONS,
+    ROW_SUM_NOT_KEPT,
+    SOFTMAX_TERM,
+    Case,
+    as_array,
+    call_rule,
+    cases,
+    compare,
+    count,
+    engine_vjp,
+    expanded,
+    first_maximum,
+    library_rules,
+    naive_softmax,
+    row_errors,
+    row_sum,
+    scattered,
+    softmax_candidates,
+    tie_weights,
 )
 
 NOT_SUMMED = Mistake(
@@ -231,4 +258,142 @@ def check_div_rule(answer) -> str:
     return (
         "right partial adjoints for scalars, vectors and matrices, None allowed where not "
         "needed, and nodes that differentiate again"
+    )
+
+
+# -- vjp_rules: the assignment ------------------------------------------------------------------
+NOT_UNBROADCAST = Mistake(
+    "not-unbroadcast",
+    "an input that broadcasting stretched gets an adjoint of ITS shape: sum the output-shaped "
+    "partial adjoint over the leading axes the input lacks and (keepdims=True) over the axes "
+    "where it has length 1.",
+)
+UNBROADCAST_SHAPE = Mistake(
+    "unbroadcast-shape",
+    "the right sums, the wrong shape: drop the leading axes the input lacks, but keep its axes "
+    "of length 1 (np.sum(..., axis=..., keepdims=True)).",
+)
+PRODUCT_PARTIALS = Mistake(
+    "product-partials",
+    "each factor's adjoint reads the OTHER factor: for x·y, x̄ = ḡ·y and ȳ = ḡ·x; for x / y, "
+    "x̄ = ḡ / y and ȳ = −ḡ·x / y².",
+)
+MATMUL_ORDER = Mistake(
+    "matmul-transpose-order",
+    "for out = x @ y: x̄ = ḡ @ yᵀ and ȳ = xᵀ @ ḡ, where ᵀ swaps the LAST TWO axes only "
+    "(np.swapaxes(y, -1, -2); .T reverses every axis of a batched array).",
+)
+NOT_EXPANDED = Mistake(
+    "reduced-axes-not-restored",
+    "with keepdims=False the adjoint lacks the reduced axes: put them back with length 1 "
+    "(np.expand_dims(adjoint, axes)) before broadcasting it to x's shape.",
+)
+MAX_NOT_ROUTED = Mistake(
+    "max-not-routed",
+    "only the elements equal to the maximum affect it: the adjoint goes to them (shared among "
+    "ties), and every other element gets 0.",
+)
+
+
+def _sum_to(a: np.ndarray, shape: tuple, keep: bool = True, stretched: bool = True):
+    """``a`` summed over the leading axes ``shape`` lacks and the axes where it has length 1
+    (``keep``: keeping those; ``stretched=False``: over the leading axes only)."""
+    a = np.sum(a, axis=tuple(range(a.ndim - len(shape))))
+    if not stretched:
+        return a
+    axes = tuple(i for i, n in enumerate(shape) if n == 1 and a.shape[i] != 1)
+    return np.sum(a, axis=axes, keepdims=keep)
+
+
+def _swap(a: np.ndarray) -> np.ndarray:
+    return np.swapaxes(a, -1, -2)
+
+
+def _partial(case: Case, g: np.ndarray, k: int) -> np.ndarray:
+    """The output-shaped partial adjoint of input k of an elementwise op or matmul."""
+    x, y = case.inputs
+    if case.op == "matmul":
+        return g @ _swap(y) if k == 0 else _swap(x) @ g
+    if case.op == "mul":
+        return g * (x if k else y)
+    if case.op == "div":
+        return -g * x / y**2 if k else g / y
+    return -g if case.op == "sub" and k else g
+
+
+def _vjp_candidates(case: Case, g: np.ndarray, k: int) -> list:
+    """(mistake, a function computing its wrong adjoint of input k)."""
+    op, inputs, out = case.op, case.inputs, case.output
+    if op in REDUCTIONS:
+        spread = lambda: expanded(case, g)  # noqa: E731
+        wrong = [(NOT_EXPANDED, lambda: np.broadcast_to(g, inputs[0].shape)
+                  / (count(case) if op == "mean" else 1))]  # fmt: skip
+        if op == "mean":
+            wrong += [(MEAN_COUNT, spread), (MEAN_COUNT, lambda: spread() / inputs[0].size)]
+        if op == "max":
+            wrong += [(MAX_NOT_ROUTED, spread),
+                      (MAX_TIES, lambda: spread() * (tie_weights(case) > 0)),
+                      (MAX_TIES, lambda: spread() * first_maximum(case))]  # fmt: skip
+        return wrong
+    if op == "softmax":
+        return softmax_candidates(case, g)
+    if op == "log_softmax":
+        x = inputs[0]
+        return [(LOG_SOFTMAX_EXP, lambda: g - np.exp(x) * row_sum(g)),
+                (LOG_SOFTMAX_EXP, lambda: g - out * row_sum(g)),
+                (ROW_SUM_NOT_KEPT, lambda: g - np.exp(out) * row_sum(g, keep=False)),
+                (NAIVE_SOFTMAX, lambda: g - naive_softmax(x) * row_sum(g))]  # fmt: skip
+    shape, partial = inputs[k].shape, lambda: _partial(case, g, k)
+    wrong = [(NOT_UNBROADCAST, partial),
+             (UNBROADCAST_SHAPE, lambda: _sum_to(partial(), shape, keep=False)),
+             (UNBROADCAST_SHAPE, lambda: _sum_to(partial(), shape, stretched=False))]  # fmt: skip
+    a, b = inputs
+    swapped = {  # each factor's adjoint from the wrong operands, before unbroadcasting
+        "mul": [lambda: g * a, lambda: g * b],
+        "div": [lambda: g * b, lambda: g * a / b**2, lambda: -g / b**2, lambda: -g * a / b],
+        "matmul": [lambda: g @ b, lambda: _swap(b) @ g, lambda: g.T @ b.T] if k == 0
+        else [lambda: a @ g, lambda: g @ _swap(a), lambda: _swap(g) @ a],
+    }.get(op, [])
+    mistake = MATMUL_ORDER if op == "matmul" else PRODUCT_PARTIALS
+    return wrong + [(mistake, lambda f=f: _sum_to(f(), shape)) for f in swapped]
+
+
+def _vjp_errors(case: Case) -> list:
+    if case.op == "matmul":
+        return [(ValueError, "", MATMUL_ORDER)]
+    if case.op in REDUCTIONS:
+        return [(ValueError, "broadcast", NOT_EXPANDED)]
+    return row_errors(case)
+
+
+@exercise(
+    "03.vjp_rules",
+    "vjp_rule(op, inputs, output, adjoint, axis=None, keepdims=False) -> tuple: the inputs' "
+    "adjoints, in NumPy",
+    mistakes=(NOT_UNBROADCAST, UNBROADCAST_SHAPE, PRODUCT_PARTIALS, MATMUL_ORDER, NOT_EXPANDED,
+              MEAN_COUNT, MAX_NOT_ROUTED, MAX_TIES, SOFTMAX_TERM, ROW_SUM_NOT_KEPT,
+              LOG_SOFTMAX_EXP, NAIVE_SOFTMAX),  # fmt: skip
+    points=5.0,
+    forbidden=library_rules(),
+)
+def check_vjp_rules(answer) -> str:
+    rng = np.random.default_rng(32)
+    found = cases(rng)
+    for case in found:
+        g = scattered(rng, rng.standard_normal(case.output.shape))
+        want = engine_vjp(case, g)
+        label = case.label("vjp_rule")
+        got = call_rule(answer, case, "vjp_rule", g, errors=_vjp_errors(case))
+        require(
+            type(got) in (tuple, list) and len(got) == len(want),
+            f"{label} returned {show(got)}; return a tuple with one adjoint per input, "
+            f"{len(want)} here ((x̄,) for one input)",
+        )
+        for k, (value, w) in enumerate(zip(got, want)):
+            what = f"{label}: the adjoint of input {k + 1}"
+            compare(what, as_array(what, value, w.shape), w, _vjp_candidates(case, g, k))
+    return (
+        f"agrees with cl.grad on {len(found)} cases of {len(OPS)} ops: broadcasting, batched "
+        "matmul, reductions over any axes, ties for max, softmax rows near ±1000, "
+        "non-contiguous and 0-d arrays"
     )
