@@ -16,6 +16,7 @@ import math
 from . import (  # noqa: F401
     forward_mode,
     fusion,
+    gpu_assignments,
     gpu_kernels,
     graph_memory,
     layouts,
