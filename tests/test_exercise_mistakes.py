@@ -453,7 +453,8 @@ SOFTMAX_ROWS = {
 
 NAIVE_MATMUL = """
 #define TILE 16
-extern "C" __global__ void tiled_matmul(const float* A, const float* B, float* C, int M, int N, int K) {
+extern "C" __global__ void tiled_matmul(const float* A, const float* B, float* C,
+                                        int M, int N, int K) {
     int row = blockIdx.y * TILE + threadIdx.y, col = blockIdx.x * TILE + threadIdx.x;
     if (row < M && col < N) {
         float acc = 0.0f;

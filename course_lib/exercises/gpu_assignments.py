@@ -17,9 +17,8 @@ import itertools
 import numpy as np
 
 from .core import Mistake, Wrong, first_match, mismatch, require
-from .gpu_kernels import (
-    INPUT_WRITTEN, MARK, MISSED, NO_GUARD, SIGNATURE, _Device, _kernel_exercise,
-)
+from .gpu_kernels import INPUT_WRITTEN, MARK, MISSED, NO_GUARD, SIGNATURE, _Device
+from .gpu_kernels import _kernel_exercise as kernel_exercise
 from .gpu_kernels import _launch as launch_padded
 
 NO_EMULATOR = "counters not checked (no g++ here for the CPU emulator)"
@@ -113,7 +112,7 @@ def _count_matmul(device: _Device, kernel, source: str, rng) -> str:
             "conflicts per block")  # fmt: skip
 
 
-@_kernel_exercise(
+@kernel_exercise(
     "07.tiled_matmul", "CUDA tiled_matmul(A, B, C, M, N, K): C = A @ B through shared tiles",
     mistakes=(NOT_TILED, UNCOALESCED, MISSING_BARRIER, RAGGED, NO_GUARD, MISSED, SIGNATURE,
               INPUT_WRITTEN),  # fmt: skip
@@ -246,7 +245,7 @@ def _count_row_sum(device: _Device, kernel, source: str, rng) -> str:
             "accesses per block")  # fmt: skip
 
 
-@_kernel_exercise(
+@kernel_exercise(
     "07.warp_sum", "CUDA row_sum(x, out, rows, cols): one block per row, warp shuffles",
     mistakes=(NO_SHUFFLE, SHUFFLE_OFFSETS, WARPS_NOT_COMBINED, NO_COLUMN_GUARD, MISSED,
               SIGNATURE, INPUT_WRITTEN),  # fmt: skip
