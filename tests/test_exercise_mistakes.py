@@ -6,6 +6,7 @@ mistake's hint.
 """
 
 import math
+import re
 from fractions import Fraction
 from types import SimpleNamespace
 
@@ -15,7 +16,7 @@ from exercise_notebooks import notebook_exercises, reference_answer
 
 import course_lib as cl
 from conftest import needs_gxx
-from course_lib.exercises import EXERCISES, verify
+from course_lib.exercises import EXERCISES, gpu_assignments, gpu_kernels, verify
 from course_lib.exercises.gpu_kernels import declared_params
 
 
@@ -679,6 +680,27 @@ def test_the_gpu_check_reads_the_signature_the_emulator_compiles(exercise_id, ke
         compiled = emulator.compile_module(source, f"{kernel}.cu").get_function(kernel)
         assert declared_params(source, kernel) == compiled.param_types
 
+
+
+@needs_gxx("running the assignments' launches in the emulator")
+@pytest.mark.parametrize(("exercise_id", "counted_mistake", "passes_uncounted"),
+                         [("07.tiled_matmul", "not-tiled", True),
+                          ("07.warp_sum", "no-shuffle", False)])  # fmt: skip
+def test_an_assignment_says_so_where_no_emulator_counts_its_launches(
+    exercise_id, counted_mistake, passes_uncounted, monkeypatch
+):
+    """Only the emulator counts, so on a GPU without g++ the verdict says the counters were
+    not checked: the naive matmul passes there (the shared-memory tree still fails, on its
+    block of 96 threads, not a power of two), and a stub is still "not done"."""
+    monkeypatch.setattr(gpu_kernels._Device, "emulator", lambda device: None)
+    right = _reference(exercise_id)
+    verdict = verify(exercise_id, right)
+    assert verdict.passed, verdict.message
+    assert verdict.message.endswith("; " + gpu_assignments.NO_EMULATOR)
+    wrong = WRONG_ANSWERS[exercise_id][counted_mistake](right)
+    assert verify(exercise_id, wrong).passed == passes_uncounted
+    stub = re.sub(r"// BEGIN SOLUTION.*?// END SOLUTION", "", right, flags=re.DOTALL)
+    assert verify(exercise_id, stub).status == "not done"
 
 @pytest.mark.parametrize(("source", "want"), [
     ('extern "C" __global__ void k(const float* __restrict__ x, /* n, */ int n) {}',
