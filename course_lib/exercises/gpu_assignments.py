@@ -27,7 +27,9 @@ NO_EMULATOR = "counters not checked (no g++ here for the CPU emulator)"
 def _counted(device: _Device, kernel, source: str, name: str, params: tuple[str, ...]):
     """The emulator (a device) and the answer compiled for it, or (None, None) without g++."""
     emulator = device.emulator()
-    if emulator is None or emulator is device:
+    if emulator is None:
+        return None, None
+    if emulator is device:  # no GPU: the answer is compiled for the emulator already
         return emulator, kernel
     return emulator, emulator.compile(source, name, params)
 
