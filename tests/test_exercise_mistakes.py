@@ -505,6 +505,8 @@ WARP_SUM = {
     "no-column-guard": _edited(
         "for (int j = threadIdx.x; j < cols; j += blockDim.x) sum += row[j];",
         "for (int j = 0; j < cols; j += blockDim.x) sum += row[j + threadIdx.x];"),
+    "adds-to-out": _edited("if (lane == 0) out[blockIdx.x] = sum;",
+                           "if (lane == 0) atomicAdd(out + blockIdx.x, sum);"),
     "missed-elements": _edited("out[blockIdx.x] = sum", "out[threadIdx.x] = sum"),
     "signature": _edited("int rows, int cols", "int rows, long long cols"),
     "input-written": lambda ref: ref.replace("const float* x", "float* x").replace(

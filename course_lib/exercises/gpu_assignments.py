@@ -46,9 +46,10 @@ NOT_TILED = Mistake(
 )
 UNCOALESCED = Mistake(
     "uncoalesced",
-    "neighbouring threads (threadIdx.x, x+1, ...) must read neighbouring addresses: load "
-    "A[row * K + k0 + threadIdx.x] into tile[threadIdx.y][threadIdx.x], not a column of A "
-    "(row taken from threadIdx.x).",
+    "neighbouring threads (threadIdx.x, x+1, ...) must read neighbouring addresses: in the "
+    "loads of both tiles the column grows with threadIdx.x and the row with threadIdx.y "
+    "(A[row * K + k0 + threadIdx.x] into tile[threadIdx.y][threadIdx.x]), never the other "
+    "way round.",
 )
 MISSING_BARRIER = Mistake(
     "missing-barrier",
@@ -161,6 +162,11 @@ NO_COLUMN_GUARD = Mistake(
     "row (or past the end of x), not yours. Loop for (j = threadIdx.x; j < cols; "
     "j += blockDim.x).",
 )
+ADDS_TO_OUT = Mistake(
+    "adds-to-out",
+    "out is not zeroed before the launch (here it holds a marker value): write out[row] once, "
+    "from one thread, with the block's total, instead of adding to it (atomicAdd, +=).",
+)
 
 _ROW_SUM = ("float32*", "float32*", "int32", "int32")
 _ROW_SUM_COUNTED = (3, 1000, 256)  # rows, cols, threads a block
@@ -198,6 +204,7 @@ def _row_sum_mistake(got: np.ndarray, x: np.ndarray, block: int) -> Mistake | No
     warps = _reduced(np.pad(x, ((0, 0), (0, width - cols))).reshape(rows, -1, block).sum(axis=1),
                      OFFSETS)  # fmt: skip
     wrong = [
+        (ADDS_TO_OUT, lambda: x.sum(axis=1) + MARK),
         (NO_COLUMN_GUARD, lambda: np.array([flat[r * cols : r * cols + width].sum()
                                             for r in range(rows)])),  # fmt: skip
         *[(WARPS_NOT_COMBINED, lambda w=w: warps[:, w]) for w in range(warps.shape[1])],
@@ -249,8 +256,8 @@ def _count_row_sum(device: _Device, kernel, source: str, rng) -> str:
 
 @kernel_exercise(
     "07.warp_sum", "CUDA row_sum(x, out, rows, cols): one block per row, warp shuffles",
-    mistakes=(NO_SHUFFLE, SHUFFLE_OFFSETS, WARPS_NOT_COMBINED, NO_COLUMN_GUARD, MISSED,
-              SIGNATURE, INPUT_WRITTEN),  # fmt: skip
+    mistakes=(NO_SHUFFLE, SHUFFLE_OFFSETS, WARPS_NOT_COMBINED, NO_COLUMN_GUARD, ADDS_TO_OUT,
+              MISSED, SIGNATURE, INPUT_WRITTEN),  # fmt: skip
     points=4.0,
 )
 def check_warp_sum(answer) -> str:
