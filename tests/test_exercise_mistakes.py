@@ -6,6 +6,7 @@ mistake's hint.
 """
 
 import math
+import re
 from fractions import Fraction
 from types import SimpleNamespace
 
@@ -15,7 +16,7 @@ from exercise_notebooks import notebook_exercises, reference_answer
 
 import course_lib as cl
 from conftest import needs_gxx
-from course_lib.exercises import EXERCISES, verify
+from course_lib.exercises import EXERCISES, gpu_assignments, gpu_kernels, verify
 from course_lib.exercises.gpu_kernels import declared_params
 from course_lib.graph import apply
 from course_lib.ops.broadcast import unbroadcast
@@ -610,6 +611,67 @@ SOFTMAX_ROWS = {
 }
 
 
+NAIVE_MATMUL = """
+#define TILE 16
+extern "C" __global__ void tiled_matmul(const float* A, const float* B, float* C,
+                                        int M, int N, int K) {
+    int row = blockIdx.y * TILE + threadIdx.y, col = blockIdx.x * TILE + threadIdx.x;
+    if (row < M && col < N) {
+        float acc = 0.0f;
+        for (int k = 0; k < K; k++) acc += A[row * K + k] * B[k * N + col];
+        C[row * N + col] = acc;
+    }
+}
+"""
+
+TILED_MATMUL = {
+    "not-tiled": lambda ref: NAIVE_MATMUL,
+    "uncoalesced": _edited(  # the tile of A filled down its columns: lane tx reads row tx
+        "a_tile[ty][tx] = (row < M && k0 + tx < K) ? A[row * K + k0 + tx] : 0.0f;",
+        "a_tile[tx][ty] = (blockIdx.y * TILE + tx < M && k0 + ty < K) ? "
+        "A[(blockIdx.y * TILE + tx) * K + k0 + ty] : 0.0f;"),
+    "missing-barrier": _edited("b_tile[k][tx];\n        __syncthreads();", "b_tile[k][tx];"),
+    "ragged-edges": lambda ref: ref.replace(
+        "(row < M && k0 + tx < K) ? A[row * K + k0 + tx] : 0.0f", "A[row * K + k0 + tx]").replace(
+        "(k0 + ty < K && col < N) ? B[(k0 + ty) * N + col] : 0.0f", "B[(k0 + ty) * N + col]"),
+    "no-bounds-check": _edited("if (row < M && col < N) C[", "C["),
+    "missed-elements": _edited("col = blockIdx.x * TILE + tx", "col = tx"),
+    "signature": _edited("float* C, int M, int N, int K", "int M, int N, int K, float* C"),
+    "input-written": lambda ref: ref.replace("const float* A", "float* A").replace(
+        "C[row * N + col] = acc;", "{ C[row * N + col] = acc; A[row * K] = 0.0f; }"),
+}
+
+SHARED_TREE_ROW_SUM = """
+extern "C" __global__ void row_sum(const float* x, float* out, int rows, int cols) {
+    __shared__ float partial[1024];
+    float sum = 0.0f;
+    for (int j = threadIdx.x; j < cols; j += blockDim.x) sum += x[blockIdx.x * cols + j];
+    partial[threadIdx.x] = sum;
+    __syncthreads();
+    for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+        if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) out[blockIdx.x] = partial[0];
+}
+"""
+
+WARP_SUM = {
+    "no-shuffle": lambda ref: SHARED_TREE_ROW_SUM,
+    "shuffle-offsets": _edited("offset > 0", "offset > 1"),
+    "warps-not-combined": _edited(
+        "sum = warp_total(lane < blockDim.x / 32 ? warp_totals[lane] : 0.0f);", ""),
+    "no-column-guard": _edited(
+        "for (int j = threadIdx.x; j < cols; j += blockDim.x) sum += row[j];",
+        "for (int j = 0; j < cols; j += blockDim.x) sum += row[j + threadIdx.x];"),
+    "adds-to-out": _edited("if (lane == 0) out[blockIdx.x] = sum;",
+                           "if (lane == 0) atomicAdd(out + blockIdx.x, sum);"),
+    "missed-elements": _edited("out[blockIdx.x] = sum", "out[threadIdx.x] = sum"),
+    "signature": _edited("int rows, int cols", "int rows, long long cols"),
+    "input-written": lambda ref: ref.replace("const float* x", "float* x").replace(
+        "int lane =", "x[blockIdx.x * cols] = 0.0f;\n    int lane ="),
+}
+
 # -- 08 ---------------------------------------------------------------------------------------
 def _mean_square(x, **kwargs):
     return cl.mean(x * x, axis=-1, keepdims=True, **kwargs)
@@ -842,6 +904,7 @@ WRONG_ANSWERS = {
     "05.add_views": ADD_VIEWS,
     "06.intensity": INTENSITY, "06.fold_batchnorm": FOLD_BATCHNORM, "06.swiglu": SWIGLU,
     "07.scale_add": SCALE_ADD, "07.softmax_rows": SOFTMAX_ROWS,
+    "07.tiled_matmul": TILED_MATMUL, "07.warp_sum": WARP_SUM,
     "08.rmsnorm": RMSNORM, "08.attention": ATTENTION, "08.decode_step": DECODE_STEP,
     "09.forward_flops": FORWARD_FLOPS, "09.count_params": COUNT_PARAMS,
     "09.training_memory": TRAINING_MEMORY, "09.parallel_memory": PARALLEL_MEMORY,
@@ -882,6 +945,27 @@ def test_the_gpu_check_reads_the_signature_the_emulator_compiles(exercise_id, ke
         compiled = emulator.compile_module(source, f"{kernel}.cu").get_function(kernel)
         assert declared_params(source, kernel) == compiled.param_types
 
+
+
+@needs_gxx("running the assignments' launches in the emulator")
+@pytest.mark.parametrize(("exercise_id", "counted_mistake", "passes_uncounted"),
+                         [("07.tiled_matmul", "not-tiled", True),
+                          ("07.warp_sum", "no-shuffle", False)])  # fmt: skip
+def test_an_assignment_says_so_where_no_emulator_counts_its_launches(
+    exercise_id, counted_mistake, passes_uncounted, monkeypatch
+):
+    """Only the emulator counts, so on a GPU without g++ the verdict says the counters were
+    not checked: the naive matmul passes there (the shared-memory tree still fails, on its
+    block of 96 threads, not a power of two), and a stub is still "not done"."""
+    monkeypatch.setattr(gpu_kernels._Device, "emulator", lambda device: None)
+    right = _reference(exercise_id)
+    verdict = verify(exercise_id, right)
+    assert verdict.passed, verdict.message
+    assert verdict.message.endswith("; " + gpu_assignments.NO_EMULATOR)
+    wrong = WRONG_ANSWERS[exercise_id][counted_mistake](right)
+    assert verify(exercise_id, wrong).passed == passes_uncounted
+    stub = re.sub(r"// BEGIN SOLUTION.*?// END SOLUTION", "", right, flags=re.DOTALL)
+    assert verify(exercise_id, stub).status == "not done"
 
 @pytest.mark.parametrize(("source", "want"), [
     ('extern "C" __global__ void k(const float* __restrict__ x, /* n, */ int n) {}',

@@ -17,6 +17,7 @@ from . import (  # noqa: F401
     forward_mode,
     fused_op,
     fusion,
+    gpu_assignments,
     gpu_kernels,
     graph_memory,
     layouts,

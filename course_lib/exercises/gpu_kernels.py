@@ -10,6 +10,7 @@ writes past the end both show. The kernel machinery is imported only when a kern
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import re
 
@@ -101,6 +102,17 @@ class _Device:
             )
         return kernel
 
+    def emulator(self) -> _Device | None:
+        """The CPU emulator as a device: this one where it is the emulator, a twin of it on a
+        GPU, ``None`` where there is no g++ (only the emulator counts memory accesses)."""
+        if not self.gpu:
+            return self
+        if not self.kernels.emulator_available():
+            return None
+        twin = copy.copy(self)
+        twin.gpu = False
+        return twin
+
     def _emulated(self, source: str, name: str):
         """The emulated module; loading it (file-scope code runs then) gets the launches'
         short watchdog."""
@@ -108,19 +120,26 @@ class _Device:
             return self.kernels.compile_module(source, f"{name}.cu")
 
     def launch(
-        self, kernel, label: str, grid: int, block: int, arrays: list, scalars: tuple
+        self, kernel, label: str, grid: int | tuple, block: int | tuple, arrays: list,
+        scalars: tuple,
     ) -> list:
-        """Run the kernel on copies of ``arrays``; return the arrays afterwards (NumPy)."""
+        """Run the kernel on copies of ``arrays``; return the arrays afterwards (NumPy). The
+        grid and the block are a number of blocks and threads, or tuples of them (x, y)."""
+        grid, block = _dims(grid), _dims(block)
         if self.gpu:
             import cupy  # noqa: PLC0415
 
             device = [cupy.asarray(a) for a in arrays]
-            call(label, kernel, (grid,), (block,), (*device, *scalars), errors=_LAUNCH_ERRORS)
+            call(label, kernel, grid, block, (*device, *scalars), errors=_LAUNCH_ERRORS)
             return [cupy.asnumpy(a) for a in device]
         copies = [a.copy() for a in arrays]
         with _launch_timeout(LAUNCH_SECONDS):
-            call(label, kernel, (grid,), (block,), (*copies, *scalars), errors=_LAUNCH_ERRORS)
+            call(label, kernel, grid, block, (*copies, *scalars), errors=_LAUNCH_ERRORS)
         return copies
+
+
+def _dims(size: int | tuple) -> tuple:
+    return size if isinstance(size, tuple) else (size,)
 
 
 _LAUNCH_ERRORS = [(Exception, "crashed", NO_GUARD)]
@@ -155,10 +174,12 @@ def declared_params(source: str, name: str) -> tuple[str, ...] | None:
     return tuple(types)
 
 
-def _kernel_exercise(exercise_id: str, task: str, mistakes: tuple[Mistake, ...]):
+def _kernel_exercise(
+    exercise_id: str, task: str, mistakes: tuple[Mistake, ...], points: float = 1.0
+):
     """Register a CUDA exercise: the answer is source text, not a function, and compiling it
     (g++ or NVRTC) takes far longer than a Python answer may."""
-    return exercise(exercise_id, task, mistakes, function=False, time_limit=120.0)
+    return exercise(exercise_id, task, mistakes, function=False, time_limit=120.0, points=points)
 
 
 def _launch_text(grid: int, block: int) -> str:
@@ -169,35 +190,39 @@ def _first_lines(text: str, count: int = 8) -> str:
     return "\n".join(text.strip().splitlines()[:count])
 
 
-def _padded(values: np.ndarray) -> np.ndarray:
-    return np.concatenate([values.astype(np.float32), np.full(PAD, MARK, np.float32)])
+def _padded(values: np.ndarray, pad: int = PAD) -> np.ndarray:
+    return np.concatenate([values.astype(np.float32), np.full(pad, MARK, np.float32)])
 
 
 def _launch(
-    device, kernel, label: str, shape: tuple, inputs: dict, size: int, scalars, first: bool
+    device, kernel, label: str, shape: tuple, inputs: dict, size: int, scalars, first: bool,
+    pad: int = PAD, past_end: Mistake | None = NO_GUARD,
 ):
-    """Run ``kernel`` on padded copies of ``inputs`` (name -> array) and an output of ``size``
-    elements (plus padding) filled with the marker; return the output after checking that
-    exactly its first ``size`` elements were written (a stub that writes nothing on the
-    ``first`` launch is not done yet) and that no input changed."""
-    padded = [_padded(a.ravel()) for a in inputs.values()]
-    *after, out = device.launch(kernel, label, *shape, [*padded, np.full(size + PAD, MARK,
+    """Run ``kernel`` on copies of ``inputs`` (name -> array) followed by ``pad`` markers and
+    an output of ``size`` elements (plus padding) filled with the marker; return the output
+    after checking that exactly its first ``size`` elements were written (a stub that writes
+    nothing on the ``first`` launch is not done yet; a write past the end is ``past_end``)
+    and that no input changed."""
+    padded = [_padded(a.ravel(), pad) for a in inputs.values()]
+    *after, out = device.launch(kernel, label, *shape, [*padded, np.full(size + pad, MARK,
                                 np.float32)], scalars)  # fmt: skip
-    _check_written(out, size, label, first)
+    _check_written(out, size, label, first, past_end)
     for name, before, now in zip(inputs, padded, after):
         require(np.array_equal(before, now, equal_nan=True),
                 f"{label} changed its input {name}", INPUT_WRITTEN)  # fmt: skip
     return out[:size]
 
 
-def _check_written(out: np.ndarray, n: int, label: str, first: bool) -> None:
+def _check_written(
+    out: np.ndarray, n: int, label: str, first: bool, past_end: Mistake | None = NO_GUARD
+) -> None:
     """The output was written exactly in its first ``n`` elements."""
     if first and np.all(out == MARK):
         raise NotDone("the kernel writes nothing to out yet (is its body still the stub?)")
     require(
         np.all(out[n:] == MARK),
         f"{label} wrote past the end of out (index {n} and beyond)",
-        NO_GUARD,
+        past_end,
     )
     missed = np.flatnonzero(out[:n] == MARK)
     require(
