@@ -15,6 +15,8 @@ help:
 	@echo "make test   - install everything and run every test (unit, property, oracle, notebooks, browser)"
 	@echo "make setup  - install everything 'make test' needs, run nothing"
 	@echo "make links  - regenerate the notebooks' links, badges and install cells (course_lib.links)"
+	@echo "make release DEST=dir [REPOSITORY=url] - the student release, a tree to publish on its own"
+	@echo "make site [SITE=_site] [EDITION=student|instructor] - the course site, built offline"
 	@echo "make gpu-check - everything that needs an NVIDIA GPU (tests, notebooks, benchmarks), < 8 min"
 
 $(BIN)/python:
@@ -106,6 +108,18 @@ student: $(VENV)/.lab-stamp
 release: $(VENV)/.lab-stamp
 	@test -n "$(DEST)" || { echo "usage: make release DEST=folder [REPOSITORY=https://github.com/OWNER/REPO]"; exit 2; }
 	$(BIN)/python -m course_lib.release "$(DEST)" $(if $(REPOSITORY),--repository "$(REPOSITORY)",)
+
+# The course site, built offline (course_lib.site): `make site [SITE=_site] [EDITION=student|
+# instructor]`; .github/workflows/pages.yml publishes it with GitHub Pages.
+SITE ?= _site
+EDITION ?= student
+.PHONY: site
+site: $(VENV)/.site-stamp
+	$(BIN)/python -m course_lib.site "$(SITE)" --edition "$(EDITION)"
+
+$(VENV)/.site-stamp: $(INSTALL_INPUTS) | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[lab,site]'
+	touch $@
 
 # The notebooks' generated cells (course_lib.links): previous/next links, and with a Repository
 # URL in pyproject.toml the Binder/Colab badges and the install cell, in notebooks/ and student/.

@@ -7,11 +7,12 @@
 The pages are the student edition as the release holds it (``course_lib.release``), or the
 instructor notebooks with ``--edition instructor``, and the index is the release's README.
 Sphinx with MyST-NB renders them without running anything, with the math typeset by a copy of
-MathJax served by the site itself (no CDN), the ``StepThrough`` players working at the page's
-full width without a kernel, and links going page to page (a link into a notebook's section
-keeps JupyterLab's anchors). The build fails on any Sphinx warning, and before it starts on a
-notebook with an error output; OUT is written only when the build succeeded, and must be a
-new or empty folder or an earlier site (its ``.course-site`` marker).
+MathJax 3 served by the site itself (no CDN; SVG output, so no web fonts), the
+``StepThrough`` players working at the page's full width without a kernel, and links going
+page to page (a link into a notebook's section keeps JupyterLab's anchors). The build fails
+on any Sphinx warning, and before it starts on a notebook with an error output; OUT is written
+only when the build succeeded, and must be a new or empty folder or an earlier site (its
+``.course-site`` marker).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from importlib import metadata
 from pathlib import Path
 
 from . import links, release
@@ -43,10 +45,7 @@ html_theme_options = {"page_width": "min(1400px, 96vw)", "body_max_width": "none
 html_static_path = ["_static"]
 html_css_files = ["course.css"]
 html_title = project
-mathjax_path = "mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full"  # the config it ships
-mathjax2_config = {"tex2jax": {"inlineMath": [["\\(", "\\)"]],
-                               "displayMath": [["\\[", "\\]"]],
-                               "processClass": "math|output_area"}}
+mathjax_path = "mathjax/tex-svg.js"  # MathJax 3, math drawn as SVG: no web fonts to fetch
 nb_ipywidgets_js = {}  # widgets would load require.js and their manager from a CDN
 '''
 CSS = """\
@@ -122,12 +121,12 @@ def _stage(stage: Path, notebooks: dict[str, str], readme: str) -> None:
 
 
 def _mathjax() -> Path:
-    """MathJax 2, as the ``jupyter-server-mathjax`` package ships it (the site serves it)."""
+    """MathJax 3, as the ``sphinx-mathjax-offline`` package ships it (the site serves it)."""
     try:
-        import jupyter_server_mathjax  # noqa: PLC0415
-    except ImportError:
-        raise SiteError("jupyter-server-mathjax is missing: pip install -e '.[site]'") from None
-    return Path(jupyter_server_mathjax.__file__).parent / "static"
+        found = metadata.distribution("sphinx-mathjax-offline")
+    except metadata.PackageNotFoundError:
+        raise SiteError("sphinx-mathjax-offline is missing: pip install -e '.[site]'") from None
+    return Path(found.locate_file("sphinx-mathjax-offline/static/mathjax"))
 
 
 def _sphinx(root: Path, stage: Path, html: Path) -> None:

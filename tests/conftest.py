@@ -141,7 +141,7 @@ def _device_assertions():
 @pytest.fixture(scope="session")
 def built_site(tmp_path_factory) -> Path:
     """The course site (student edition) built once for the session's tests
-    (tests/test_site.py, tests/browser/test_site.py); skipped without the site extra."""
+    (tests/test_site.py, tests/browser/test_site_pages.py); skipped without the site extra."""
     pytest.importorskip("myst_nb", reason="the site extra (sphinx, myst-nb) is not installed")
     out = tmp_path_factory.mktemp("site") / "site"
     root = Path(__file__).resolve().parents[1]

@@ -1,6 +1,6 @@
 """`make site` (course_lib.site): every notebook a page, offline, page-to-page links, unique
 ids, and a build that refuses what it should not publish (the browser checks are in
-tests/browser/test_site.py)."""
+tests/browser/test_site_pages.py)."""
 
 import collections
 import json
@@ -40,7 +40,7 @@ def test_pages_load_nothing_from_the_network_and_link_page_to_page(built_site):
         assert not to_sources, f"{page.name} links to {to_sources}"
     tour = (built_site / "notebooks" / "03_reverse_mode.html").read_text()
     assert 'href="04_training.html"' in tour and 'href="../README.html"' in tour
-    assert "mathjax/MathJax.js" in tour and (built_site / "_static/mathjax/MathJax.js").is_file()
+    assert "mathjax/tex-svg.js" in tour and (built_site / "_static/mathjax/tex-svg.js").is_file()
 
 
 def test_no_page_has_a_duplicate_id(built_site):
@@ -90,3 +90,16 @@ def test_an_out_folder_the_site_would_damage_is_refused(tmp_path, where):
     assert "choose" in done.stderr
     if where == "unrelated":
         assert [p.name for p in out.iterdir()] == ["notes.txt"]
+
+
+def test_the_pages_workflow_publishes_what_make_site_builds():
+    yaml = pytest.importorskip("yaml", reason="PyYAML (a repo2docker dependency) is missing")
+    workflow = yaml.safe_load((ROOT / ".github/workflows/pages.yml").read_text())
+    build = workflow["jobs"]["build"]["steps"]
+    runs = [step["run"] for step in build if "run" in step]
+    assert runs == ["make site SITE=_site"]
+    upload = next(s for s in build if s.get("uses", "").startswith("actions/upload-pages-artifact"))
+    assert upload["with"]["path"] == "_site"
+    assert workflow["jobs"]["deploy"]["needs"] == "build"
+    makefile = (ROOT / "Makefile").read_text()
+    assert "\nsite: " in makefile and "-m course_lib.site" in makefile

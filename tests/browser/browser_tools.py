@@ -32,10 +32,11 @@ needs_chromium = [
 
 
 @contextmanager
-def offline_page(url: str, allowed: str = "file:", **context_options):
+def offline_page(url: str, allowed: str = "file:", console: bool = False, **context_options):
     """A page of Debian's Chromium (headless) at ``url`` that fetches only what starts with
     ``allowed``; yields the page, the list of the URLs it was refused and the list of its
-    script errors. ``context_options`` go to ``browser.new_context`` (e.g. a viewport)."""
+    script errors (with ``console``, its console's error messages too, a resource that failed
+    to load among them). ``context_options`` go to ``browser.new_context`` (e.g. a viewport)."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -44,6 +45,8 @@ def offline_page(url: str, allowed: str = "file:", **context_options):
             blocked = _keep_offline(page, allowed)
             errors: list[str] = []
             page.on("pageerror", lambda error: errors.append(str(error)))
+            if console:
+                page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             page.goto(url)
             yield page, blocked, errors
         finally:
