@@ -110,7 +110,7 @@ def _stage(stage: Path, notebooks: dict[str, str], readme: str) -> None:
     conf.py, the stylesheet and MathJax."""
     (stage / "notebooks").mkdir(parents=True)
     for name, text in notebooks.items():
-        (stage / "notebooks" / name).write_text(text, encoding="utf-8")
+        (stage / "notebooks" / name).write_text(_alt_for_mystnb(text), encoding="utf-8")
     pages = "\n".join(f"notebooks/{Path(name).stem}" for name in notebooks)
     toc = f"\n```{{toctree}}\n:hidden:\n\n{pages}\n```\n"
     (stage / "README.md").write_text(readme + toc, encoding="utf-8")
@@ -118,6 +118,21 @@ def _stage(stage: Path, notebooks: dict[str, str], readme: str) -> None:
     static = stage / "_static"
     shutil.copytree(_mathjax(), static / "mathjax")
     (static / "course.css").write_text(CSS, encoding="utf-8")
+
+
+def _alt_for_mystnb(text: str) -> str:
+    """The notebook with each picture's alt text (kept in its output's metadata, where
+    nbconvert reads it) also where MyST-NB reads it: the cell's ``mystnb.image.alt``."""
+    import nbformat  # noqa: PLC0415
+
+    notebook = nbformat.reads(text, as_version=nbformat.NO_CONVERT)
+    for cell in notebook.cells:
+        alts = [meta["alt"] for output in cell.get("outputs", [])
+                for meta in output.get("metadata", {}).values()
+                if isinstance(meta, dict) and meta.get("alt")]  # fmt: skip
+        if alts:
+            cell.metadata.setdefault("mystnb", {})["image"] = {"alt": " / ".join(alts)}
+    return links.notebook_text(notebook)
 
 
 def _mathjax() -> Path:

@@ -103,3 +103,14 @@ def test_the_pages_workflow_publishes_what_make_site_builds():
     assert workflow["jobs"]["deploy"]["needs"] == "build"
     makefile = (ROOT / "Makefile").read_text()
     assert "\nsite: " in makefile and "-m course_lib.site" in makefile
+
+
+def test_every_picture_on_the_site_says_what_it_shows(built_site):
+    """The notebooks' alt text (output metadata) reaches the pages' ``<img alt>``."""
+    pictures = 0
+    for page in _pages(built_site):
+        for tag in re.findall(r"<img\b[^>]*>", page.read_text(encoding="utf-8")):
+            pictures += 1
+            alt = re.search(r'\balt="([^"]*)"', tag)
+            assert alt and alt.group(1).strip(), f"{page.name}: {tag[:120]}"
+    assert pictures > 30

@@ -9,6 +9,7 @@ from .plots import (
     plot_breakdown,
     plot_curve,
     plot_difference_errors,
+    plot_grouped_bars,
     plot_stacked_bars,
 )
 from .roofline import plot_op_repeat, plot_roofline
@@ -30,5 +31,6 @@ __all__ = [
     "plot_layout",
     "plot_op_repeat",
     "plot_roofline",
+    "plot_grouped_bars",
     "plot_stacked_bars",
 ]

@@ -47,7 +47,13 @@ class GraphFigure(graphviz.Digraph):
         svg = self.svg()
         if svg is None:
             return {"text/plain": self.fallback_text()}
-        return {"image/svg+xml": svg, "text/plain": self.summary}
+        return {"image/svg+xml": svg, "text/plain": self.summary}, {
+            "image/svg+xml": {"alt": self.alt_text()}
+        }
+
+    def alt_text(self) -> str:
+        """What the picture shows, in words: its summary (the nodes and how each is made)."""
+        return "; ".join(line.strip() for line in self.summary.splitlines() if line.strip())
 
     def html(self) -> str:
         """An HTML fragment: the SVG scaled to the page width, or the fallback text."""

@@ -15,6 +15,7 @@ from matplotlib.patches import Rectangle
 
 from ..errors import ShapeError
 from ..strides import StridedView
+from .plots import CourseFigure
 
 MAX_CELLS = 256
 UNUSED = "#e6e6e6"
@@ -50,6 +51,7 @@ def plot_layout(view: StridedView, title: str | None = None) -> Figure:
     fig = plt.figure(
         figsize=(max(max(n_cols, n_memory) * cell + 1.6, 6.5), (n_rows + 1) * cell + 2.4),
         layout="constrained",
+        FigureClass=CourseFigure,
     )
     plt.close(fig)
     logical, memory = fig.subplots(2, 1, height_ratios=[max(n_rows, 1), 1])

@@ -23,6 +23,7 @@ import graphviz
 
 from ..autodiff.trace import StepKind, Trace
 from ..graph import Node
+from .alt import svg_with_alt
 from .figure import MISSING_DOT
 from .graphs import GRAPH_ATTRS, NODE_ATTRS
 from .steps import LINES_OF_KIND, PSEUDO_CODE, StepState, state_entries, trace_values
@@ -212,7 +213,10 @@ def _code(kind: StepKind) -> str:
 
 def _page(step: Frame, picture: str | None) -> str:
     """A step's panels and picture side by side (the install hint without ``dot``)."""
-    shown = picture if picture is not None else f"<pre>{html.escape(MISSING_DOT)}</pre>"
+    if picture is None:
+        shown = f"<pre>{html.escape(MISSING_DOT)}</pre>"
+    else:
+        shown = svg_with_alt(picture, f"the graph after this step: {step.caption}")
     return (
         '<div style="display:flex;flex-wrap:wrap;gap:8px 16px;align-items:flex-start">'
         f'{step.panels}<div style="flex:1 1 360px;min-width:0">{shown}</div></div>'

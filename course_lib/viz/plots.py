@@ -8,19 +8,37 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..backend import to_host
+from .alt import figure_description
+
+
+class CourseFigure(Figure):
+    """A matplotlib figure of the notebooks: shown as PNG with its alt text. (Its own class,
+    so that a later ``%matplotlib inline``, which registers how every ``Figure`` is shown,
+    does not take the alt text away.)"""
+
+    def __repr__(self) -> str:  # as matplotlib writes a Figure's
+        width, height = self.bbox.size
+        return f"<Figure size {width:g}x{height:g} with {len(self.axes)} Axes>"
 
 
 def _register_figure_display() -> None:
-    """In IPython, show returned ``Figure`` objects as PNG (without ``%matplotlib inline``)."""
+    """In IPython, show returned figures as PNG (without ``%matplotlib inline``), each with
+    its alt text (``alt.figure_description``)."""
     try:
         from IPython import get_ipython  # noqa: PLC0415
-        from IPython.core.pylabtools import print_figure  # noqa: PLC0415
     except ImportError:
         return
     shell = get_ipython()
     if shell is not None:
         formatter = shell.display_formatter.formatters["image/png"]
-        formatter.for_type(Figure, lambda fig: print_figure(fig, "png", bbox_inches="tight"))
+        formatter.for_type(CourseFigure, _png_with_alt)
+
+
+def _png_with_alt(fig: Figure) -> tuple[bytes, dict]:
+    """The figure as PNG, with its alt text in the output's metadata."""
+    from IPython.core.pylabtools import print_figure  # noqa: PLC0415
+
+    return print_figure(fig, "png", bbox_inches="tight"), {"alt": figure_description(fig)}
 
 
 _register_figure_display()
@@ -38,7 +56,7 @@ def plot_difference_errors(eps_values: Sequence[float], errors: Mapping[str, np.
 
     ``errors`` maps "forward" and "central" (in that order) to their absolute errors.
     """
-    fig = Figure(figsize=(6.4, 4.0))
+    fig = CourseFigure(figsize=(6.4, 4.0))
     ax = fig.add_subplot()
     eps = host_numbers(eps_values)
     errors = {name: host_numbers(err) for name, err in errors.items()}
@@ -68,7 +86,7 @@ def plot_curve(
 ) -> Figure:
     """Lines of ``ys`` (label -> values) against ``xs``, over the scattered ``points``
     (label -> (x values, y values)), e.g. the data a model was fitted to."""
-    fig = Figure(figsize=(6.4, 3.6))
+    fig = CourseFigure(figsize=(6.4, 3.6))
     ax = fig.add_subplot()
     xs = host_numbers(xs)
     for label, (px, py) in (points or {}).items():
@@ -98,7 +116,7 @@ def plot_breakdown(parts: Mapping[str, float], title: str, unit: str = "%") -> F
     labels, values = list(parts), host_numbers(list(parts.values())).astype(float)
     if values.size == 0 or (values < 0).any() or values.sum() <= 0:
         raise ValueError(f"plot_breakdown needs non-negative parts with a positive sum: {parts}")
-    fig = Figure(figsize=(9.6, 3.6))
+    fig = CourseFigure(figsize=(9.6, 3.6))
     pie, bars = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
     colours = [f"C{k}" for k in range(len(labels))]
     shares = values / values.sum()
@@ -117,6 +135,30 @@ def plot_breakdown(parts: Mapping[str, float], title: str, unit: str = "%") -> F
     return fig
 
 
+def plot_grouped_bars(
+    series: Mapping[str, Mapping[str, float]], title: str, ylabel: str
+) -> Figure:
+    """Bars side by side: one group per key of the inner mappings (the same keys, in the same
+    order, in each), one bar colour per key of ``series`` (a GPU, say)."""
+    names = list(series)
+    groups = list(next(iter(series.values()), {}))
+    if not names or any(list(bars) != groups for bars in series.values()):
+        raise ValueError(f"plot_grouped_bars needs series with the same groups: {series}")
+    fig = CourseFigure(figsize=(7.0, 3.5))
+    ax = fig.add_subplot()
+    width = 0.8 / len(names)
+    for j, name in enumerate(names):
+        heights = host_numbers([series[name][group] for group in groups]).astype(float)
+        offsets = np.arange(len(groups)) + (j - (len(names) - 1) / 2) * width
+        ax.bar(offsets, heights, width, label=name)
+    ax.set_xticks(range(len(groups)), groups)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def plot_stacked_bars(
     bars: Mapping[str, Mapping[str, float]], title: str, unit: str, line: float | None = None
 ) -> Figure:
@@ -127,7 +169,7 @@ def plot_stacked_bars(
     labels = list(next(iter(bars.values()), {}))
     if not names or any(list(parts) != labels for parts in bars.values()):
         raise ValueError(f"plot_stacked_bars needs bars with the same parts: {bars}")
-    fig = Figure(figsize=(9.6, 3.8))
+    fig = CourseFigure(figsize=(9.6, 3.8))
     ax = fig.add_subplot()
     x, bottom = np.arange(len(names)), np.zeros(len(names))
     for k, label in enumerate(labels):
@@ -151,7 +193,7 @@ def plot_attention(
 
     ``labels`` name the tokens (shown on both axes); ``titles`` name the panels.
     """
-    fig = Figure(figsize=(3.2 * len(maps), 3.4))
+    fig = CourseFigure(figsize=(3.2 * len(maps), 3.4))
     axes = fig.subplots(1, len(maps), squeeze=False)[0]
     ticks = np.arange(len(labels))
     for ax, probs, title in zip(axes, maps, titles):

@@ -11,9 +11,10 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from ..perf import KernelPoint, OpRepeat, Roofline
+from .plots import CourseFigure
 
 
-class RooflineFigure(Figure):
+class RooflineFigure(CourseFigure):
     """A matplotlib figure whose text form lists the points (rounded, so it is stable)."""
 
     summary = "roofline"
