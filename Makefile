@@ -30,13 +30,14 @@ $(INSTALL_INPUTS): pyproject.toml | $(BIN)/python
 	@sed '/^\[project\.urls\]/,/^\[/{/^\[project\.urls\]/d;/^\[/!d;}' pyproject.toml > $@.new
 	@if cmp -s $@.new $@; then rm $@.new; else mv $@.new $@; fi
 
-# Stamps re-run pip only when what it installs from changes.
-$(VENV)/.lab-stamp: $(INSTALL_INPUTS) | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[lab]'
+# Stamps re-run pip only when what it installs from changes; constraints.txt pins the versions
+# the tests run with (environment.yml and binder/ pin the same).
+$(VENV)/.lab-stamp: $(INSTALL_INPUTS) constraints.txt | $(BIN)/python
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[lab]'
 	touch $@
 
-$(VENV)/.test-stamp: $(INSTALL_INPUTS) | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[lab,test,oracle]'
+$(VENV)/.test-stamp: $(INSTALL_INPUTS) constraints.txt | $(BIN)/python
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[lab,test,oracle]'
 	touch $@
 
 system-deps:
@@ -117,8 +118,8 @@ EDITION ?= student
 site: $(VENV)/.site-stamp
 	$(BIN)/python -m course_lib.site "$(SITE)" --edition "$(EDITION)"
 
-$(VENV)/.site-stamp: $(INSTALL_INPUTS) | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[lab,site]'
+$(VENV)/.site-stamp: $(INSTALL_INPUTS) constraints.txt | $(BIN)/python
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[lab,site]'
 	touch $@
 
 # The notebooks' generated cells (course_lib.links): previous/next links, and with a Repository

@@ -1,5 +1,6 @@
 """The conda and Binder routes install what pyproject.toml says the package needs."""
 
+import os
 import re
 import shutil
 import subprocess
@@ -13,12 +14,48 @@ from packaging.requirements import Requirement
 yaml = pytest.importorskip("yaml", reason="PyYAML (a repo2docker dependency) is not installed")
 
 ROOT = Path(__file__).resolve().parents[1]
-CONDA_NAME = {"graphviz": "python-graphviz"}  # PyPI name -> conda-forge name when they differ
+# PyPI name -> conda-forge name when they differ
+CONDA_NAME = {"graphviz": "python-graphviz", "cupy-cuda12x": "cupy",
+              "nvidia-cuda-nvrtc-cu12": "cuda-nvrtc"}  # fmt: skip
 
 
 def _conda_packages(path: Path) -> set[str]:
     deps = yaml.safe_load(path.read_text())["dependencies"]
     return {re.split(r"[=<> ]", d)[0] for d in deps if isinstance(d, str)}
+
+
+def _conda_pins(path: Path) -> dict[str, str]:
+    deps = yaml.safe_load(path.read_text())["dependencies"]
+    return dict(d.split("=", 1) for d in deps if isinstance(d, str) and "=" in d)
+
+
+def _constraints() -> dict[str, str]:
+    lines = (ROOT / "constraints.txt").read_text().splitlines()
+    return dict(line.split("==") for line in lines if line and not line.startswith("#"))
+
+
+def test_the_environment_files_pin_the_versions_the_tests_install():
+    """constraints.txt is what `make setup` installs with; the conda files pin the same."""
+    pins = _conda_pins(ROOT / "environment.yml")
+    expected = {CONDA_NAME.get(name, name): version for name, version in _constraints().items()}
+    assert pins == {"python": "3.11", **expected}
+    assert _conda_pins(ROOT / "binder" / "environment.yml") == pins
+    assert {"cxx-compiler", "graphviz"} <= _conda_packages(ROOT / "environment.yml")
+
+
+def test_the_installed_versions_are_the_pinned_ones():
+    from importlib import metadata
+
+    installed = {}
+    for name in _constraints():
+        try:
+            installed[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            if os.environ.get("CI"):
+                raise
+    assert installed == {n: v for n, v in _constraints().items() if n in installed}, (
+        "the environment differs from constraints.txt: run make setup"
+    )
 
 
 def test_environment_names_every_runtime_dependency():
@@ -60,8 +97,8 @@ def test_repo2docker_accepts_the_repository(tmp_path):
 def test_a_repository_url_in_pyproject_does_not_reinstall(tmp_path):
     """`make links --repository` writes [project.urls]; pip must run again only when what it
     installs from changes (issue 24, item 5). A fake pip records its calls."""
-    shutil.copy(ROOT / "Makefile", tmp_path)
-    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    for name in ("Makefile", "pyproject.toml", "constraints.txt"):
+        shutil.copy(ROOT / name, tmp_path)
     bin_dir = tmp_path / ".venv" / "bin"
     bin_dir.mkdir(parents=True)
     (bin_dir / "python").write_text("#!/bin/sh\n")
