@@ -33,7 +33,7 @@ from .core import (
     run_graph,
     show,
 )
-from .strided_add import _operand_shape
+from .strided_add import operand_shape
 
 ELEMENTWISE = ("add", "sub", "mul", "div")
 REDUCTIONS = ("sum", "mean", "max")
@@ -147,7 +147,7 @@ def _elementwise_cases(rng, op: str) -> list[Case]:
     fixed = [((2, 3), (2, 3)), ((3,), (2, 3)), ((2, 3), (2, 1)), ((4, 1, 3), (2, 1)),
              ((), (2, 2)), ((3, 3), ())]  # fmt: skip
     shapes = fixed + [
-        (_operand_shape(rng, s), _operand_shape(rng, s))
+        (operand_shape(rng, s), operand_shape(rng, s))
         for s in (tuple(int(n) for n in rng.integers(1, 4, rng.integers(1, 4))) for _ in range(4))
     ]
     cases = []

@@ -83,7 +83,7 @@ def _view(rng, shape: tuple) -> StridedView:
     return StridedView.from_numpy(view.T if transpose else view)
 
 
-def _operand_shape(rng, shape: tuple) -> tuple:
+def operand_shape(rng, shape: tuple) -> tuple:
     """``shape`` with some leading axes dropped and some axes set to 1."""
     kept = shape[int(rng.integers(0, len(shape) + 1)):]
     return tuple(1 if rng.random() < 0.3 else n for n in kept)
@@ -95,8 +95,8 @@ def _cases(rng) -> list[tuple]:
     cases = [(_view(rng, x), _view(rng, y)) for x, y in fixed]
     for _ in range(20):
         shape = tuple(int(n) for n in rng.integers(1, 5, rng.integers(1, 4)))
-        cases.append((_view(rng, _operand_shape(rng, shape)),
-                      _view(rng, _operand_shape(rng, shape))))  # fmt: skip
+        cases.append((_view(rng, operand_shape(rng, shape)),
+                      _view(rng, operand_shape(rng, shape))))  # fmt: skip
     return cases
 
 
