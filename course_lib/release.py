@@ -4,7 +4,8 @@
 
     python -m course_lib.release DEST [--repository https://github.com/OWNER/REPO]   # make release
 
-DEST receives what a student needs and nothing that answers an exercise:
+DEST receives what a student needs and none of the notebooks' solutions (the package's own
+functions stay, as in the repository: the checks refuse an answer that calls them):
 
 - ``notebooks/``: the student edition of every instructor notebook (made afresh, as
   ``make student`` makes ``student/``), its Binder and Colab badges and install cell pointing
@@ -148,8 +149,10 @@ def _text(data: bytes) -> str:
 
 
 def check_destination(root: Path, dest: Path) -> None:
-    """Refuse a destination inside the repository, a file, or a folder holding anything but
-    an earlier release and ``.git``."""
+    """Refuse a destination inside the repository, a file, a symbolic link, or a folder holding
+    anything but an earlier release and ``.git``."""
+    if dest.is_symlink():
+        raise ReleaseError(f"{dest} is a symbolic link: give the folder itself")
     where = dest.resolve()
     if where.is_relative_to(root.resolve()):
         raise ReleaseError(f"{dest} is inside the repository {root.resolve()}: choose a folder "
@@ -158,7 +161,14 @@ def check_destination(root: Path, dest: Path) -> None:
         raise ReleaseError(f"{dest} is a file, not a folder")
     if not where.exists():
         return
-    ours = {".git", MANIFEST} | {path.split("/")[0] for path in _manifest(where)}
+    if (where / MANIFEST).is_symlink():
+        raise ReleaseError(f"{dest / MANIFEST} is a symbolic link: remove the folder")
+    listed = _manifest(where)
+    linked = [path for path in listed if _linked_folder(where, path)]
+    if linked:
+        raise ReleaseError(f"{dest} reaches {linked[0]} through a symbolic link to a folder: "
+                           "remove the link (the release writes only inside DEST)")  # fmt: skip
+    ours = {".git", MANIFEST} | {path.split("/")[0] for path in listed}
     unrelated = sorted(entry.name for entry in where.iterdir() if entry.name not in ours)
     if unrelated:
         shown = ", ".join(unrelated[:5]) + (", ..." if len(unrelated) > 5 else "")
@@ -180,14 +190,30 @@ def _manifest(dest: Path) -> list[str]:
 
 
 def _inside(path: str) -> bool:
-    """Whether a manifest's ``path`` names a file inside the release (relative, no ``..``)."""
+    """Whether a manifest's ``path`` names a file of the release: relative, no ``..``, and
+    neither in ``.git`` nor the manifest itself."""
     parts = path.split("/")
-    return bool(path) and not path.startswith("/") and "" not in parts and ".." not in parts
+    return (bool(path) and not path.startswith("/") and "" not in parts and ".." not in parts
+            and parts[0] not in (".git", MANIFEST))  # fmt: skip
+
+
+def _linked_folder(dest: Path, path: str) -> bool:
+    """Whether a folder on the way from ``dest`` to ``path`` is a symbolic link."""
+    folder = dest
+    for part in path.split("/")[:-1]:
+        folder = folder / part
+        if folder.is_symlink():
+            return True
+    return False
 
 
 def _write(dest: Path, files: dict[str, tuple]) -> None:
     """Replace the earlier release in ``dest`` by ``files``, without following links."""
     dest.mkdir(parents=True, exist_ok=True)
+    linked = [path for path in files if _linked_folder(dest, path)]
+    if linked:
+        raise ReleaseError(f"{dest} reaches {linked[0]} through a symbolic link to a folder: "
+                           "remove the link (the release writes only inside DEST)")  # fmt: skip
     for old in set(_manifest(dest)) - set(files):
         target = dest / old
         if target.is_symlink() or target.is_file():
@@ -221,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         given = args.repository is not None
         repository = links.Repository.parse(args.repository) if given else None
         written = release(args.root, args.dest, repository)
-    except (ReleaseError, links.LinkError, edition.EditionError) as error:
+    except (ReleaseError, links.LinkError, edition.EditionError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     print(f"wrote the student release ({len(written)} files) to {args.dest}/")

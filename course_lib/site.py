@@ -18,6 +18,7 @@ only when the build succeeded, and must be a new or empty folder or an earlier s
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -28,6 +29,7 @@ from pathlib import Path
 
 from . import links, release
 from .errors import CourseLibError
+from .exercises.edition import EditionError
 
 MARKER = ".course-site"  # in OUT: this folder holds a site the command built
 EDITIONS = ("student", "instructor")
@@ -156,22 +158,40 @@ def _sphinx(root: Path, stage: Path, html: Path) -> None:
 
 
 def _check_out(root: Path, out: Path) -> None:
-    """OUT must be new, empty or an earlier site, and neither the repository nor above it."""
+    """OUT must be new, empty or an earlier site holding only what it built (its marker lists
+    it), not a symbolic link, and neither the repository nor above it."""
+    if out.is_symlink():
+        raise SiteError(f"{out} is a symbolic link: give the folder itself")
     where, home = out.resolve(), root.resolve()
     if where == home or home.is_relative_to(where):
         raise SiteError(f"{out} holds the repository: choose a folder for the site alone")
     if where.exists() and not where.is_dir():
         raise SiteError(f"{out} is a file, not a folder")
-    if where.exists() and any(where.iterdir()) and not (where / MARKER).is_file():
-        raise SiteError(f"{out} holds files that are not a site built here: choose an empty "
-                        "folder")  # fmt: skip
+    if not where.exists() or not any(where.iterdir()):
+        return
+    marker = where / MARKER
+    built = _built(marker) if marker.is_file() and not marker.is_symlink() else None
+    others = None if built is None else {e.name for e in where.iterdir()} - built - {MARKER}
+    if built is None or others:
+        shown = f" ({', '.join(sorted(others)[:5])})" if others else ""
+        raise SiteError(f"{out} holds files that are not a site built here{shown}: choose an "
+                        "empty folder")  # fmt: skip
+
+
+def _built(marker: Path) -> set[str] | None:
+    """The entries an earlier build wrote, as its marker lists them (None: not a marker)."""
+    try:
+        return set(json.loads(marker.read_text("utf-8"))["built"])
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def _replace(out: Path, html: Path) -> None:
     if out.exists():
         shutil.rmtree(out)
     shutil.copytree(html, out)
-    (out / MARKER).write_text("built by python -m course_lib.site\n", encoding="utf-8")
+    built = sorted(entry.name for entry in out.iterdir())
+    (out / MARKER).write_text(json.dumps({"built": built}) + "\n", encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -185,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         given = args.repository is not None
         repository = links.Repository.parse(args.repository) if given else None
         pages = build(args.root, args.out, args.edition, repository)
-    except (SiteError, release.ReleaseError, links.LinkError) as error:
+    except (SiteError, release.ReleaseError, links.LinkError, EditionError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     print(f"built {pages} pages ({args.edition} edition) in {args.out}/")

@@ -80,3 +80,16 @@ def test_a_graph_and_a_players_steps_carry_their_description(worked_example):
     assert svg_with_alt('<svg width="1">', 'a "b" <c>') == (
         '<svg role="img" aria-label="a &quot;b&quot; &lt;c>" width="1">'
     )
+
+
+def test_areas_and_colour_bars_are_not_counted_as_points():
+    from matplotlib.figure import Figure
+
+    fig = Figure()
+    ax = fig.add_subplot()
+    ax.fill_between([0, 1, 2], [0, 1, 0])
+    mesh = ax.pcolormesh(np.arange(6.0).reshape(2, 3))
+    fig.colorbar(mesh, label="v")
+    ax.scatter([0, 1], [1, 0])
+    text = figure_description(fig)
+    assert "2 marked points" in text and text.count("a plot") == 1, text

@@ -131,6 +131,10 @@ def test_the_badges_follow_the_destinations_git_origin(tmp_path):
         ("empty", ("--repository", "https://gitlab.com/me/course"), "not a GitHub https URL"),
         ("empty", ("--repository", ""), "no repository URL given"),
         ("bad-manifest", (), "outside the release"),
+        ("git-in-manifest", (), "outside the release"),
+        ("linked-folder", (), "through a symbolic link to a folder"),
+        ("linked-manifest", (), "is a symbolic link"),
+        ("linked-dest", (), "is a symbolic link"),
     ],
 )
 def test_a_release_that_could_do_harm_is_refused_and_changes_nothing(
@@ -145,8 +149,29 @@ def test_a_release_that_could_do_harm_is_refused_and_changes_nothing(
     elif where == "bad-manifest":
         dest.mkdir()
         (dest / MANIFEST).write_text(json.dumps({"files": ["/etc/passwd"]}))
+    elif where == "git-in-manifest":  # a rerun would delete the clone's .git/config
+        (dest / ".git").mkdir(parents=True)
+        (dest / ".git" / "config").write_text("[core]")
+        (dest / MANIFEST).write_text(json.dumps({"files": [".git/config", "LICENSE"]}))
+    elif where in ("linked-folder", "linked-manifest", "linked-dest"):
+        victim = tmp_path / "victim"
+        victim.mkdir()
+        (victim / "apt.txt").write_text("keep")
+        if where == "linked-dest":
+            dest.symlink_to(victim)
+        else:
+            dest.mkdir()
+            files = ["binder/apt.txt", "binder/gone.txt"] if where == "linked-folder" else []
+            (dest / MANIFEST).write_text(json.dumps({"files": files}))
+        if where == "linked-folder":  # as a pull of a shared release could bring in
+            (dest / "binder").symlink_to(victim)
+        if where == "linked-manifest":
+            (dest / MANIFEST).unlink()
+            (dest / MANIFEST).symlink_to(victim / "made-by-the-release")
     before = _tree(tmp_path)
     done = _release(dest, *options)
     assert done.returncode == 2 and expected in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
     assert _tree(tmp_path) == before and not (ROOT / "release-here").exists()
+    if where == "git-in-manifest":
+        assert (dest / ".git" / "config").read_text() == "[core]"

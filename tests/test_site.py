@@ -79,17 +79,23 @@ def test_a_notebook_with_an_error_output_stops_the_build_before_anything_is_writ
     assert not (tmp_path / "site").exists()
 
 
-@pytest.mark.parametrize("where", ["unrelated", "repository"])
+@pytest.mark.parametrize("where", ["unrelated", "repository", "marker-and-mine", "linked"])
 def test_an_out_folder_the_site_would_damage_is_refused(tmp_path, where):
     out = ROOT if where == "repository" else tmp_path / "mine"
-    if where == "unrelated":
+    if where in ("unrelated", "marker-and-mine"):
         out.mkdir()
         (out / "notes.txt").write_text("mine")
+    if where == "marker-and-mine":  # an earlier site, and a file of the user's beside it
+        (out / MARKER).write_text(json.dumps({"built": ["index.html"]}))
+        (out / "index.html").write_text("<p>")
+    if where == "linked":
+        (tmp_path / "elsewhere").mkdir()
+        out.symlink_to(tmp_path / "elsewhere")
     done = _site(out)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
-    assert "choose" in done.stderr
-    if where == "unrelated":
-        assert [p.name for p in out.iterdir()] == ["notes.txt"]
+    assert "choose" in done.stderr or "symbolic link" in done.stderr
+    if where in ("unrelated", "marker-and-mine"):
+        assert (out / "notes.txt").read_text() == "mine"
 
 
 def test_the_pages_workflow_publishes_what_make_site_builds():

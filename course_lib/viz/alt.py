@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from matplotlib.axes import Axes
+from matplotlib.collections import PathCollection
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle, Wedge
 
@@ -21,7 +22,8 @@ def figure_description(fig: Figure) -> str:
     title = fig.get_suptitle() if hasattr(fig, "get_suptitle") else ""
     summary = getattr(fig, "summary", None)  # a figure's own text form (the roofline's)
     notes = [summary.splitlines()[0]] if isinstance(summary, str) and summary else []
-    plots = [_axes_description(ax) for ax in fig.axes if ax.has_data()]
+    plots = [_axes_description(ax) for ax in fig.axes
+             if ax.has_data() and getattr(ax, "_colorbar", None) is None]  # a colour scale
     text = "; ".join([*notes, *plots]) or "an empty figure"
     return f"Figure “{title}”: {text}." if title else f"Figure: {text}."
 
@@ -44,7 +46,7 @@ def _axes_description(ax: Axes) -> str:
     for image in ax.images:
         rows, cols = image.get_array().shape[:2]
         parts.append(f"a {rows}×{cols} colour map")
-    points = sum(len(c.get_offsets()) for c in ax.collections if hasattr(c, "get_offsets"))
+    points = sum(len(c.get_offsets()) for c in ax.collections if isinstance(c, PathCollection))
     if points and not ax.images:
         parts.append(f"{points} marked points")
     return ", ".join(parts + [a for a in (_axis(ax, "x"), _axis(ax, "y")) if a])
