@@ -13,6 +13,19 @@ def test_llama_step_benchmark_runs_and_prints_the_ratio():
     )
     assert "batch 2, seq 16" in out
     assert "ratio course_lib/PyTorch = " in out
+    assert "(target <= 1.0)" in out  # issue 25's one-thread target
+
+
+def test_the_targets_are_issue_25s_on_the_cpu_and_issue_21s_on_a_gpu():
+    sys.path.insert(0, str(BENCHMARKS))
+    from argparse import Namespace  # noqa: PLC0415
+
+    from llama_step import target  # noqa: PLC0415
+
+    cpu = [target(Namespace(device="cpu", model="tiny", threads=n)) for n in (1, 2, 16)]
+    assert cpu == [1.0, 1.2, 1.5]
+    assert target(Namespace(device="gpu", model="tiny", threads=1)) == 3.0
+    assert target(Namespace(device="gpu", model="gpu", threads=1)) == 1.5
 
 
 def test_llama_step_profile_prints_each_family_at_one_and_n_threads():

@@ -16,9 +16,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import backend, params
-from ..backend import to_numpy
+from ..backend import on_host, to_numpy
 from ..errors import FeedError, GraphError, ParameterError, ShapeError
 from ..graph import Node, Op, apply, variable
+from ..kernels import cpu_kernels
 from ..kernels.dispatch import run_on_gpu
 
 
@@ -48,7 +49,9 @@ class SGDUpdate(Op):
 
 class AdamMoment(Op):
     """An exponential moving average of the gradient (``power=1``: m) or of its square
-    (``power=2``: v): ``m' = β·m + (1−β)·g^power``, out of place; inputs (m, g)."""
+    (``power=2``: v): ``m' = β·m + (1−β)·g^power``, out of place; inputs (m, g). One pass
+    over memory on either device: ``adamw.cu`` on a GPU, ``kernels.cpu_kernels`` for large
+    float32 host arrays (NumPy's bits)."""
 
     name = "adam_moment"
     attributes = ("beta", "power")
@@ -70,6 +73,8 @@ class AdamMoment(Op):
         out = run_on_gpu(self, xp, m, g)  # adamw.cu on a GPU
         if out is not None:
             return out
+        if on_host(xp) and cpu_kernels.worth_it(m, g):  # one pass, NumPy's bits
+            return cpu_kernels.adam_moment(m, g, self.beta, self.power)
         step = g * g if self.power == 2 else g
         return m * self.beta + (1.0 - self.beta) * step
 
@@ -83,6 +88,10 @@ class AdamWUpdate(Op):
     Inputs (θ, m', v', lr, step); ``step`` counts from 1 for the bias corrections::
 
         θ' = θ·(1 − lr·λ) − lr · (m' / (1−β₁ᵗ)) / (sqrt(v' / (1−β₂ᵗ)) + ε)
+
+    computed as ``(θ·decay) − (m' / (sqrt(v')·bias2 + ε))·step_size`` with the three factors
+    rounded to the parameter's dtype; one pass on either device (``adamw.cu``,
+    ``kernels.cpu_kernels`` for large float32 host arrays, NumPy's bits).
     """
 
     name = "adamw_update"
@@ -115,13 +124,19 @@ class AdamWUpdate(Op):
                 f"1 − β^step), got {int(step)}; feed optimizer.feed()"
             )
         b1, b2, t = self.beta1, self.beta2, step
-        if self.weight_decay:
-            param = param * _factor(1.0 - lr * self.weight_decay, param)
+        decay = _factor(1.0 - lr * self.weight_decay, param) if self.weight_decay else None
+        bias2 = _factor(1.0 / xp.sqrt(1.0 - b2**t), param)
+        step_size = _factor(lr / (1.0 - b1**t), param)
+        if on_host(xp) and cpu_kernels.worth_it(param, m, v):  # one pass, NumPy's bits
+            return cpu_kernels.adamw_update(param, m, v, decay=decay, bias2=bias2,
+                                            eps=self.eps, step_size=step_size)  # fmt: skip
+        if decay is not None:
+            param = param * decay
         denom = xp.sqrt(v)
-        denom *= _factor(1.0 / xp.sqrt(1.0 - b2**t), param)
+        denom *= bias2
         denom += self.eps
         update = m / denom
-        update *= _factor(lr / (1.0 - b1**t), param)
+        update *= step_size
         return param - update
 
     def flops(self, out_shape, *in_shapes):

@@ -16,6 +16,10 @@ product                          adjoint of the 1st input    adjoint of the 2nd 
 FLOP convention: each product ``2·B·H·T·S·d`` (matmul 2mnk); the masked softmax 3 per score
 (scale, exp, divide; the row max and sum are not counted), softmax's count, as in the
 lecture's ``2bs²nd + 3bs²n``; its adjoint 4 per score (dot, subtract, multiply, scale).
+
+On the CPU, large float32 scores run the softmax and its adjoint as row kernels
+(``kernels.cpu_kernels``: one pass over the scores); elsewhere the array module's
+operations (``on_arrays``).
 """
 
 from __future__ import annotations
@@ -26,8 +30,10 @@ from functools import lru_cache
 import numpy as np
 
 from .. import params
+from ..backend import on_host
 from ..errors import ShapeError
 from ..graph import Node, Op, apply
+from ..kernels import cpu_kernels
 from .elementwise import mul, sub, tangent_sum
 from .nn import Softmax
 from .reductions import sum
@@ -217,6 +223,12 @@ class CausalSoftmax(Op):
         return shape
 
     def compute(self, xp, s):
+        if on_host(xp) and cpu_kernels.worth_it(s) and s.shape[-2] <= s.shape[-1]:
+            return cpu_kernels.causal_softmax(s, self.scale)  # one pass over the scores
+        return self.on_arrays(xp, s)
+
+    def on_arrays(self, xp, s):
+        """The softmax with the array module's operations (any device and dtype)."""
         x = s * s.dtype.type(self.scale)
         x += _causal_bias(xp, s.shape[-2], s.shape[-1], s.dtype)
         x -= x.max(axis=-1, keepdims=True)
@@ -246,6 +258,12 @@ class SoftmaxGrad(Op):
         return p
 
     def compute(self, xp, g, p):
+        if on_host(xp) and cpu_kernels.worth_it(g, p):
+            return cpu_kernels.softmax_grad(g, p, self.scale)  # one pass over the scores
+        return self.on_arrays(xp, g, p)
+
+    def on_arrays(self, xp, g, p):
+        """The adjoint with the array module's operations (any device and dtype)."""
         dot = xp.einsum("...i,...i->...", g, p)[..., None]
         out = g - dot
         out *= p

@@ -14,8 +14,10 @@ from __future__ import annotations
 from functools import lru_cache
 
 from .. import params
+from ..backend import on_host
 from ..errors import ParameterError
 from ..graph import Node, Op, apply
+from ..kernels import cpu_kernels
 from ..kernels.dispatch import run_on_gpu
 from ..kernels.reference import rope_tables
 
@@ -80,6 +82,8 @@ class Rope(Op):
         out = run_on_gpu(self, xp, x, cos, sin)  # rope.cu on a GPU
         if out is not None:
             return out
+        if on_host(xp) and cpu_kernels.worth_it(x):  # float32: the tables are x.dtype too
+            return cpu_kernels.rope(x, cos, sin, axis)  # one pass, NumPy's bits
         table_shape = (x.shape[axis],) + (1,) * (x.ndim - axis - 2) + (half,)
         cos, sin = cos.reshape(table_shape), sin.reshape(table_shape)
         first, second = x[..., :half], x[..., half:]

@@ -14,6 +14,7 @@ from ..errors import FeedError, GraphError, ShapeError
 from ..graph import Node, compute_error, node_list, topological_order
 from ..ops.control import DEAD, Switch
 from ..passes import optimize as run_passes
+from .host_memory import keep_freed_memory
 
 _AMBIGUOUS = object()  # a name that several variables share
 
@@ -163,6 +164,7 @@ class Executor:
         ``allow_unused=True``.
         """
         xp = backend.xp()
+        keep_freed_memory()  # each run reuses the memory the last one freed (host_memory.py)
         values: list = [None] * len(self.order)
         fed = []
         for var, value in self._resolve_feed(feed or {}, allow_unused).items():
