@@ -14,7 +14,7 @@ import course_lib as cl
 from course_lib.graph import apply
 from course_lib.kernels.reference import rope_tables
 from course_lib.ops.attention import SoftmaxGrad
-from course_lib.ops.elementwise import Unary
+from course_lib.ops.elementwise import SiluGrad, Unary
 
 
 @dataclass
@@ -184,6 +184,13 @@ SPECS = [
     OpSpec("sigmoid", cl.sigmoid, torch=lambda x: x.sigmoid()),
     OpSpec("relu", cl.relu, domain="away0", torch=lambda x: x.relu()),
     OpSpec("silu", cl.silu, torch=lambda x: _t().nn.functional.silu(x)),
+    OpSpec(
+        "silu_grad",
+        lambda g, x: apply(SiluGrad(), g, x),
+        2,
+        broadcast=True,
+        torch=lambda g, x: g * (x.sigmoid() * (1 + x * (1 - x.sigmoid()))),
+    ),
     OpSpec("sqrt", cl.sqrt, domain="positive", torch=lambda x: x.sqrt()),
     OpSpec("rsqrt", cl.rsqrt, domain="positive", torch=lambda x: x.rsqrt()),
     OpSpec(

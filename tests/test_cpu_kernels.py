@@ -217,3 +217,70 @@ def test_the_kernels_exponentials_are_libmvecs_on_x86_64_glibc():
     if platform.machine() != "x86_64" or platform.libc_ver()[0] != "glibc":
         pytest.skip("libmvec's SIMD expf is linked on x86-64 glibc")
     assert cpu_kernels.vector_exp(), "the kernels fell back to the scalar expf"
+
+
+@needs_kernels
+@pytest.mark.parametrize("shape", [(4, 64, 256), (300, 70), (2, 3, 40, 129)])
+def test_rms_norm_kernels_are_within_float32_rounding_of_the_array_code(monkeypatch, shape):
+    from course_lib.ops.norms import RMSNorm, RMSNormGradX  # noqa: PLC0415
+
+    rng = np.random.default_rng(6)
+    x, g = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
+    w = rng.standard_normal(shape[-1]).astype(np.float32)
+    x[0, 0] = 0.0  # ε alone under the root
+    x.flat[7] = np.nan  # its row is NaN
+    x.flat[-3] = np.inf  # its row: inf/inf, NaN
+    calls = []
+    for name in ("rms_norm", "rms_norm_grad_x"):
+        kernel = getattr(cpu_kernels, name)
+        monkeypatch.setattr(cpu_kernels, name,
+                            lambda *a, _k=kernel: calls.append(1) or _k(*a))  # fmt: skip
+    forward, backward = RMSNorm(1e-5), RMSNormGradX(1e-5)
+    with np.errstate(invalid="ignore"):
+        got = forward.compute(np, x, w), backward.compute(np, g, x, w)
+        got_strided = backward.compute(np, np.asfortranarray(g), x[..., ::-1][..., ::-1], w)
+        assert calls == [1, 1, 1]
+        monkeypatch.setattr(cpu_kernels, "worth_it", lambda *a: False)
+        expected = forward.compute(np, x, w), backward.compute(np, g, x, w)
+    for result, reference in [*zip(got, expected), (got_strided, expected[1])]:
+        _close(result, reference, atol=2e-6)
+
+
+def test_rms_norm_takes_the_array_code_for_a_weight_of_another_dtype_or_shape(monkeypatch):
+    from course_lib.ops.norms import RMSNorm  # noqa: PLC0415
+
+    calls = []
+    monkeypatch.setattr(cpu_kernels, "rms_norm", lambda *a: calls.append(1))
+    x = np.ones((64, 300), np.float32)
+    RMSNorm(1e-5).compute(np, x, np.ones(300))  # a float64 weight
+    RMSNorm(1e-5).compute(np, x.astype(np.float64), np.ones(300))  # float64 rows
+    assert calls == []
+
+
+@needs_kernels
+def test_silus_adjoint_is_one_op_with_a_kernel_within_float32_rounding(monkeypatch):
+    from course_lib.ops.elementwise import SiluGrad  # noqa: PLC0415
+
+    x = cl.variable("x", (64, 700), np.float32)
+    (grad,) = cl.grad(cl.sum(cl.silu(x) * 3.0), [x])
+    names = [n.op.name for n in cl.graph.topological_order([grad]) if n.inputs]
+    assert "silu_grad" in names and "sigmoid" not in names
+    rng = np.random.default_rng(7)
+    xs, gs = (rng.standard_normal((64, 700)).astype(np.float32) * 6 for _ in range(2))
+    xs.flat[:6] = [np.nan, np.inf, -np.inf, 0.0, 90.0, -90.0]
+    calls = []
+    kernel = cpu_kernels.silu_grad
+    monkeypatch.setattr(cpu_kernels, "silu_grad", lambda *a: calls.append(1) or kernel(*a))
+    with np.errstate(invalid="ignore", over="ignore"):
+        got = SiluGrad().compute(np, gs, xs)
+        assert calls == [1]
+        x64 = xs.astype(np.float64)
+        s = 1.0 / (1.0 + np.exp(-x64))
+        exact = gs * (s * (1.0 + x64 * (1.0 - s)))
+        monkeypatch.setattr(cpu_kernels, "worth_it", lambda *a: False)
+        tanh_form = SiluGrad().compute(np, gs, xs)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(exact))
+    np.testing.assert_allclose(got, exact, rtol=2e-6, atol=1e-6)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(tanh_form))
+    # the tanh form (the array code) loses ~1e-5 to cancellation where s is near 0 or 1
+    np.testing.assert_allclose(got, tanh_form, rtol=1e-5, atol=2e-5)

@@ -121,6 +121,46 @@ void rope(const float* __restrict__ x, const float* __restrict__ cos_table,
     }
 }
 
+// RMSNorm rows of n: r = 1 / sqrt(Σx²/n + ε) (the sum in double, rounded once, as above)
+static inline float inv_rms(const float* __restrict__ x, long long n, float eps) {
+    double squares = 0.0;
+    #pragma omp simd reduction(+ : squares)
+    for (long long j = 0; j < n; ++j) squares += (double)(x[j] * x[j]);
+    return 1.0f / sqrtf((float)squares / (float)n + eps);
+}
+
+// y = x·r·w
+extern "C" __attribute__((visibility("default")))
+void rms_norm(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ out,
+              long long rows, long long n, float eps) {
+    for (long long r = 0; r < rows; ++r) {
+        const float* xr = x + r * n;
+        float* y = out + r * n;
+        const float inv = inv_rms(xr, n, eps);
+        #pragma omp simd
+        for (long long j = 0; j < n; ++j) y[j] = xr[j] * inv * w[j];
+    }
+}
+
+// RMSNorm's input adjoint: r·(g·w − x·(Σ g·w·x)·r²/n)
+extern "C" __attribute__((visibility("default")))
+void rms_norm_grad_x(const float* __restrict__ g, const float* __restrict__ x,
+                     const float* __restrict__ w, float* __restrict__ out, long long rows,
+                     long long n, float eps) {
+    for (long long r = 0; r < rows; ++r) {
+        const float* gr = g + r * n;
+        const float* xr = x + r * n;
+        float* y = out + r * n;
+        const float inv = inv_rms(xr, n, eps);
+        double total = 0.0;
+        #pragma omp simd reduction(+ : total)
+        for (long long j = 0; j < n; ++j) total += (double)(gr[j] * w[j] * xr[j]);
+        const float dot = (float)total * (inv * inv / (float)n);
+        #pragma omp simd
+        for (long long j = 0; j < n; ++j) y[j] = (gr[j] * w[j] - xr[j] * dot) * inv;
+    }
+}
+
 // sigmoid(x) = 1 / (1 + exp(−x)); SiLU x·sigmoid(x) = x / (1 + exp(−x))
 extern "C" __attribute__((visibility("default")))
 void sigmoid(const float* __restrict__ x, float* __restrict__ y, long long n) {
@@ -132,6 +172,17 @@ extern "C" __attribute__((visibility("default")))
 void silu(const float* __restrict__ x, float* __restrict__ y, long long n) {
     #pragma omp simd
     for (long long i = 0; i < n; ++i) y[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+// SiLU's adjoint g·silu'(x) = g·(s·(1 + x·(1 − s))), s = sigmoid(x)
+extern "C" __attribute__((visibility("default")))
+void silu_grad(const float* __restrict__ g, const float* __restrict__ x, float* __restrict__ y,
+               long long n) {
+    #pragma omp simd
+    for (long long i = 0; i < n; ++i) {
+        const float s = 1.0f / (1.0f + expf(-x[i]));
+        y[i] = g[i] * (s * (1.0f + x[i] * (1.0f - s)));
+    }
 }
 
 // Adam's moving average m' = m·β + (1−β)·g^power (power 1: m, power 2: v)
@@ -169,8 +220,8 @@ FLAGS = ("-fopenmp-simd", "-fno-math-errno")
 #: The SIMD ``expf`` of glibc's libmvec (x86-64): 8 exponentials per AVX2 instruction
 #: sequence, within 4 ulp (glibc's bound; NumPy's own float32 exp is also not exact).
 VECTOR_EXP_FLAGS = ("-DVECTOR_EXP", "-Wl,--no-as-needed", "-lmvec")
-FUNCTIONS = ("causal_softmax", "softmax_grad", "rope", "sigmoid", "silu", "adam_moment",
-             "adamw_update")  # fmt: skip
+FUNCTIONS = ("causal_softmax", "softmax_grad", "rope", "rms_norm", "rms_norm_grad_x", "sigmoid",
+             "silu", "silu_grad", "adam_moment", "adamw_update")  # fmt: skip
 
 
 @functools.cache
@@ -308,3 +359,31 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
 def silu(x: np.ndarray) -> np.ndarray:
     """``x / (1 + exp(−x))`` (``x · sigmoid(x)``): −0 far left, x far right, NaN at NaN."""
     return _elementwise("silu", x)
+
+
+def silu_grad(g: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``g · s·(1 + x·(1 − s))`` with ``s = 1 / (1 + exp(−x))``: SiLU's adjoint."""
+    g, x = _rows(g), _rows(x)
+    out = np.empty_like(x)
+    _library().silu_grad(*_pointers(g, x, out), ctypes.c_longlong(x.size))
+    return out
+
+
+def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
+    """``x · r · w`` over the last axis, ``r = 1 / sqrt(mean(x²) + ε)``."""
+    x, w = _rows(x), _rows(w)
+    n = x.shape[-1]
+    out = np.empty_like(x)
+    _library().rms_norm(*_pointers(x, w, out), ctypes.c_longlong(x.size // n),
+                        ctypes.c_longlong(n), ctypes.c_float(np.float32(eps)))  # fmt: skip
+    return out
+
+
+def rms_norm_grad_x(g: np.ndarray, x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
+    """RMSNorm's input adjoint ``r · (g·w − x · mean(g·w·x) · r²)`` over the last axis."""
+    g, x, w = _rows(g), _rows(x), _rows(w)
+    n = x.shape[-1]
+    out = np.empty_like(x)
+    _library().rms_norm_grad_x(*_pointers(g, x, w, out), ctypes.c_longlong(x.size // n),
+                               ctypes.c_longlong(n), ctypes.c_float(np.float32(eps)))  # fmt: skip
+    return out

@@ -1,5 +1,8 @@
 """Normalisation layers: RMSNorm (one fused op with a hand-written backward) and LayerNorm.
 
+RMSNorm and its input adjoint run as one-pass row kernels for large float32 host arrays
+(``kernels.cpu_kernels``; row sums in double, so within float32 rounding of the code below).
+
 FLOP convention (the lecture's table): RMSNorm costs ``4·elements + 2·rows`` — square,
 sum, scale by 1/RMS and by the weight per element; mean and ``rsqrt(· + ε)`` per row. Its
 adjoints count their elementwise passes: 7 per element for x's, 3 per element of x for w's.
@@ -10,7 +13,9 @@ from __future__ import annotations
 import math
 
 from .. import params
+from ..backend import on_host
 from ..graph import Node, Op, apply
+from ..kernels import cpu_kernels
 from ..kernels.dispatch import run_on_gpu
 from .broadcast import sum_to
 from .elementwise import add, mul, ones_like, rsqrt, sub, tangent_sum
@@ -32,6 +37,17 @@ def _inv_rms(xp, x, eps):
     ms /= x.shape[-1]
     ms += eps
     return 1.0 / xp.sqrt(ms, out=ms)
+
+
+def _on_cpu_kernels(xp, x, w, *same_as_x) -> bool:
+    """Large float32 host rows (and ``g`` of x's shape) with a float32 weight of one axis."""
+    return (
+        on_host(xp)
+        and cpu_kernels.worth_it(x, *same_as_x)
+        and isinstance(w, type(x))
+        and w.dtype == x.dtype
+        and w.shape == x.shape[-1:]
+    )
 
 
 def _row_mean(a: Node) -> Node:
@@ -96,6 +112,8 @@ class RMSNorm(_RMSNormFamily):
         out = run_on_gpu(self, xp, x, w)  # rms_norm.cu on a GPU
         if out is not None:
             return out
+        if _on_cpu_kernels(xp, x, w):  # one pass (kernels/cpu_kernels.py)
+            return cpu_kernels.rms_norm(x, w, self.eps)
         out = x * _inv_rms(xp, x, self.eps)
         out *= w
         return out
@@ -127,6 +145,8 @@ class RMSNormGradX(_RMSNormFamily):
         return x
 
     def compute(self, xp, g, x, w):
+        if _on_cpu_kernels(xp, x, w, g):  # one pass (kernels/cpu_kernels.py)
+            return cpu_kernels.rms_norm_grad_x(g, x, w, self.eps)
         r = _inv_rms(xp, x, self.eps)
         gw = g * w
         dot = xp.einsum("...i,...i->...", gw, x)[..., None]
