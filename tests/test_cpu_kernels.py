@@ -48,7 +48,7 @@ def test_the_causal_softmax_kernel_gives_numpys_values(shape):
     with np.errstate(invalid="ignore"):
         expected = op.on_arrays(np, s)
     _close(op.compute(np, s), expected)
-    _close(op.compute(np, s[..., ::-1, :][..., ::-1, :]), expected)  # strided input: copied
+    _close(op.compute(np, np.asfortranarray(s)), expected)  # another layout: copied first
 
 
 @needs_kernels
@@ -284,3 +284,43 @@ def test_silus_adjoint_is_one_op_with_a_kernel_within_float32_rounding(monkeypat
     np.testing.assert_array_equal(np.isnan(got), np.isnan(tanh_form))
     # the tanh form (the array code) loses ~1e-5 to cancellation where s is near 0 or 1
     np.testing.assert_allclose(got, tanh_form, rtol=1e-5, atol=2e-5)
+
+
+@needs_kernels
+def test_an_odd_head_size_unknown_when_built_fails_as_numpys_code_does():
+    x = cl.variable("x", (None, None, None, None), np.float32)
+    with pytest.raises(cl.errors.CourseLibError, match="rope"):
+        cl.evaluate(cl.rope(x, seq_axis=1), {x: np.ones((2, 64, 4, 33), np.float32)})
+
+
+def test_kernels_that_cannot_build_leave_every_op_on_numpys_code(monkeypatch):
+    from course_lib.kernels.errors import UnsafeCacheError  # noqa: PLC0415
+
+    def refused():
+        raise UnsafeCacheError("refusing the kernel cache /tmp/x: writable by others")
+
+    monkeypatch.setattr(cpu_kernels, "_library", refused)
+    cpu_kernels._built.cache_clear()
+    try:
+        with pytest.warns(cpu_kernels.CpuKernelsUnavailable, match="off .*refusing the kernel"):
+            assert not cpu_kernels.worth_it(np.zeros(cpu_kernels.MIN_SIZE, np.float32))
+        x = np.linspace(-3, 3, cpu_kernels.MIN_SIZE, dtype=np.float32)
+        np.testing.assert_allclose(cl.ops.elementwise.Sigmoid().compute(np, x),
+                                   1 / (1 + np.exp(-x.astype(np.float64))), rtol=1e-5)  # fmt: skip
+        assert not cpu_kernels.vector_exp()
+    finally:
+        cpu_kernels._built.cache_clear()
+
+
+@needs_kernels
+def test_adamw_with_a_numpy_eps_gives_numpys_bits(monkeypatch):
+    from course_lib.models.optim import AdamWUpdate  # noqa: PLC0415
+
+    theta, m, v, _ = _adam_arrays()
+    v = np.abs(v) * np.float32(1e-12)  # ε matters
+    op = AdamWUpdate(0.9, 0.95, np.float64(1e-8), 0.0)
+    lr, step = np.asarray(1e-3), np.asarray(3)
+    with np.errstate(invalid="ignore"):
+        kernel = op.compute(np, theta, m, v, lr, step)
+        monkeypatch.setattr(cpu_kernels, "worth_it", lambda *a: False)
+        _same_values(kernel, op.compute(np, theta, m, v, lr, step))

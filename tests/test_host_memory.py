@@ -61,8 +61,8 @@ def _third_step(**env) -> tuple[int, str]:
 def test_a_step_reuses_the_memory_the_last_step_freed():
     kept, answer = _third_step()
     assert answer == "True"
-    # glibc's defaults (what the user's own setting of them keeps): arrays above 128 kB
-    # come back as fresh pages every step
+    # the user's own thresholds, left alone: at 128 kB (glibc's starting value, fixed)
+    # the step's arrays come back as fresh pages every step
     fresh, answer_default = _third_step(MALLOC_MMAP_THRESHOLD_="131072",
                                         MALLOC_TRIM_THRESHOLD_="131072")  # fmt: skip
     assert answer_default == "False", "the user's own glibc settings are left alone"
@@ -79,10 +79,22 @@ def test_the_thresholds_are_set_once_and_the_answer_kept(monkeypatch):
     assert calls == [1]
 
 
-@pytest.mark.parametrize("name", host_memory.USER_SETTINGS)
-def test_a_users_glibc_setting_is_left_alone(monkeypatch, name):
-    monkeypatch.setenv(name, "1")
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [*((name, "1") for name in host_memory.USER_SETTINGS),
+     ("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=65536")],
+)  # fmt: skip
+def test_a_users_glibc_setting_is_left_alone(monkeypatch, name, value):
+    monkeypatch.setenv(name, value)
     assert host_memory._raise_thresholds() is False
+
+
+@glibc
+def test_tunables_of_something_else_do_not_switch_it_off(monkeypatch):
+    for name in host_memory.USER_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.pthread.rseq=0")
+    assert host_memory._raise_thresholds() is True
 
 
 def test_another_c_library_is_left_alone(monkeypatch):

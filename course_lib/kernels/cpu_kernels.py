@@ -21,11 +21,12 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
+import warnings
 
 import numpy as np
 
 from ..backend import host_array
-from .errors import KernelCompileError
+from .errors import KernelCompileError, KernelError
 
 #: Smallest array worth a call (smaller ones: NumPy's few microseconds are as fast).
 MIN_SIZE = 2**14
@@ -242,16 +243,26 @@ def _library():
 
 
 def vector_exp() -> bool:
-    """Whether the kernels' exponentials are libmvec's SIMD ones (False: scalar ``expf``)."""
-    return _library().vector_exp
+    """Whether the kernels' exponentials are libmvec's SIMD ones (False: scalar ``expf``, or
+    no kernels at all)."""
+    return _built() and _library().vector_exp
+
+
+class CpuKernelsUnavailable(UserWarning):
+    """The CPU kernels could not be built or loaded; every op uses its array code (same
+    results within float32 rounding, slower)."""
 
 
 @functools.cache
 def _built() -> bool:
-    """Do the kernels build here (a C++ compiler that works)? Asked once per process."""
+    """Do the kernels build and load here? Asked once per process. A missing compiler, a
+    refused cache folder (``UnsafeCacheError``) or a full disk leaves every op on its array
+    code, with one warning saying why."""
     try:
         _library()
-    except KernelCompileError:
+    except (KernelError, OSError) as exc:
+        warnings.warn(f"course_lib's CPU kernels are off ({exc}); ops use NumPy's passes",
+                      CpuKernelsUnavailable, stacklevel=3)  # fmt: skip
         return False
     return True
 

@@ -99,7 +99,8 @@ class AdamWUpdate(Op):
     kernel_scalar_inputs = 2  # lr (float64) and step (int64) go to the kernel as they are
 
     def __init__(self, beta1: float, beta2: float, eps: float, weight_decay: float):
-        super().__init__(beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay)
+        # eps a Python float: added to float32 it stays float32 (a np.float64 would not)
+        super().__init__(beta1=beta1, beta2=beta2, eps=float(eps), weight_decay=weight_decay)
 
     def infer_shape(self, param, m, v, lr, step):
         return param

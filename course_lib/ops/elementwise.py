@@ -1,8 +1,11 @@
 """Elementwise ops with NumPy broadcasting; every gradient un-broadcasts to its input.
 
-Sigmoid and SiLU of large float32 host arrays run as one-pass kernels with SIMD exponentials
-(``kernels.cpu_kernels``: ``1 / (1 + exp(−x))``, within a few float32 ulps of the tanh form
-below, which every other array takes).
+Sigmoid, SiLU and SiLU's adjoint of large float32 host arrays run as one-pass kernels with SIMD
+exponentials (``kernels.cpu_kernels``: ``1 / (1 + exp(−x))``, within float32 rounding of the
+float64 value). Every other array takes the tanh form below, which loses up to ~1e-5 absolute
+to cancellation where the sigmoid is near 0 or 1 (sigmoid(−20): 0.0 there, 2.06e-9 in the
+kernel); the kernels' SIMD and scalar exponentials may differ by an ulp, so an element's value
+can depend on its position in the array.
 """
 
 from __future__ import annotations

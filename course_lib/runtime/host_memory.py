@@ -7,12 +7,14 @@ each one a page fault the kernel must zero-fill: on the tiny LLaMA's step (batch
 about 23,500 faults, 92 MB and 0.1 s of system time, a tenth of the step, where PyTorch's
 same step makes about 2,500. :func:`keep_freed_memory` raises both thresholds once per process,
 so freed memory stays in the process and the next step reuses it (PyTorch's and CuPy's caching
-allocators do the same for the GPU). The price: the process keeps its largest heap until it
-exits (up to :data:`TRIM_THRESHOLD` of it free).
+allocators do the same for the GPU). The price: the process's memory stays near its largest
+heap until it exits (the heap is given back only from its top, above :data:`TRIM_THRESHOLD`
+of free memory, and one live array near the top holds everything below it); forked children
+inherit the settings.
 
 glibc only (other C libraries are left alone), and only when the user has not set glibc's own
-knobs (``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``, ``GLIBC_TUNABLES``): those are
-also how to opt out.
+malloc knobs (``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``, ``glibc.malloc.*`` in
+``GLIBC_TUNABLES``): those are also how to opt out.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ MMAP_THRESHOLD = 32 * 2**20
 #: The heap keeps up to this much free memory at its top instead of returning it.
 TRIM_THRESHOLD = 2**30
 #: Environment variables through which a user has already chosen glibc's thresholds.
-USER_SETTINGS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES")
+USER_SETTINGS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
+#: In ``GLIBC_TUNABLES``, the prefix of the malloc tunables (others, e.g. rseq, do not count).
+MALLOC_TUNABLES = "glibc.malloc."
 
 _done: list[bool] = []  # the answer of the first call, for every later one
 
@@ -46,10 +50,11 @@ def _raise_thresholds() -> bool:
         return False
     if any(name in os.environ for name in USER_SETTINGS):
         return False
+    if MALLOC_TUNABLES in os.environ.get("GLIBC_TUNABLES", ""):
+        return False
     mallopt = ctypes.CDLL(None).mallopt
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-    # mallopt answers 1 when it took a value; the mmap threshold first: setting either one
-    # switches off glibc's own adjustment of both
-    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(
-        mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
-    )
+    # mallopt answers 1 when it took a value; setting either threshold switches off glibc's
+    # own adjustment of both, so both are set, and the answer says whether both took
+    took = [mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD), mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)]
+    return all(took)
