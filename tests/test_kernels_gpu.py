@@ -39,7 +39,7 @@ def test_matmul_on_gpu(shape, rng):
         )
 
 
-@pytest.mark.parametrize("rows, cols", [(1, 1), (17, 33), (257, 4099), (3, 40_000)])
+@pytest.mark.parametrize("rows, cols", [(1, 1), (17, 33), (5, 1024), (257, 4099), (3, 40_000)])
 def test_row_kernels_on_gpu(rows, cols, rng):
     x, w = _f32(rng, rows, cols) * 20, _f32(rng, cols)
     np.testing.assert_allclose(

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from course_lib.errors import ParameterError
-from course_lib.kernels import emulator, gpus, launch, profile, profiling
+from course_lib.kernels import emulator, gpus, launch, profile, profiling, reference
 from course_lib.kernels.analysis import sectors_touched, warp_addresses
 
 pytestmark = pytest.mark.skipif(  # CI has g++: fail there rather than skip
@@ -281,3 +281,28 @@ def test_scaled_counts_equal_a_larger_problems_counts(rng):
     assert [x.counters for x in scaled.launches] == [x.counters for x in large.launches]
     assert scaled.flops == large.flops and scaled.launches[0].grid == large.launches[0].grid
     assert scaled.predicted_seconds("H100") == pytest.approx(large.predicted_seconds("H100"))
+
+
+@pytest.mark.parametrize("kernel", ["softmax", "rms_norm"])
+def test_row_kernels_load_float4_when_the_row_allows(kernel, rng):
+    """Rows of a multiple of 4 floats on 16-byte boundaries take float4 loads and stores: a
+    quarter of the instructions, the same bytes and results; a misaligned view (one float
+    into its buffer) takes single floats."""
+    rows, cols = 8, 256
+    buffer = _f32(rng, rows * cols + 1)
+    aligned = buffer[: rows * cols].reshape(rows, cols)
+    shifted = buffer[1:].reshape(rows, cols)  # starts 4 bytes past a 16-byte boundary
+    w = _f32(rng, cols)
+    run = getattr(launch, kernel)
+    args = {"softmax": (), "rms_norm": (w,)}[kernel]
+    expected = {"softmax": lambda x: reference.softmax(x),
+                "rms_norm": lambda x: reference.rms_norm(x, w)}[kernel]  # fmt: skip
+    counts = {}
+    for name, x in (("aligned", aligned), ("shifted", shifted)):
+        counts[name], y = _counted(run, x, *args, block=32)
+        np.testing.assert_allclose(y, expected(x), rtol=1e-5, atol=1e-6)
+    vector, scalar = counts["aligned"], counts["shifted"]
+    weight_bytes = 4 * cols * rows if kernel == "rms_norm" else 0
+    assert scalar.global_load_bytes == vector.global_load_bytes == 4 * rows * cols + weight_bytes
+    assert vector.global_loads * 4 == scalar.global_loads
+    assert vector.global_stores * 4 == scalar.global_stores == rows * cols

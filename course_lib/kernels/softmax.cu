@@ -1,16 +1,16 @@
 // Row softmax y = exp(x - max) / sum(exp(x - max)) of a (rows, cols) row-major float32 matrix.
 //
 // One block per row, blockDim.x a multiple of 32 (a single warp for rows up to 32 * VALUES).
-// Each thread loads its VALUES elements of the row into registers, once: the maximum, the
-// exponentials and the output are all computed from the registers, so the row crosses
-// global memory once in each direction (one read, one write: the least any softmax can do).
-// The block combines its partial maximum and sum with warp shuffles (block_reduce.cuh).
-// Subtracting the maximum keeps every exponent <= 0, so nothing overflows for large logits.
-// Rows longer than blockDim.x * VALUES (over 16,384 floats with 1024 threads) still work:
-// the elements beyond the registers are read again from global memory.
+// Each thread loads its VALUES elements of the row into registers, once (row_registers.cuh:
+// float4 loads when the row allows): the maximum, the exponentials and the output are all
+// computed from the registers, so the row crosses global memory once in each direction (one
+// read, one write: the least any softmax can do). The block combines its partial maximum and
+// sum with warp shuffles (block_reduce.cuh). Subtracting the maximum keeps every exponent
+// <= 0, so nothing overflows for large logits. Rows longer than blockDim.x * VALUES (over
+// 16,384 floats with 1024 threads) still work: the elements beyond the registers are read
+// again from global memory.
 #include "block_reduce.cuh"
-
-#define VALUES 16  // row elements a thread keeps in registers
+#include "row_registers.cuh"
 
 // __launch_bounds__(1024): at most 64 registers a thread, so a block of any size fits an SM
 extern "C" __global__ void __launch_bounds__(1024)
@@ -22,17 +22,10 @@ softmax_rows(const float* __restrict__ x, float* __restrict__ y, int rows, int c
     const float* x_row = x + (long long)row * cols;
     float* y_row = y + (long long)row * cols;
     int held = min(cols, VALUES * (int)blockDim.x);  // elements kept in registers
+    bool vectorised = vectorisable(cols, x, y);
 
-    // Element threadIdx.x + c * blockDim.x: neighbouring lanes read neighbouring floats. All
-    // the loads are issued before any value is used (a load used at once would make each
-    // thread wait a memory round trip per element: measured 0.33 of a copy's bandwidth on an
-    // H200). Unrolled with no early exit, so v[c] has a fixed index: a register.
     float v[VALUES];
-#pragma unroll
-    for (int c = 0; c < VALUES; ++c) {
-        int j = threadIdx.x + c * blockDim.x;
-        v[c] = j < held ? x_row[j] : NEG_INFINITY;
-    }
+    load_row(x_row, held, vectorised, NEG_INFINITY, v);
     float local_max = NEG_INFINITY;
 #pragma unroll
     for (int c = 0; c < VALUES; ++c) {
@@ -56,11 +49,9 @@ softmax_rows(const float* __restrict__ x, float* __restrict__ y, int rows, int c
 
 #pragma unroll
     for (int c = 0; c < VALUES; ++c) {
-        int j = threadIdx.x + c * blockDim.x;
-        if (j < held) {
-            y_row[j] = v[c] / row_sum;
-        }
+        v[c] = v[c] / row_sum;
     }
+    store_row(y_row, held, vectorised, nullptr, v);
     for (int j = held + threadIdx.x; j < cols; j += blockDim.x) {
         y_row[j] = expf(x_row[j] - row_max) / row_sum;
     }
