@@ -150,7 +150,7 @@ gpu-tests: gpu-present
 	$(GPU_RUN) 40 $(GPU_PYTHON) -m pytest -q -m gpu $(GPU_PYTEST) tests
 
 gpu-engine: gpu-present
-	$(GPU_RUN) 120 $(GPU_PYTHON) -m pytest -q -p no:randomly $(GPU_PYTEST) $(DEVICE_TESTS)
+	$(GPU_RUN) 300 $(GPU_PYTHON) -m pytest -q -p no:randomly $(GPU_PYTEST) $(DEVICE_TESTS)
 
 gpu-notebooks: gpu-present
 	$(GPU_RUN) 150 $(GPU_PYTHON) -m pytest -q --nbval-lax -p no:randomly $(GPU_PYTEST) notebooks

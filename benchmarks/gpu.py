@@ -59,6 +59,8 @@ def bandwidth_cases(xp, rng) -> dict:
     a, b, c, d = (xp.asarray(rng.standard_normal(n, dtype=np.float32)) for _ in range(4))
     x = xp.asarray(rng.standard_normal((8192, 4096), dtype=np.float32))
     w = xp.asarray(rng.standard_normal(4096, dtype=np.float32))
+    g = xp.asarray(rng.standard_normal((8192, 4096), dtype=np.float32))
+    scores = x.reshape(8, 4, 1024, 1024)  # a causal softmax's (B, H, T, T) scores
     r = xp.asarray(rng.standard_normal((8, 32, 1024, 128), dtype=np.float32))
     cos, sin = (xp.asarray(t) for t in reference.rope_tables(1024, 128))
     out, k = xp.empty_like(a), Launcher("gpu")
@@ -68,7 +70,11 @@ def bandwidth_cases(xp, rng) -> dict:
         "vector_add_float4": (lambda: k.vector_add_float4(a, b), 3 * a.nbytes),
         "fused d + (a + b) * c": (lambda: k.fused(LECTURE, a, b, c, d), 5 * a.nbytes),
         "softmax (8192 x 4096)": (lambda: k.softmax(x), 2 * x.nbytes),
+        "causal_softmax (8, 4, 1024, 1024)": (lambda: k.causal_softmax(scores, 0.125),
+                                               2 * x.nbytes),
+        "softmax_grad (8192 x 4096)": (lambda: k.softmax_grad(g, x), 3 * x.nbytes),
         "rms_norm (8192 x 4096)": (lambda: k.rms_norm(x, w), 2 * x.nbytes),
+        "rms_norm_grad_x (8192 x 4096)": (lambda: k.rms_norm_grad_x(g, x, w), 3 * x.nbytes),
         "rope (8, 32, 1024, 128)": (lambda: k.rope(r, cos, sin), 2 * r.nbytes),
     }
 

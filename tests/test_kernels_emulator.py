@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 from course_lib.errors import GraphError, ParameterError, ShapeError
 from course_lib.kernels import emulator, launch, reference
 from course_lib.kernels.errors import KernelLaunchError
+from course_lib.ops.attention import CausalSoftmax, SoftmaxGrad
+from course_lib.ops.norms import RMSNormGradX
 
 pytestmark = pytest.mark.skipif(  # CI has g++: fail there rather than skip
     not emulator.emulator_available() and not os.environ.get("CI"),
@@ -185,6 +187,58 @@ def test_softmax_is_stable_for_infinite_and_huge_logits(rng):
     np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-7)  # NaN where NumPy has NaN
     assert np.isfinite(y[[0, 1, 2, 4]]).all() and np.isnan(y[3]).all()
     assert (y[0, 40:] == 0).all() and y[2, 3] == 1
+
+
+# queries, keys, scale, block: T < S (queries aligned with the last keys), one row longer than
+# the registers of 32 threads hold (the rest read again), a negative scale (masked keys and the
+# padding stay -inf), rows that take float4 loads (S a multiple of 4) and rows that do not
+CAUSAL = [(5, 7, 0.5, None), (17, 17, 1.0, None), (3, 40, 0.125, None), (4, 32 * 16 + 36, 0.3, 32),
+          (6, 9, -2.0, None), (2, 2, 0.0, None)]  # fmt: skip
+
+
+@pytest.mark.parametrize("queries, keys, scale, block", CAUSAL)
+def test_causal_softmax_and_its_adjoint_match_the_ops_array_code(queries, keys, scale, block, rng):
+    """The GPU replaces CausalSoftmax's and SoftmaxGrad's array code with these kernels."""
+    s = _f32(rng, 2, 3, queries, keys, scale=10.0)
+    y = launch.causal_softmax(s, scale, block=block, **EMU)
+    np.testing.assert_allclose(y, CausalSoftmax(scale).on_arrays(np, s), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(y, reference.causal_softmax(s, scale), rtol=1e-5, atol=1e-7)
+    g = _f32(rng, *s.shape)
+    np.testing.assert_allclose(
+        launch.softmax_grad(g, y, scale, block=block, **EMU),
+        SoftmaxGrad(scale).on_arrays(np, g, y), rtol=1e-4, atol=1e-6,
+    )  # fmt: skip
+
+
+def test_causal_softmax_adds_the_mask_so_nan_or_inf_under_it_poisons_the_row(rng):
+    s = _f32(rng, 1, 4, 8)
+    s[0, 0, 5] = np.nan  # under query 0's mask
+    s[0, 1, 7] = np.inf  # under query 1's mask
+    s[0, 2, 6] = -np.inf  # -inf under the mask changes nothing
+    y = launch.causal_softmax(s, 1.0, **EMU)
+    with np.errstate(invalid="ignore"):
+        expected = CausalSoftmax(1.0).on_arrays(np, s)
+    assert np.isnan(y[0, :2]).all() and np.isnan(expected[0, :2]).all()
+    np.testing.assert_allclose(y[0, 2:], expected[0, 2:], rtol=1e-5)
+
+
+def test_causal_softmax_and_softmax_grad_refuse_bad_shapes(rng):
+    with pytest.raises(ShapeError, match="T <= S"):
+        launch.causal_softmax(_f32(rng, 3, 2), 1.0, **EMU)
+    with pytest.raises(ShapeError, match="one shape"):
+        launch.softmax_grad(_f32(rng, 3, 2), _f32(rng, 2, 3), **EMU)
+    assert launch.causal_softmax(np.zeros((0, 2, 3), np.float32), 1.0, **EMU).shape == (0, 2, 3)
+
+
+@pytest.mark.parametrize("rows, cols, block", [(3, 7, None), (4, 64, None), (2, 32 * 16 + 36, 32),
+                                              (5, 1, None)])  # fmt: skip
+def test_rms_norm_grad_x_matches_the_ops_array_code(rows, cols, block, rng):
+    g, x, w = _f32(rng, rows, cols), _f32(rng, rows, cols, scale=3.0), _f32(rng, cols)
+    out = launch.rms_norm_grad_x(g, x, w, 1e-5, block=block, **EMU)
+    np.testing.assert_allclose(out, RMSNormGradX(1e-5).compute(np, g, x, w), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(out, reference.rms_norm_grad_x(g, x, w, 1e-5), rtol=1e-4, atol=1e-5)
+    with pytest.raises(ShapeError, match="rms_norm_grad_x needs"):
+        launch.rms_norm_grad_x(g, x, w[:-1] if cols > 1 else np.ones(2, np.float32), **EMU)
 
 
 def test_row_kernels_reject_other_blocks(rng):

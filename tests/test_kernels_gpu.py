@@ -6,6 +6,8 @@ import pytest
 import course_lib as cl
 from course_lib.backend import gpu_available
 from course_lib.kernels import FusedElementwise, dispatch, launch, reference
+from course_lib.ops.attention import CausalSoftmax, SoftmaxGrad
+from course_lib.ops.norms import RMSNormGradX
 
 pytestmark = [
     pytest.mark.gpu,
@@ -127,3 +129,23 @@ def test_softmax_op_uses_the_kernel_on_gpu(rng, monkeypatch):
         cl.set_device("cpu")
     assert calls == ["softmax"]
     np.testing.assert_allclose(cl.backend.to_numpy(out), reference.softmax(data), rtol=1e-5)
+
+
+@pytest.mark.parametrize("queries, keys", [(7, 9), (128, 128), (64, 1024)])
+def test_causal_softmax_and_its_adjoint_on_gpu(queries, keys, rng):
+    s, g = _f32(rng, 2, 3, queries, keys) * 10, _f32(rng, 2, 3, queries, keys)
+    y = _host(launch.causal_softmax(s, 0.125, **GPU))
+    np.testing.assert_allclose(y, CausalSoftmax(0.125).on_arrays(np, s), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(
+        _host(launch.softmax_grad(g, y, 0.125, **GPU)), SoftmaxGrad(0.125).on_arrays(np, g, y),
+        rtol=1e-4, atol=1e-6,
+    )  # fmt: skip
+
+
+def test_rms_norm_grad_x_on_gpu(rng):
+    for rows, cols in ((3, 7), (64, 1024), (2, 40_000)):
+        g, x, w = _f32(rng, rows, cols), _f32(rng, rows, cols) * 3, _f32(rng, cols)
+        np.testing.assert_allclose(
+            _host(launch.rms_norm_grad_x(g, x, w, 1e-5, **GPU)),
+            RMSNormGradX(1e-5).compute(np, g, x, w), rtol=1e-4, atol=1e-5,
+        )  # fmt: skip

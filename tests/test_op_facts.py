@@ -130,11 +130,12 @@ def test_run_on_gpu_follows_the_switches(monkeypatch):
 
 def test_the_kernel_switches_are_the_ops_with_a_hook():
     hooked = sorted({cls.name for cls in _op_classes() if "gpu_kernel" in vars(cls)})
-    assert hooked == ["adam_moment", "adamw_update", "matmul", "rms_norm", "rope", "softmax"]
+    assert hooked == ["adam_moment", "adamw_update", "causal_softmax", "matmul", "rms_norm",
+                      "rms_norm_grad_x", "rope", "softmax", "softmax_grad"]  # fmt: skip
     with pytest.raises(KeyError, match=re.escape(f"hooks exist for {hooked}")):
         dispatch.use_kernel("conv2d")
     enabled = [dispatch.kernel_enabled(name) for name in hooked]
-    assert enabled == [True, True, False, True, True, True]
+    assert enabled == [True, True, True, False, True, True, True, True, True]
 
 
 # -- pictures ---------------------------------------------------------------------------------

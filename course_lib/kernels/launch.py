@@ -286,6 +286,41 @@ def softmax(x, *, mode: str | None = None, block: int | None = None):
     return y
 
 
+def causal_softmax(s, scale: float, *, mode: str | None = None, block: int | None = None):
+    """``softmax(scale * s + M)`` of (..., T, S) attention scores, ``M = -inf`` for keys after
+    each query (queries aligned with the last keys), one block per row (``softmax.cu``)."""
+    mode = _mode(mode)
+    (s,) = _inputs(mode, s)
+    if s.ndim < 2 or s.shape[-2] > s.shape[-1]:
+        raise ShapeError(f"causal_softmax needs (..., T, S) scores with T <= S, got {s.shape}")
+    rows, keys = _rows(s)
+    y = _xp(mode).empty_like(s)
+    if s.size:
+        block = _row_block("causal_softmax", keys, block)
+        args = (s, y, np.int32(rows), np.int32(s.shape[-2]), np.int32(keys), np.float32(scale))
+        get_kernel("softmax.cu", "causal_softmax_rows", mode)((rows,), (block,), args)
+        _declare_flops(mode, 9 * s.size)  # softmax's 7, the scale and the mask
+    return y
+
+
+def softmax_grad(g, p, scale: float = 1.0, *, mode: str | None = None, block: int | None = None):
+    """``scale * p * (g - sum(g * p))`` over the last axis: a softmax's adjoint from its
+    output p, one block per row, both rows held in registers (``softmax.cu``)."""
+    mode = _mode(mode)
+    g, p = _inputs(mode, g, p)
+    if g.shape != p.shape or g.ndim == 0:
+        raise ShapeError(f"softmax_grad needs g and p of one shape (1-d or more), got "
+                         f"{g.shape} and {p.shape}")  # fmt: skip
+    rows, cols = _rows(g)
+    out = _xp(mode).empty_like(g)
+    if g.size:
+        block = _row_block("softmax_grad", cols, block)
+        args = (g, p, out, np.int32(rows), np.int32(cols), np.float32(scale))
+        get_kernel("softmax.cu", "softmax_grad_rows", mode)((rows,), (block,), args)
+        _declare_flops(mode, 5 * g.size)  # product, sum; subtract, two products
+    return out
+
+
 def rms_norm(x, weight, eps: float = 1e-6, *, mode: str | None = None, block: int | None = None):
     """``weight * x / sqrt(mean(x**2) + eps)`` over the last axis (``rms_norm.cu``)."""
     mode = _mode(mode)
@@ -301,6 +336,25 @@ def rms_norm(x, weight, eps: float = 1e-6, *, mode: str | None = None, block: in
         get_kernel("rms_norm.cu", "rms_norm_rows", mode)((rows,), (block,), args)
         _declare_flops(mode, 4 * x.size + 3 * rows)  # square, add; two products; per row 3
     return y
+
+
+def rms_norm_grad_x(g, x, weight, eps: float = 1e-6, *, mode: str | None = None,
+                    block: int | None = None):  # fmt: skip
+    """RMSNorm's input adjoint ``r * (g*w - x * mean(g*w*x) * r**2)``, ``r = 1/rms(x)``, over
+    the last axis, one block per row (``rms_norm.cu``)."""
+    mode = _mode(mode)
+    g, x, weight = _inputs(mode, g, x, weight)
+    rows, cols = _rows(x)
+    if g.shape != x.shape or weight.shape != (cols,):
+        raise ShapeError(f"rms_norm_grad_x needs g and x of one shape and a weight of shape "
+                         f"({cols},), got {g.shape}, {x.shape} and {weight.shape}")  # fmt: skip
+    out = _xp(mode).empty_like(x)
+    if x.size:
+        block = _row_block("rms_norm_grad_x", cols, block)
+        args = (g, x, weight, out, np.int32(rows), np.int32(cols), np.float32(eps))
+        get_kernel("rms_norm.cu", "rms_norm_grad_x_rows", mode)((rows,), (block,), args)
+        _declare_flops(mode, 8 * x.size + 4 * rows)  # g*w, x^2, g*w*x, sums; 3 per output
+    return out
 
 
 def rope(x, cos, sin, *, mode: str | None = None, block: int = 256):
@@ -387,35 +441,41 @@ def attention(q, k, v, causal: bool = True, scale: float | None = None, *,
     (grouped-query attention)."""
     mode = _mode(mode)
     q, k, v = _inputs(mode, q, k, v)
-    same = (
-        q.ndim == k.ndim == 4
-        and k.shape == v.shape
-        and q.shape[::2] + q.shape[3:] == k.shape[::2] + k.shape[3:]
-    )
-    if not same:
-        raise ShapeError(
-            f"attention needs q (B, H, T, D) and k, v (B, KV, T, D), got {q.shape}, {k.shape}, "
-            f"{v.shape}"
+    scale = None if scale is None else float(scale)  # a hashable key, whatever number it was
+    grid, shared, scalars, flops = _attention_plan(q.shape, k.shape, v.shape, bool(causal), scale)
+    o = _xp(mode).empty_like(q)
+    if q.size:
+        get_kernel("attention.cu", "attention", mode)(
+            grid, (ATTENTION_THREADS,), (q, k, v, o, *scalars), shared_mem=shared
         )
-    batch, heads, seq_len, head_dim = q.shape
-    kv_heads = k.shape[1]
+        _declare_flops(mode, flops)
+    return o
+
+
+@functools.lru_cache(maxsize=256)
+def _attention_plan(q_shape, k_shape, v_shape, causal, scale):
+    """Grid, shared bytes, scalar arguments and FLOPs of an attention launch, worked out once
+    per shape (a launch then costs little more than CuPy's own call); refuses bad shapes."""
+    same = len(q_shape) == len(k_shape) == 4 and k_shape == v_shape
+    if not same or q_shape[::2] + q_shape[3:] != k_shape[::2] + k_shape[3:]:
+        raise ShapeError(
+            f"attention needs q (B, H, T, D) and k, v (B, KV, T, D), got {q_shape}, {k_shape}, "
+            f"{v_shape}"
+        )
+    batch, heads, seq_len, head_dim = q_shape
+    kv_heads = k_shape[1]
     if kv_heads == 0 or heads % kv_heads or head_dim > MAX_HEAD_DIM:
         raise ShapeError(
             f"attention needs n_heads ({heads}) a multiple of n_kv_heads ({kv_heads}) and "
             f"head_dim ({head_dim}) <= {MAX_HEAD_DIM}"
         )
-    o = _xp(mode).empty_like(q)
-    if q.size:
-        scale = head_dim**-0.5 if scale is None else scale
-        args = (q, k, v, o, np.int32(heads), np.int32(kv_heads), np.int32(seq_len),
-                np.int32(head_dim), np.float32(scale), np.int32(bool(causal)))  # fmt: skip
-        grid = (_blocks(seq_len, attention_rows(head_dim)), heads, batch)
-        get_kernel("attention.cu", "attention", mode)(
-            grid, (ATTENTION_THREADS,), args, shared_mem=attention_shared_bytes(head_dim)
-        )
-        pairs = seq_len * (seq_len + 1) // 2 if causal else seq_len * seq_len
-        _declare_flops(mode, 4 * batch * heads * pairs * head_dim)  # q.k and p*v: 2 + 2 per d
-    return o
+    scale = head_dim**-0.5 if scale is None else scale
+    scalars = (np.int32(heads), np.int32(kv_heads), np.int32(seq_len), np.int32(head_dim),
+               np.float32(scale), np.int32(bool(causal)))  # fmt: skip
+    grid = (_blocks(seq_len, attention_rows(head_dim)), heads, batch)
+    pairs = seq_len * (seq_len + 1) // 2 if causal else seq_len * seq_len
+    flops = 4 * batch * heads * pairs * head_dim  # q.k and p*v: 2 + 2 per d
+    return grid, attention_shared_bytes(head_dim), scalars, flops
 
 
 def fused(kernel: FusedElementwise, *inputs, mode: str | None = None, block: int = 256):

@@ -43,6 +43,21 @@ def softmax(x: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)
 
 
+def causal_softmax(s: np.ndarray, scale: float) -> np.ndarray:
+    """``softmax(scale * s + M)`` over the last axis of (..., T, S) scores, ``M[i, j] = -inf``
+    for keys j after query i (query i sees keys j <= i + S - T); the mask is added."""
+    t, keys = s.shape[-2:]
+    allowed = np.arange(keys)[None, :] <= np.arange(t)[:, None] + (keys - t)
+    with np.errstate(invalid="ignore"):
+        return softmax(s * s.dtype.type(scale) + np.where(allowed, 0.0, -np.inf).astype(s.dtype))
+
+
+def softmax_grad(g: np.ndarray, p: np.ndarray, scale: float = 1.0) -> np.ndarray:
+    """``scale * p * (g - sum(g * p))`` over the last axis (a softmax's adjoint, output p)."""
+    dot = (g.astype(np.float64) * p).sum(axis=-1, keepdims=True)
+    return (scale * p * (g - dot)).astype(g.dtype)
+
+
 def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float = 1e-6) -> np.ndarray:
     """``weight * x / sqrt(mean(x**2, axis=-1) + eps)`` (LLaMA's RMSNorm)."""
     mean_square = np.mean(x.astype(np.float64) ** 2, axis=-1, keepdims=True)
@@ -67,6 +82,15 @@ def rope_tables(seq_len: int, head_dim: int, theta: float = 10000.0):
     inv_freq = theta ** (-np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
     angles = np.outer(np.arange(seq_len, dtype=np.float64), inv_freq)
     return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+def rms_norm_grad_x(g: np.ndarray, x: np.ndarray, weight: np.ndarray,
+                    eps: float = 1e-6) -> np.ndarray:  # fmt: skip
+    """RMSNorm's input adjoint ``r * (g*w - x * mean(g*w*x) * r**2)``, in float64."""
+    x64, gw = x.astype(np.float64), g.astype(np.float64) * weight
+    r = 1 / np.sqrt(np.mean(x64**2, axis=-1, keepdims=True) + eps)
+    dot = np.mean(gw * x64, axis=-1, keepdims=True)
+    return (r * (gw - x64 * dot * r * r)).astype(x.dtype)
 
 
 def rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:

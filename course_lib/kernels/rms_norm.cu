@@ -42,3 +42,48 @@ rms_norm_rows(const float* __restrict__ x, const float* __restrict__ w, float* _
         y_row[j] = w[j] * (x_row[j] * inv_rms);
     }
 }
+
+// RMSNorm's input adjoint: out = r * (g*w - x * (sum(g*w*x) * r^2 / cols)), r = 1/sqrt(mean(x^2)
+// + eps), over each row. x and g*w are held in registers: the row's two sums come from them,
+// so g, x and w are each read once (three reads, one write per element).
+extern "C" __global__ void __launch_bounds__(1024)
+rms_norm_grad_x_rows(const float* __restrict__ g, const float* __restrict__ x,
+                     const float* __restrict__ w, float* __restrict__ out, int rows, int cols,
+                     float eps) {
+    int row = blockIdx.x;
+    if (row >= rows) {
+        return;
+    }
+    const float* g_row = g + (long long)row * cols;
+    const float* x_row = x + (long long)row * cols;
+    float* out_row = out + (long long)row * cols;
+    int held = min(cols, VALUES * (int)blockDim.x);
+    bool vectorised = vectorisable(cols, g, x) && vectorisable(cols, w, out);
+
+    float gw[VALUES], xv[VALUES];
+    load_row(g_row, held, vectorised, 0.0f, gw);
+    load_row(x_row, held, vectorised, 0.0f, xv);
+    float local_squares = 0.0f, local_dot = 0.0f;
+#pragma unroll
+    for (int c = 0; c < VALUES; ++c) {
+        int j = held_column(c, vectorised);
+        gw[c] = j < held ? gw[c] * w[j] : 0.0f;
+        local_squares += xv[c] * xv[c];
+        local_dot += gw[c] * xv[c];
+    }
+    for (int j = held + threadIdx.x; j < cols; j += blockDim.x) {
+        local_squares += x_row[j] * x_row[j];
+        local_dot += g_row[j] * w[j] * x_row[j];
+    }
+    float r = 1.0f / sqrtf(block_reduce_shuffle(local_squares, SumOp()) / cols + eps);
+    float dot = block_reduce_shuffle(local_dot, SumOp()) * (r * r / cols);
+
+#pragma unroll
+    for (int c = 0; c < VALUES; ++c) {
+        gw[c] = (gw[c] - xv[c] * dot) * r;
+    }
+    store_row(out_row, held, vectorised, nullptr, gw);
+    for (int j = held + threadIdx.x; j < cols; j += blockDim.x) {
+        out_row[j] = (g_row[j] * w[j] - x_row[j] * dot) * r;
+    }
+}

@@ -56,3 +56,93 @@ softmax_rows(const float* __restrict__ x, float* __restrict__ y, int rows, int c
         y_row[j] = expf(x_row[j] - row_max) / row_sum;
     }
 }
+
+// The causal softmax of attention scores: softmax(scale * s + M) over each row of a (..., T, S)
+// array, M[i, j] = -inf for keys j after query i (queries aligned with the last keys: query i
+// sees keys j <= i + S - T). Row r is query r % T. The mask is *added*, as in the array code,
+// so a NaN or +inf under it still makes its row NaN (a masked key is read, never skipped).
+extern "C" __global__ void __launch_bounds__(1024)
+causal_softmax_rows(const float* __restrict__ s, float* __restrict__ y, int rows, int queries,
+                    int keys, float scale) {
+    int row = blockIdx.x;
+    if (row >= rows) {
+        return;
+    }
+    const float* s_row = s + (long long)row * keys;
+    float* y_row = y + (long long)row * keys;
+    int last_key = row % queries + keys - queries;  // the last key this query sees
+    int held = min(keys, VALUES * (int)blockDim.x);
+    bool vectorised = vectorisable(keys, s, y);
+
+    float v[VALUES];
+    load_row(s_row, held, vectorised, NEG_INFINITY, v);
+    float local_max = NEG_INFINITY;
+#pragma unroll
+    for (int c = 0; c < VALUES; ++c) {
+        int j = held_column(c, vectorised);  // beyond `held`: padding, -inf whatever the scale
+        v[c] = j >= held ? NEG_INFINITY : v[c] * scale + (j > last_key ? NEG_INFINITY : 0.0f);
+        local_max = fmaxf(local_max, v[c]);
+    }
+    for (int j = held + threadIdx.x; j < keys; j += blockDim.x) {
+        local_max = fmaxf(local_max, s_row[j] * scale + (j > last_key ? NEG_INFINITY : 0.0f));
+    }
+    float row_max = block_reduce_shuffle(local_max, MaxOp());
+
+    float local_sum = 0.0f;
+#pragma unroll
+    for (int c = 0; c < VALUES; ++c) {
+        v[c] = expf(v[c] - row_max);
+        local_sum += v[c];
+    }
+    for (int j = held + threadIdx.x; j < keys; j += blockDim.x) {
+        local_sum += expf(s_row[j] * scale + (j > last_key ? NEG_INFINITY : 0.0f) - row_max);
+    }
+    float row_sum = block_reduce_shuffle(local_sum, SumOp());
+
+#pragma unroll
+    for (int c = 0; c < VALUES; ++c) {
+        v[c] = v[c] / row_sum;
+    }
+    store_row(y_row, held, vectorised, nullptr, v);
+    for (int j = held + threadIdx.x; j < keys; j += blockDim.x) {
+        y_row[j] = expf(s_row[j] * scale + (j > last_key ? NEG_INFINITY : 0.0f) - row_max) / row_sum;
+    }
+}
+
+// The adjoint of a (scaled) softmax with output p: out = scale * p * (g - sum(g * p)) over each
+// row, g and p both held in registers: two reads and one write per element.
+extern "C" __global__ void __launch_bounds__(1024)
+softmax_grad_rows(const float* __restrict__ g, const float* __restrict__ p,
+                  float* __restrict__ out, int rows, int cols, float scale) {
+    int row = blockIdx.x;
+    if (row >= rows) {
+        return;
+    }
+    const float* g_row = g + (long long)row * cols;
+    const float* p_row = p + (long long)row * cols;
+    float* out_row = out + (long long)row * cols;
+    int held = min(cols, VALUES * (int)blockDim.x);
+    bool vectorised = vectorisable(cols, g, p) && vectorisable(cols, out, out);
+
+    float gv[VALUES], pv[VALUES];
+    load_row(g_row, held, vectorised, 0.0f, gv);
+    load_row(p_row, held, vectorised, 0.0f, pv);
+    float local = 0.0f;
+#pragma unroll
+    for (int c = 0; c < VALUES; ++c) {
+        local += gv[c] * pv[c];
+    }
+    for (int j = held + threadIdx.x; j < cols; j += blockDim.x) {
+        local += g_row[j] * p_row[j];
+    }
+    float dot = block_reduce_shuffle(local, SumOp());
+
+#pragma unroll
+    for (int c = 0; c < VALUES; ++c) {
+        gv[c] = (gv[c] - dot) * pv[c] * scale;
+    }
+    store_row(out_row, held, vectorised, nullptr, gv);
+    for (int j = held + threadIdx.x; j < cols; j += blockDim.x) {
+        out_row[j] = (g_row[j] - dot) * p_row[j] * scale;
+    }
+}

@@ -34,6 +34,7 @@ from ..backend import on_host
 from ..errors import ShapeError
 from ..graph import Node, Op, apply
 from ..kernels import cpu_kernels
+from ..kernels.dispatch import run_on_gpu
 from .elementwise import mul, sub, tangent_sum
 from .nn import Softmax
 from .reductions import sum
@@ -222,7 +223,14 @@ class CausalSoftmax(Op):
             raise ValueError(f"causal_softmax: {shape[-2]} queries but only {shape[-1]} keys")
         return shape
 
+    def gpu_kernel(self, launch, s):
+        """``softmax.cu``'s ``causal_softmax_rows``: one block per row of scores."""
+        return launch.causal_softmax(s, self.scale) if s.shape[-2] <= s.shape[-1] else None
+
     def compute(self, xp, s):
+        out = run_on_gpu(self, xp, s)  # one pass over the scores on a GPU
+        if out is not None:
+            return out
         if on_host(xp) and cpu_kernels.worth_it(s) and s.shape[-2] <= s.shape[-1]:
             return cpu_kernels.causal_softmax(s, self.scale)  # one pass over the scores
         return self.on_arrays(xp, s)
@@ -257,7 +265,14 @@ class SoftmaxGrad(Op):
         _same(self.name, "shapes", g, p)
         return p
 
+    def gpu_kernel(self, launch, g, p):
+        """``softmax.cu``'s ``softmax_grad_rows``: one block per row, g and p in registers."""
+        return launch.softmax_grad(g, p, self.scale) if g.shape == p.shape else None
+
     def compute(self, xp, g, p):
+        out = run_on_gpu(self, xp, g, p)  # one pass over the scores on a GPU
+        if out is not None:
+            return out
         if on_host(xp) and cpu_kernels.worth_it(g, p):
             return cpu_kernels.softmax_grad(g, p, self.scale)  # one pass over the scores
         return self.on_arrays(xp, g, p)

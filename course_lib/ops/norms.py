@@ -144,7 +144,15 @@ class RMSNormGradX(_RMSNormFamily):
     def infer_shape(self, g, x, w):
         return x
 
+    def gpu_kernel(self, launch, g, x, w):
+        """``rms_norm.cu``'s ``rms_norm_grad_x_rows``: one block per row of the last axis."""
+        ok = x.ndim >= 1 and g.shape == x.shape and w.shape == x.shape[-1:]
+        return launch.rms_norm_grad_x(g, x, w, eps=self.eps) if ok else None
+
     def compute(self, xp, g, x, w):
+        out = run_on_gpu(self, xp, g, x, w)  # rms_norm.cu on a GPU
+        if out is not None:
+            return out
         if _on_cpu_kernels(xp, x, w, g):  # one pass (kernels/cpu_kernels.py)
             return cpu_kernels.rms_norm_grad_x(g, x, w, self.eps)
         r = _inv_rms(xp, x, self.eps)
