@@ -62,3 +62,21 @@ H200_AFTER = Measurement(
             "attention (causal GQA, T=1024)": 0.22},  # fmt: skip
     targets=H100_BEFORE.targets,
 )
+
+
+#: The kernels after float4 row loads, attention built per head size with at most 64 registers,
+#: and the attention softmax, its adjoint and RMSNorm's adjoint as row kernels: ``make
+#: gpu-check``'s ``benchmarks/gpu.py`` on an H100 (2026-11-27). The same session's sweep timed
+#: the previous row kernels on this H100 at 0.90 (softmax) and 0.92 (rms_norm) of copy: the
+#: H200's 0.67 and 0.71 above were its faster memory, which needs more bytes in flight.
+H100_AFTER = Measurement(
+    gpu="H100 80GB HBM3",
+    date="2026-11-27",
+    source="make gpu-check (benchmarks/gpu.py), driver 580, CuPy 14.2",
+    baselines="ratios to copy (2981 GB/s) or cuBLAS FP32 2048³ (47.3 TFLOP/s)",
+    ratios={"vector_add": 0.91, "vector_add_float4": 1.00, "fused d + (a + b) * c": 0.96,
+            "softmax": 0.96, "causal_softmax": 0.95, "softmax_grad": 0.99, "rms_norm": 0.96,
+            "rms_norm_grad_x": 0.97, "rope": 0.88, "matmul_naive": 0.11, "matmul_tiled": 0.16,
+            "matmul_register_tiled": 0.66, "attention (causal GQA, T=1024)": 0.30},  # fmt: skip
+    targets=H100_BEFORE.targets,
+)
