@@ -26,7 +26,7 @@ import warnings
 import numpy as np
 
 from ..backend import host_array
-from .errors import KernelCompileError, KernelError
+from .errors import KernelError
 
 #: Smallest array worth a call (smaller ones: NumPy's few microseconds are as fast).
 MIN_SIZE = 2**14
@@ -35,9 +35,7 @@ SOURCE = """\
 // Causal softmax rows, softmax adjoint rows, RoPE rows, SiLU, sigmoid and AdamW, float32,
 // one pass each; loops written so that the compiler vectorises them (omp simd)
 #include <math.h>
-#ifdef VECTOR_EXP  // glibc's libmvec has SIMD expf (as <math.h> declares it under -ffast-math)
-extern "C" __attribute__((simd("notinbranch"))) float expf(float);
-#endif
+{vector_math}
 
 extern "C" __attribute__((visibility("default")))
 void causal_softmax(const float* __restrict__ s, float* __restrict__ out, long long rows,
@@ -215,12 +213,6 @@ void adamw_update(const float* __restrict__ theta, const float* __restrict__ m,
 """
 
 
-#: g++ flags of every build: ``#pragma omp simd`` without an OpenMP runtime, and functions
-#: of ``<math.h>`` that need not set ``errno`` (so ``sqrtf`` vectorises; results unchanged).
-FLAGS = ("-fopenmp-simd", "-fno-math-errno")
-#: The SIMD ``expf`` of glibc's libmvec (x86-64): 8 exponentials per AVX2 instruction
-#: sequence, within 4 ulp (glibc's bound; NumPy's own float32 exp is also not exact).
-VECTOR_EXP_FLAGS = ("-DVECTOR_EXP", "-Wl,--no-as-needed", "-lmvec")
 FUNCTIONS = ("causal_softmax", "softmax_grad", "rope", "rms_norm", "rms_norm_grad_x", "sigmoid",
              "silu", "silu_grad", "adam_moment", "adamw_update")  # fmt: skip
 
@@ -230,13 +222,9 @@ def _library():
     """The kernels, with libmvec's SIMD ``expf`` where it links, else the scalar ``expf``."""
     from . import native  # noqa: PLC0415  (the build machinery loads on first use)
 
-    try:
-        library = native.load_library(SOURCE, "cpu_kernels.cpp", native=True,
-                                      extra_flags=FLAGS + VECTOR_EXP_FLAGS)  # fmt: skip
-        library.vector_exp = True
-    except KernelCompileError:
-        library = native.load_library(SOURCE, "cpu_kernels.cpp", native=True, extra_flags=FLAGS)
-        library.vector_exp = False
+    source = SOURCE.replace("{vector_math}", native.VECTOR_MATH)
+    library, vector_math = native.load_simd_library(source, "cpu_kernels.cpp")
+    library.vector_exp = vector_math
     for name in FUNCTIONS:
         getattr(library, name).restype = None
     return library
@@ -268,8 +256,9 @@ def _built() -> bool:
 
 
 def worth_it(*arrays) -> bool:
-    """Should these arrays run as row kernels: float32 host arrays of one shape with rows
-    (>= 1 axis), at least :data:`MIN_SIZE` elements, and kernels that build here?"""
+    """Should these arrays go to this module's kernels: float32 host arrays of one shape with
+    at least one axis and :data:`MIN_SIZE` elements, and kernels that build here? (Below that
+    size NumPy's passes cost less than the call.)"""
     return (
         all(isinstance(a, np.ndarray) and a.dtype == np.float32 for a in arrays)
         and len({a.shape for a in arrays}) == 1
@@ -283,6 +272,11 @@ def _rows(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(host_array(a, "an input of a CPU row kernel"))
 
 
+def _pointers(*arrays):
+    """The arrays' data addresses, as the kernels' pointer arguments."""
+    return [ctypes.c_void_p(a.ctypes.data) for a in arrays]
+
+
 def causal_softmax(s: np.ndarray, scale: float) -> np.ndarray:
     """``softmax(scale · s + M)`` over the last axis of ``s`` (..., T, S), ``M`` masking the
     keys after each query (queries aligned with the last keys)."""
@@ -290,9 +284,8 @@ def causal_softmax(s: np.ndarray, scale: float) -> np.ndarray:
     t, n = s.shape[-2], s.shape[-1]
     out = np.empty_like(s)
     _library().causal_softmax(
-        ctypes.c_void_p(s.ctypes.data), ctypes.c_void_p(out.ctypes.data),
-        ctypes.c_longlong(s.size // n), ctypes.c_longlong(t), ctypes.c_longlong(n),
-        ctypes.c_float(np.float32(scale)),
+        *_pointers(s, out), ctypes.c_longlong(s.size // n), ctypes.c_longlong(t),
+        ctypes.c_longlong(n), ctypes.c_float(np.float32(scale)),
     )  # fmt: skip
     return out
 
@@ -303,8 +296,7 @@ def softmax_grad(g: np.ndarray, p: np.ndarray, scale: float) -> np.ndarray:
     n = p.shape[-1]
     out = np.empty_like(p)
     _library().softmax_grad(
-        ctypes.c_void_p(g.ctypes.data), ctypes.c_void_p(p.ctypes.data),
-        ctypes.c_void_p(out.ctypes.data), ctypes.c_longlong(p.size // n), ctypes.c_longlong(n),
+        *_pointers(g, p, out), ctypes.c_longlong(p.size // n), ctypes.c_longlong(n),
         ctypes.c_float(np.float32(scale)), ctypes.c_int(scale != 1.0),
     )  # fmt: skip
     return out
@@ -318,15 +310,11 @@ def rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, axis: int) -> np.ndarr
     shape = x.shape
     out = np.empty_like(x)
     _library().rope(
-        *(ctypes.c_void_p(a.ctypes.data) for a in (x, cos, sin, out)),
+        *_pointers(x, cos, sin, out),
         ctypes.c_longlong(math.prod(shape[:axis])), ctypes.c_longlong(shape[axis]),
         ctypes.c_longlong(math.prod(shape[axis + 1 : -1])), ctypes.c_longlong(shape[-1] // 2),
     )  # fmt: skip
     return out
-
-
-def _pointers(*arrays):
-    return [ctypes.c_void_p(a.ctypes.data) for a in arrays]
 
 
 def adam_moment(m: np.ndarray, g: np.ndarray, beta: float, power: int) -> np.ndarray:

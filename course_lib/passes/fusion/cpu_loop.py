@@ -43,7 +43,8 @@ def loop_worthy(arrays: Sequence) -> bool:
 
 @functools.lru_cache(maxsize=64)
 def _compiled(source: str, name: str):
-    library = kernels.native.load_library(source, f"{name}.cpp", native=True)
+    """The loop's function, its ``expf``/``tanhf``/... libmvec's SIMD ones where they link."""
+    library, _ = kernels.native.load_simd_library(source, f"{name}.cpp")
     function = getattr(library, name)
     function.restype = None
     return function
