@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from course_lib.errors import GraphError, ParameterError, ShapeError
-from course_lib.kernels import emulator, launch, reference
+from course_lib.kernels import dispatch, emulator, launch, reference
 from course_lib.kernels.errors import KernelLaunchError
 from course_lib.ops.attention import CausalSoftmax, SoftmaxGrad
 from course_lib.ops.norms import RMSNormGradX
@@ -220,6 +220,39 @@ def test_causal_softmax_adds_the_mask_so_nan_or_inf_under_it_poisons_the_row(rng
         expected = CausalSoftmax(1.0).on_arrays(np, s)
     assert np.isnan(y[0, :2]).all() and np.isnan(expected[0, :2]).all()
     np.testing.assert_allclose(y[0, 2:], expected[0, 2:], rtol=1e-5)
+
+
+def test_causal_softmax_keeps_the_mask_rules_beyond_the_registers(rng):
+    """Keys past what 32 threads hold in registers (the kernel reads them again): a huge score
+    under the mask changes nothing (left out of the maximum too), a NaN under it poisons."""
+    s = _f32(rng, 1, 4, 548)
+    s[0, 0, -1] = 1e6  # masked for query 0 (it sees keys 0 .. 544)
+    s[0, 1, 546] = np.nan  # masked for query 1
+    y = launch.causal_softmax(s, 1.0, block=32, **EMU)
+    with np.errstate(invalid="ignore"):
+        expected = CausalSoftmax(1.0).on_arrays(np, s)
+    assert np.isfinite(y[0, 0]).all() and np.isnan(y[0, 1]).all()
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("op, shapes", [
+    (CausalSoftmax(0.3), [(2, 5, 9)]), (SoftmaxGrad(0.5), [(3, 40), (3, 40)]),
+    (RMSNormGradX(1e-5), [(6, 36), (6, 36), (36,)]),
+])  # fmt: skip
+def test_the_ops_gpu_hooks_run_their_kernels(op, shapes, rng):
+    """What a GPU runs for these ops (``gpu_kernel`` through dispatch), here in the emulator,
+    against the ops' own NumPy code: the hooks pass the op's scale or eps."""
+    arrays = [_f32(rng, *shape) for shape in shapes]
+    got = dispatch.kernel_result(op, *arrays, mode="emulator")
+    assert got is not None
+    np.testing.assert_allclose(got, op.compute(np, *arrays), rtol=1e-4, atol=1e-6)
+    assert dispatch.kernel_result(op, *[a.astype(np.float64) for a in arrays],
+                                  mode="emulator") is None  # fmt: skip
+
+
+def test_attention_of_empty_heads_needs_no_scale():
+    q = np.zeros((1, 2, 4, 0), np.float32)  # head_dim 0: the default scale d**-0.5 is undefined
+    assert launch.attention(q, q, q, **EMU).shape == (1, 2, 4, 0)
 
 
 def test_causal_softmax_and_softmax_grad_refuse_bad_shapes(rng):

@@ -131,7 +131,7 @@ def test_softmax_op_uses_the_kernel_on_gpu(rng, monkeypatch):
     np.testing.assert_allclose(cl.backend.to_numpy(out), reference.softmax(data), rtol=1e-5)
 
 
-@pytest.mark.parametrize("queries, keys", [(7, 9), (128, 128), (64, 1024)])
+@pytest.mark.parametrize("queries, keys", [(7, 9), (128, 128), (64, 1024), (2, 20_000)])
 def test_causal_softmax_and_its_adjoint_on_gpu(queries, keys, rng):
     s, g = _f32(rng, 2, 3, queries, keys) * 10, _f32(rng, 2, 3, queries, keys)
     y = _host(launch.causal_softmax(s, 0.125, **GPU))

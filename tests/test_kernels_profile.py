@@ -283,26 +283,43 @@ def test_scaled_counts_equal_a_larger_problems_counts(rng):
     assert scaled.predicted_seconds("H100") == pytest.approx(large.predicted_seconds("H100"))
 
 
-@pytest.mark.parametrize("kernel", ["softmax", "rms_norm"])
+ROWS, COLS = 8, 256
+_W, _G = np.linspace(-1, 1, COLS, dtype=np.float32), np.linspace(-2, 2, ROWS * COLS,
+                                                                   dtype=np.float32)  # fmt: skip
+# kernel: (the call on x, its reference, the arrays read beside x in float4, floats read one
+# at a time per row)
+ROW_KERNELS = {
+    "softmax": (lambda x: launch.softmax(x, block=32, **EMU), reference.softmax, 0, 0),
+    "causal_softmax": (lambda x: launch.causal_softmax(x[None], 0.5, block=32, **EMU)[0],
+                       lambda x: reference.causal_softmax(x[None], 0.5)[0], 0, 0),
+    "softmax_grad": (lambda x: launch.softmax_grad(_G.reshape(x.shape), x, 0.5, block=32, **EMU),
+                     lambda x: reference.softmax_grad(_G.reshape(x.shape), x, 0.5), 1, 0),
+    "rms_norm": (lambda x: launch.rms_norm(x, _W, block=32, **EMU),
+                 lambda x: reference.rms_norm(x, _W), 1, 0),
+    "rms_norm_grad_x": (lambda x: launch.rms_norm_grad_x(_G.reshape(x.shape), x, _W, block=32,
+                                                         **EMU),
+                        lambda x: reference.rms_norm_grad_x(_G.reshape(x.shape), x, _W), 1, COLS),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("kernel", list(ROW_KERNELS))
 def test_row_kernels_load_float4_when_the_row_allows(kernel, rng):
     """Rows of a multiple of 4 floats on 16-byte boundaries take float4 loads and stores: a
     quarter of the instructions, the same bytes and results; a misaligned view (one float
     into its buffer) takes single floats."""
-    rows, cols = 8, 256
-    buffer = _f32(rng, rows * cols + 1)
-    aligned = buffer[: rows * cols].reshape(rows, cols)
-    shifted = buffer[1:].reshape(rows, cols)  # starts 4 bytes past a 16-byte boundary
-    w = _f32(rng, cols)
-    run = getattr(launch, kernel)
-    args = {"softmax": (), "rms_norm": (w,)}[kernel]
-    expected = {"softmax": lambda x: reference.softmax(x),
-                "rms_norm": lambda x: reference.rms_norm(x, w)}[kernel]  # fmt: skip
+    run, expected, others, singles = ROW_KERNELS[kernel]
+    buffer = _f32(rng, ROWS * COLS + 1)
+    aligned = buffer[: ROWS * COLS].reshape(ROWS, COLS)
+    shifted = buffer[1:].reshape(ROWS, COLS)  # starts 4 bytes past a 16-byte boundary
     counts = {}
     for name, x in (("aligned", aligned), ("shifted", shifted)):
-        counts[name], y = _counted(run, x, *args, block=32)
+        with profile() as counts[name]:
+            y = run(x)
         np.testing.assert_allclose(y, expected(x), rtol=1e-5, atol=1e-6)
     vector, scalar = counts["aligned"], counts["shifted"]
-    weight_bytes = 4 * cols * rows if kernel == "rms_norm" else 0
-    assert scalar.global_load_bytes == vector.global_load_bytes == 4 * rows * cols + weight_bytes
-    assert vector.global_loads * 4 == scalar.global_loads
-    assert vector.global_stores * 4 == scalar.global_stores == rows * cols
+    matrix = ROWS * COLS
+    loaded = 4 * (matrix * (1 + others) + singles * ROWS)
+    assert scalar.global_load_bytes == vector.global_load_bytes == loaded
+    assert vector.global_loads == (1 + others) * matrix // 4 + singles * ROWS
+    assert scalar.global_loads == (1 + others) * matrix + singles * ROWS
+    assert vector.global_stores * 4 == scalar.global_stores == matrix

@@ -440,13 +440,13 @@ def test_training_records_the_held_out_loss():
     # embedding's gradient adds rows with atomic additions, cupyx.scatter_add, in an order
     # that varies from run to run; over 45 steps at lr 1e-2 the difference grew to 1.3e-3
     # relative on an H200, to 1.2e-2 at step 41 on an H100: two runs of one GPU training drift
-    # apart by chance, so only the first steps are compared closely)
+    # apart by chance, so only the first steps are compared closely, the rest to 3e-2)
     assert plain.val_steps == []
     if cl.get_device() != "gpu":
         assert plain.losses == history.losses
     else:
         assert plain.losses[:3] == pytest.approx(history.losses[:3], rel=1e-5)
-        assert plain.losses == pytest.approx(history.losses, rel=5e-2)
+        assert plain.losses == pytest.approx(history.losses, rel=3e-2)
     with pytest.raises(cl.ShapeError, match="train: eval_every must be a positive integer"):
         train(model, train_part, 1, batch=2, seq=8, progress=False, validation=held_out,
               eval_every=0)

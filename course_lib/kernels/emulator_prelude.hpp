@@ -72,6 +72,7 @@ inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 inline float __expf(float x) { return std::exp(x); }
 inline float __logf(float x) { return std::log(x); }
 inline float __fdividef(float x, float y) { return x / y; }
+inline float __fmul_rn(float x, float y) { return x * y; }  // a product never fused into an add
 inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
 inline float __int_as_float(int x) { float f; std::memcpy(&f, &x, 4); return f; }
 inline int __float_as_int(float x) { int i; std::memcpy(&i, &x, 4); return i; }

@@ -469,7 +469,8 @@ def _attention_plan(q_shape, k_shape, v_shape, causal, scale):
             f"attention needs n_heads ({heads}) a multiple of n_kv_heads ({kv_heads}) and "
             f"head_dim ({head_dim}) <= {MAX_HEAD_DIM}"
         )
-    scale = head_dim**-0.5 if scale is None else scale
+    if scale is None:
+        scale = head_dim**-0.5 if head_dim else 1.0  # head_dim 0: nothing to launch
     scalars = (np.int32(heads), np.int32(kv_heads), np.int32(seq_len), np.int32(head_dim),
                np.float32(scale), np.int32(bool(causal)))  # fmt: skip
     grid = (_blocks(seq_len, attention_rows(head_dim)), heads, batch)

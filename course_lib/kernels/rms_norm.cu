@@ -58,7 +58,7 @@ rms_norm_grad_x_rows(const float* __restrict__ g, const float* __restrict__ x,
     const float* x_row = x + (long long)row * cols;
     float* out_row = out + (long long)row * cols;
     int held = min(cols, VALUES * (int)blockDim.x);
-    bool vectorised = vectorisable(cols, g, x) && vectorisable(cols, w, out);
+    bool vectorised = vectorisable(cols, g, x) && vectorisable(cols, out, out);  // w: one float
 
     float gw[VALUES], xv[VALUES];
     load_row(g_row, held, vectorised, 0.0f, gw);

@@ -61,6 +61,14 @@ softmax_rows(const float* __restrict__ x, float* __restrict__ y, int rows, int c
 // array, M[i, j] = -inf for keys j after query i (queries aligned with the last keys: query i
 // sees keys j <= i + S - T). Row r is query r % T. The mask is *added*, as in the array code,
 // so a NaN or +inf under it still makes its row NaN (a masked key is read, never skipped).
+
+// scale * s, then the mask added. __fmul_rn rounds the product on its own: NVRTC would fuse
+// it with the addition into one multiply-add, and a product that overflows to +inf under the
+// mask would then give -inf instead of NumPy's inf + -inf = NaN.
+__device__ __forceinline__ float masked_score(float s, float scale, bool masked) {
+    return __fmul_rn(s, scale) + (masked ? NEG_INFINITY : 0.0f);
+}
+
 extern "C" __global__ void __launch_bounds__(1024)
 causal_softmax_rows(const float* __restrict__ s, float* __restrict__ y, int rows, int queries,
                     int keys, float scale) {
@@ -80,11 +88,11 @@ causal_softmax_rows(const float* __restrict__ s, float* __restrict__ y, int rows
 #pragma unroll
     for (int c = 0; c < VALUES; ++c) {
         int j = held_column(c, vectorised);  // beyond `held`: padding, -inf whatever the scale
-        v[c] = j >= held ? NEG_INFINITY : v[c] * scale + (j > last_key ? NEG_INFINITY : 0.0f);
+        v[c] = j >= held ? NEG_INFINITY : masked_score(v[c], scale, j > last_key);
         local_max = fmaxf(local_max, v[c]);
     }
     for (int j = held + threadIdx.x; j < keys; j += blockDim.x) {
-        local_max = fmaxf(local_max, s_row[j] * scale + (j > last_key ? NEG_INFINITY : 0.0f));
+        local_max = fmaxf(local_max, masked_score(s_row[j], scale, j > last_key));
     }
     float row_max = block_reduce_shuffle(local_max, MaxOp());
 
@@ -95,7 +103,7 @@ causal_softmax_rows(const float* __restrict__ s, float* __restrict__ y, int rows
         local_sum += v[c];
     }
     for (int j = held + threadIdx.x; j < keys; j += blockDim.x) {
-        local_sum += expf(s_row[j] * scale + (j > last_key ? NEG_INFINITY : 0.0f) - row_max);
+        local_sum += expf(masked_score(s_row[j], scale, j > last_key) - row_max);
     }
     float row_sum = block_reduce_shuffle(local_sum, SumOp());
 
@@ -105,7 +113,7 @@ causal_softmax_rows(const float* __restrict__ s, float* __restrict__ y, int rows
     }
     store_row(y_row, held, vectorised, nullptr, v);
     for (int j = held + threadIdx.x; j < keys; j += blockDim.x) {
-        y_row[j] = expf(s_row[j] * scale + (j > last_key ? NEG_INFINITY : 0.0f) - row_max) / row_sum;
+        y_row[j] = expf(masked_score(s_row[j], scale, j > last_key) - row_max) / row_sum;
     }
 }
 
