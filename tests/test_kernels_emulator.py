@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from course_lib.errors import GraphError, ParameterError, ShapeError
-from course_lib.kernels import dispatch, emulator, launch, reference
+from course_lib.kernels import emulator, launch, reference
 from course_lib.kernels.errors import KernelLaunchError
 from course_lib.ops.attention import CausalSoftmax, SoftmaxGrad
 from course_lib.ops.norms import RMSNormGradX
@@ -235,21 +235,6 @@ def test_causal_softmax_keeps_the_mask_rules_beyond_the_registers(rng):
     np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-7)
 
 
-@pytest.mark.parametrize("op, shapes", [
-    (CausalSoftmax(0.3), [(2, 5, 9)]), (SoftmaxGrad(0.5), [(3, 40), (3, 40)]),
-    (RMSNormGradX(1e-5), [(6, 36), (6, 36), (36,)]),
-])  # fmt: skip
-def test_the_ops_gpu_hooks_run_their_kernels(op, shapes, rng):
-    """What a GPU runs for these ops (``gpu_kernel`` through dispatch), here in the emulator,
-    against the ops' own NumPy code: the hooks pass the op's scale or eps."""
-    arrays = [_f32(rng, *shape) for shape in shapes]
-    got = dispatch.kernel_result(op, *arrays, mode="emulator")
-    assert got is not None
-    np.testing.assert_allclose(got, op.compute(np, *arrays), rtol=1e-4, atol=1e-6)
-    assert dispatch.kernel_result(op, *[a.astype(np.float64) for a in arrays],
-                                  mode="emulator") is None  # fmt: skip
-
-
 def test_attention_of_empty_heads_needs_no_scale():
     q = np.zeros((1, 2, 4, 0), np.float32)  # head_dim 0: the default scale d**-0.5 is undefined
     assert launch.attention(q, q, q, **EMU).shape == (1, 2, 4, 0)
@@ -306,6 +291,22 @@ def test_rope(seq_len, head_dim, rng):
     np.testing.assert_allclose(
         launch.rope(x, cos, sin, **EMU), reference.rope(x, cos, sin), rtol=1e-5, atol=1e-6
     )
+
+
+@pytest.mark.parametrize("axis", [0, 1, -3])
+def test_rope_with_positions_on_any_axis_but_the_last(axis, rng):
+    """The projections' own layout (batch, positions, heads, head_dim) and others: rows at
+    position (row / inner) % seq_len."""
+    x = _f32(rng, 3, 5, 4, 6)
+    seq_len = x.shape[axis]
+    cos, sin = reference.rope_tables(seq_len, 6)
+    moved = np.moveaxis(x, axis, -2)
+    expected = np.moveaxis(reference.rope(moved, cos, sin), -2, axis)
+    np.testing.assert_allclose(launch.rope(x, cos, sin, axis=axis, **EMU), expected,
+                               rtol=1e-5, atol=1e-6)  # fmt: skip
+    for bad in (3, -1, 4):  # the last axis, or none
+        with pytest.raises(ShapeError, match="positions on an axis before the last"):
+            launch.rope(x, cos, sin, axis=bad, **EMU)
 
 
 ATTENTION = [

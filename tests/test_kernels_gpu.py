@@ -149,3 +149,11 @@ def test_rms_norm_grad_x_on_gpu(rng):
             _host(launch.rms_norm_grad_x(g, x, w, 1e-5, **GPU)),
             RMSNormGradX(1e-5).compute(np, g, x, w), rtol=1e-4, atol=1e-5,
         )  # fmt: skip
+
+
+def test_rope_with_positions_before_the_heads_on_gpu(rng):
+    x = _f32(rng, 2, 33, 4, 64)  # (batch, positions, heads, head_dim): the projections' layout
+    cos, sin = reference.rope_tables(33, 64)
+    expected = reference.rope(x.swapaxes(1, 2), cos, sin).swapaxes(1, 2)
+    np.testing.assert_allclose(_host(launch.rope(x, cos, sin, axis=1, **GPU)), expected,
+                               rtol=1e-5, atol=1e-5)  # fmt: skip

@@ -17,11 +17,12 @@ from course_lib.kernels import dispatch, emulator
 from course_lib.models import LlamaConfig, flops_table
 from course_lib.models.compute import FAMILIES
 from course_lib.models.optim import AdamMoment, AdamWUpdate
+from course_lib.ops.attention import CausalSoftmax, SoftmaxGrad
 from course_lib.ops.control import Switch
 from course_lib.ops.elementwise import Exp
 from course_lib.ops.linalg import MatMul
 from course_lib.ops.nn import Softmax
-from course_lib.ops.norms import RMSNorm
+from course_lib.ops.norms import RMSNorm, RMSNormGradX
 from course_lib.ops.rope import Rope, _tables
 from course_lib.ops.shape import ScatterLike
 from course_lib.viz.labels import definition
@@ -56,6 +57,10 @@ def test_each_kernel_hook_computes_what_its_op_computes(rng):
         (RMSNorm(1e-5), (x, w), (x, w)),
         (Rope(seq_axis=-2), (q,), (q, cos, sin)),
         (Rope(seq_axis=2, inverse=True), (q,), (q, cos, -sin)),
+        (Rope(seq_axis=1), (q.swapaxes(1, 2),), (q.swapaxes(1, 2), cos, sin)),  # (B, T, H, d)
+        (CausalSoftmax(0.3), (q,), (q,)),  # 7 queries, 8 keys
+        (SoftmaxGrad(0.5), (x, x[::-1]), (x, x[::-1])),
+        (RMSNormGradX(1e-5), (x[::-1], x, w), (x[::-1], x, w)),
         (AdamMoment(0.9, 1), (x, x[::-1]), (x, x[::-1])),
         (AdamMoment(0.95, 2), (x, x[::-1]), (x, x[::-1])),
     ]
@@ -94,7 +99,7 @@ def test_kernel_hooks_decline_what_their_kernel_cannot_do(rng):
     assert Softmax().gpu_kernel(launch, np.float32(1.0)) is None  # 0-d
     assert MatMul().gpu_kernel(launch, x[None], x.T[None]) is None  # batched
     assert RMSNorm().gpu_kernel(launch, np.float32(1.0), np.ones((), np.float32)) is None
-    assert Rope(seq_axis=1).gpu_kernel(launch, q, q, q) is None  # positions not second-to-last
+    assert Rope(seq_axis=0).gpu_kernel(launch, q[0, 0, 0], q, q) is None  # no position axis
     assert dispatch.kernel_result(Softmax(), x.astype(np.float64), mode="emulator") is None
     assert dispatch.kernel_result(Softmax(), x.astype(np.float16), mode="emulator") is None
     assert dispatch.kernel_result(Exp(), x, mode="emulator") is None  # no kernel: Op's default

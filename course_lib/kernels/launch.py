@@ -357,13 +357,16 @@ def rms_norm_grad_x(g, x, weight, eps: float = 1e-6, *, mode: str | None = None,
     return out
 
 
-def rope(x, cos, sin, *, mode: str | None = None, block: int = 256):
-    """Half-split rotary embedding of x (..., seq_len, head_dim) (``rope.cu``)."""
+def rope(x, cos, sin, *, axis: int = -2, mode: str | None = None, block: int = 256):
+    """Half-split rotary embedding of x (..., head_dim) with positions along ``axis`` (any
+    axis but the last; default the second-to-last: (..., seq_len, head_dim)) (``rope.cu``)."""
     mode = _mode(mode)
     x, cos, sin = _inputs(mode, x, cos, sin)
-    if x.ndim < 2 or x.shape[-1] % 2:
-        raise ShapeError(f"rope needs x of shape (..., seq_len, even head_dim), got {x.shape}")
-    seq_len, head_dim = x.shape[-2:]
+    if x.ndim < 2 or x.shape[-1] % 2 or not -x.ndim <= axis < x.ndim or axis % x.ndim == x.ndim - 1:
+        raise ShapeError(f"rope needs x of shape (..., even head_dim) with positions on an "
+                         f"axis before the last, got {x.shape} and axis {axis}")  # fmt: skip
+    axis %= x.ndim
+    seq_len, head_dim = x.shape[axis], x.shape[-1]
     if cos.shape != (seq_len, head_dim // 2) or sin.shape != cos.shape:
         raise ShapeError(
             f"rope tables must be ({seq_len}, {head_dim // 2}) for x {x.shape}, got cos "
@@ -371,8 +374,10 @@ def rope(x, cos, sin, *, mode: str | None = None, block: int = 256):
         )
     y = _xp(mode).empty_like(x)
     rows = x.size // head_dim if head_dim else 0
+    inner = math.prod(x.shape[axis + 1 : -1])  # rows per position within each outer block
     if x.size:
-        args = (x, cos, sin, y, np.int32(rows), np.int32(seq_len), np.int32(head_dim))
+        args = (x, cos, sin, y, np.int32(rows), np.int32(seq_len), np.int32(inner),
+                np.int32(head_dim))  # fmt: skip
         get_kernel("rope.cu", "rope", mode)((_blocks(rows * head_dim // 2, block),), (block,), args)
         _declare_flops(mode, 3 * x.size)  # per pair: 4 products, 2 sums
     return y

@@ -45,9 +45,8 @@ class Rope(Op):
     flop_rows = ("RoPE",)
 
     def gpu_kernel(self, launch, x, cos, sin):
-        """``rope.cu``: x is (..., seq_len, head_dim), positions on the second-to-last axis."""
-        positions_last = x.ndim >= 2 and self.seq_axis % x.ndim == x.ndim - 2
-        return launch.rope(x, cos, sin) if positions_last else None
+        """``rope.cu``: one thread per pair, positions along ``seq_axis``."""
+        return launch.rope(x, cos, sin, axis=self.seq_axis % x.ndim) if x.ndim >= 2 else None
 
     def __init__(
         self, theta: float = 10000.0, seq_axis: int = -2, inverse: bool = False, start: int = 0
