@@ -51,7 +51,10 @@ class Fused(Op):
 
     def compute(self, xp, *arrays):
         if on_host(xp):
-            result = try_cpu_loop(self.kernel, arrays) if loop_worthy(arrays) else None
+            result = None
+            if loop_worthy(arrays):
+                contiguous = [np.ascontiguousarray(a) for a in arrays]  # views: copied
+                result = try_cpu_loop(self.kernel, contiguous)
             if result is None:
                 result = self.numexpr.evaluate(arrays)
             if result is not None:
