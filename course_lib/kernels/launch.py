@@ -28,8 +28,10 @@ TRANSPOSES = ("naive", "shared", "padded")
 REDUCTIONS = ("tree", "shuffle")
 MAX_HEAD_DIM = 128  # MAX_HEAD_DIM in attention.cu
 ATTENTION_THREADS, ATTENTION_KEYS = 256, 32  # block and BC (keys per tile) in attention.cu
-# Row elements per thread for the row kernels (all their registers hold): on an H200, softmax at
-# 8192 x 4096 reached 0.67 of a copy's bandwidth with 16, 0.45 with 8, 0.24 with 4.
+# Row elements per thread for the row kernels (VALUES in row_registers.cuh). Loading each value
+# only when used, softmax at 8192 x 4096 reached 0.67 of an H200's copy with 16, 0.45 with 8,
+# 0.24 with 4; with float4 loads an H100 gave 0.95-0.96 with 8, 16 or 32, and at 65536 x 256
+# 0.88 with 8, 0.66 with 16 (a warp of 16 a thread holds 512: half of it padding).
 ROW_VALUES = 16
 
 
