@@ -75,6 +75,7 @@ def bandwidth_cases(xp, rng) -> dict:
         "softmax_grad (8192 x 4096)": (lambda: k.softmax_grad(g, x), 3 * x.nbytes),
         "rms_norm (8192 x 4096)": (lambda: k.rms_norm(x, w), 2 * x.nbytes),
         "rms_norm_grad_x (8192 x 4096)": (lambda: k.rms_norm_grad_x(g, x, w), 3 * x.nbytes),
+        "rms_norm_grad_w (8192 x 4096)": (lambda: k.rms_norm_grad_w(g, x), 3 * x.nbytes),
         "rope (8, 32, 1024, 128)": (lambda: k.rope(r, cos, sin), 2 * r.nbytes),
     }
 

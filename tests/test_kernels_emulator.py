@@ -12,7 +12,7 @@ from course_lib.errors import GraphError, ParameterError, ShapeError
 from course_lib.kernels import emulator, launch, reference
 from course_lib.kernels.errors import KernelLaunchError
 from course_lib.ops.attention import CausalSoftmax, SoftmaxGrad
-from course_lib.ops.norms import RMSNormGradX
+from course_lib.ops.norms import RMSNormGradW, RMSNormGradX
 
 pytestmark = pytest.mark.skipif(  # CI has g++: fail there rather than skip
     not emulator.emulator_available() and not os.environ.get("CI"),
@@ -233,6 +233,21 @@ def test_causal_softmax_keeps_the_mask_rules_beyond_the_registers(rng):
         expected = CausalSoftmax(1.0).on_arrays(np, s)
     assert np.isfinite(y[0, 0]).all() and np.isnan(y[0, 1]).all()
     np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("shape", [(3, 7), (300, 40), (2, 3, 33), (1, 32 * 16 + 36), (0, 5)])
+def test_rms_norm_grad_w_matches_the_ops_array_code(shape, rng):
+    """Several chunks of rows (300 rows: 128 chunks of 3, the last short), a row longer than
+    the registers of 32 threads, empty inputs."""
+    g, x = _f32(rng, *shape), _f32(rng, *shape, scale=3.0)
+    w = np.ones(shape[-1], np.float32)
+    got = launch.rms_norm_grad_w(g, x, 1e-5, **EMU)
+    assert got.shape == (shape[-1],) and got.dtype == np.float32
+    expected = RMSNormGradW(1e-5).compute(np, g, x, w)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got, reference.rms_norm_grad_w(g, x, 1e-5), rtol=1e-4, atol=1e-5)
+    with pytest.raises(ShapeError, match="rms_norm_grad_w needs"):
+        launch.rms_norm_grad_w(g[..., None], x, **EMU)
 
 
 def test_attention_of_empty_heads_needs_no_scale():

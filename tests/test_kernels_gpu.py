@@ -142,12 +142,16 @@ def test_causal_softmax_and_its_adjoint_on_gpu(queries, keys, rng):
     )  # fmt: skip
 
 
-def test_rms_norm_grad_x_on_gpu(rng):
-    for rows, cols in ((3, 7), (64, 1024), (2, 40_000)):
+def test_rms_norm_adjoints_on_gpu(rng):
+    for rows, cols in ((3, 7), (64, 1024), (2, 40_000), (4096, 1024)):
         g, x, w = _f32(rng, rows, cols), _f32(rng, rows, cols) * 3, _f32(rng, cols)
         np.testing.assert_allclose(
             _host(launch.rms_norm_grad_x(g, x, w, 1e-5, **GPU)),
             RMSNormGradX(1e-5).compute(np, g, x, w), rtol=1e-4, atol=1e-5,
+        )  # fmt: skip
+        np.testing.assert_allclose(
+            _host(launch.rms_norm_grad_w(g, x, 1e-5, **GPU)), reference.rms_norm_grad_w(g, x, 1e-5),
+            rtol=1e-4, atol=1e-4 * np.sqrt(rows),
         )  # fmt: skip
 
 

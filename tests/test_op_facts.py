@@ -22,7 +22,7 @@ from course_lib.ops.control import Switch
 from course_lib.ops.elementwise import Exp
 from course_lib.ops.linalg import MatMul
 from course_lib.ops.nn import Softmax
-from course_lib.ops.norms import RMSNorm, RMSNormGradX
+from course_lib.ops.norms import RMSNorm, RMSNormGradW, RMSNormGradX
 from course_lib.ops.rope import Rope, _tables
 from course_lib.ops.shape import ScatterLike
 from course_lib.viz.labels import definition
@@ -61,6 +61,7 @@ def test_each_kernel_hook_computes_what_its_op_computes(rng):
         (CausalSoftmax(0.3), (q,), (q,)),  # 7 queries, 8 keys
         (SoftmaxGrad(0.5), (x, x[::-1]), (x, x[::-1])),
         (RMSNormGradX(1e-5), (x[::-1], x, w), (x[::-1], x, w)),
+        (RMSNormGradW(1e-5), (x[::-1], x, w), (x[::-1], x, w)),
         (AdamMoment(0.9, 1), (x, x[::-1]), (x, x[::-1])),
         (AdamMoment(0.95, 2), (x, x[::-1]), (x, x[::-1])),
     ]
@@ -136,11 +137,12 @@ def test_run_on_gpu_follows_the_switches(monkeypatch):
 def test_the_kernel_switches_are_the_ops_with_a_hook():
     hooked = sorted({cls.name for cls in _op_classes() if "gpu_kernel" in vars(cls)})
     assert hooked == ["adam_moment", "adamw_update", "causal_softmax", "matmul", "rms_norm",
-                      "rms_norm_grad_x", "rope", "softmax", "softmax_grad"]  # fmt: skip
+                      "rms_norm_grad_w", "rms_norm_grad_x", "rope", "softmax",
+                      "softmax_grad"]  # fmt: skip
     with pytest.raises(KeyError, match=re.escape(f"hooks exist for {hooked}")):
         dispatch.use_kernel("conv2d")
     enabled = [dispatch.kernel_enabled(name) for name in hooked]
-    assert enabled == [True, True, True, False, True, True, True, True, True]
+    assert enabled == [True, True, True, False, True, True, True, True, True, True]
 
 
 # -- pictures ---------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ Each op with a kernel says how to call it in its ``gpu_kernel(launch, *arrays)``
 ``run_on_gpu(self, xp, ...)``: the kernel's result, or ``None`` when the op should fall back
 to its array-module code: on the CPU, when its kernel is switched off, or when the arrays are
 not what the kernel handles (dtype, axis, rank). This module only keeps the switches: softmax,
-the causal softmax and the softmax adjoint, RMSNorm and its input adjoint, RoPE and AdamW's two
+the causal softmax and the softmax adjoint, RMSNorm and its two adjoints, RoPE and AdamW's two
 update ops use their kernels by default; matmul keeps cuBLAS
 (``cupy.matmul``) unless ``use_kernel("matmul", True)`` asks for the teaching tiled kernel.
 Nothing here loads the kernel machinery (CuPy, the emulator) before a kernel runs.
@@ -21,14 +21,14 @@ from ..backend import is_gpu
 
 #: Op name -> whether ops of that name use their kernel on the GPU (one entry per hook).
 _ENABLED = {"softmax": True, "causal_softmax": True, "softmax_grad": True, "matmul": False,
-            "rms_norm": True, "rms_norm_grad_x": True, "rope": True, "adam_moment": True,
-            "adamw_update": True}  # fmt: skip
+            "rms_norm": True, "rms_norm_grad_x": True, "rms_norm_grad_w": True, "rope": True,
+            "adam_moment": True, "adamw_update": True}  # fmt: skip
 
 
 def use_kernel(op: str, enabled: bool = True) -> None:
     """Switch the GPU kernel of the ops named ``op`` (``"softmax"``, ``"causal_softmax"``,
-    ``"softmax_grad"``, ``"matmul"``, ``"rms_norm"``, ``"rms_norm_grad_x"``, ``"rope"``,
-    ``"adam_moment"`` or ``"adamw_update"``) on or off."""
+    ``"softmax_grad"``, ``"matmul"``, ``"rms_norm"``, ``"rms_norm_grad_x"``,
+    ``"rms_norm_grad_w"``, ``"rope"``, ``"adam_moment"`` or ``"adamw_update"``) on or off."""
     if op not in _ENABLED:
         raise KeyError(f"no kernel hook for op {op!r}; hooks exist for {sorted(_ENABLED)}")
     _ENABLED[op] = bool(enabled)

@@ -359,6 +359,38 @@ def rms_norm_grad_x(g, x, weight, eps: float = 1e-6, *, mode: str | None = None,
     return out
 
 
+RMS_NORM_CHUNKS = 128  # row chunks of rms_norm_grad_w: 128 x (cols / 256) blocks
+
+
+def rms_norm_grad_w(g, x, eps: float = 1e-6, *, mode: str | None = None, block: int = 256):
+    """RMSNorm's weight adjoint ``sum over rows of g * x * r``, ``r = 1/rms(x)`` of each row
+    (``rms_norm.cu``): the rows' r, then partial column sums over chunks of rows, added here
+    (one partial row per chunk)."""
+    mode = _mode(mode)
+    g, x = _inputs(mode, g, x)
+    if g.shape != x.shape or x.ndim == 0:
+        raise ShapeError(f"rms_norm_grad_w needs g and x of one shape (1-d or more), got "
+                         f"{g.shape} and {x.shape}")  # fmt: skip
+    rows, cols = _rows(x)
+    xp = _xp(mode)
+    if not rows or not cols:
+        return xp.zeros(cols, dtype=np.float32)
+    r, chunks = xp.empty(rows, dtype=np.float32), min(rows, RMS_NORM_CHUNKS)
+    chunk = -(-rows // chunks)
+    chunks = -(-rows // chunk)
+    partial = xp.empty((chunks, cols), dtype=np.float32)
+    get_kernel("rms_norm.cu", "rms_norm_inv_rms_rows", mode)(
+        (rows,), (_row_block("rms_norm_grad_w", cols, None),),
+        (x, r, np.int32(rows), np.int32(cols), np.float32(eps)),
+    )
+    get_kernel("rms_norm.cu", "rms_norm_grad_w_columns", mode)(
+        (_blocks(cols, block), chunks), (block,),
+        (g, x, r, partial, np.int32(rows), np.int32(cols), np.int32(chunk)),
+    )
+    _declare_flops(mode, 5 * x.size + 3 * rows)  # x^2, sum; x*r, g*, sum; per row 3
+    return partial.sum(axis=0)
+
+
 def rope(x, cos, sin, *, axis: int = -2, mode: str | None = None, block: int = 256):
     """Half-split rotary embedding of x (..., head_dim) with positions along ``axis`` (any
     axis but the last; default the second-to-last: (..., seq_len, head_dim)) (``rope.cu``)."""

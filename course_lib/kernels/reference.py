@@ -93,6 +93,14 @@ def rms_norm_grad_x(g: np.ndarray, x: np.ndarray, weight: np.ndarray,
     return (r * (gw - x64 * dot * r * r)).astype(x.dtype)
 
 
+def rms_norm_grad_w(g: np.ndarray, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
+    """RMSNorm's weight adjoint ``sum over rows of g * x / rms(x)``, in float64."""
+    x64 = x.astype(np.float64)
+    r = 1 / np.sqrt(np.mean(x64**2, axis=-1, keepdims=True) + eps)
+    n = x.shape[-1]
+    return (g.astype(np.float64) * x64 * r).reshape(-1, n).sum(axis=0).astype(x.dtype)
+
+
 def rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
     """Half-split rotary embedding of ``x`` (..., seq_len, head_dim) (Hugging Face's
     ``x * cos + rotate_half(x) * sin`` with the tables repeated over both halves)."""

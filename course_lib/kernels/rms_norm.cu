@@ -87,3 +87,53 @@ rms_norm_grad_x_rows(const float* __restrict__ g, const float* __restrict__ x,
         out_row[j] = (g_row[j] * w[j] - x_row[j] * dot) * r;
     }
 }
+
+// RMSNorm's weight adjoint, sum over rows of g * (x * r), is a sum down each column, which one
+// block per row cannot make. Two kernels, then the launcher adds the partial sums:
+// rms_norm_inv_rms_rows writes r = 1/sqrt(mean(x^2) + eps) of each row (one block per row, the
+// row read once into registers); rms_norm_grad_w_columns gives block (bx, by) the columns
+// bx * blockDim.x + threadIdx.x (neighbouring threads read neighbouring floats) and the rows of
+// chunk by, and writes one partial sum per column: partial is (gridDim.y, cols).
+extern "C" __global__ void __launch_bounds__(1024)
+rms_norm_inv_rms_rows(const float* __restrict__ x, float* __restrict__ r, int rows, int cols,
+                      float eps) {
+    int row = blockIdx.x;
+    if (row >= rows) {
+        return;
+    }
+    const float* x_row = x + (long long)row * cols;
+    int held = min(cols, VALUES * (int)blockDim.x);
+    float v[VALUES];
+    load_row(x_row, held, vectorisable(cols, x, x), 0.0f, v);
+    float local = 0.0f;
+#pragma unroll
+    for (int c = 0; c < VALUES; ++c) {
+        local += v[c] * v[c];
+    }
+    for (int j = held + threadIdx.x; j < cols; j += blockDim.x) {
+        local += x_row[j] * x_row[j];
+    }
+    float total = block_reduce_shuffle(local, SumOp());
+    if (threadIdx.x == 0) {
+        r[row] = 1.0f / sqrtf(total / cols + eps);
+    }
+}
+
+extern "C" __global__ void rms_norm_grad_w_columns(const float* __restrict__ g,
+                                                   const float* __restrict__ x,
+                                                   const float* __restrict__ r,
+                                                   float* __restrict__ partial, int rows,
+                                                   int cols, int chunk) {
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= cols) {
+        return;
+    }
+    int first = blockIdx.y * chunk, last = min(rows, first + chunk);
+    float total = 0.0f;
+#pragma unroll 4
+    for (int i = first; i < last; ++i) {
+        long long k = (long long)i * cols + j;
+        total += g[k] * (x[k] * r[i]);  // x * r first: the array code's x-hat
+    }
+    partial[(long long)blockIdx.y * cols + j] = total;
+}

@@ -192,7 +192,15 @@ class RMSNormGradW(_RMSNormFamily):
     def infer_shape(self, g, x, w):
         return w
 
+    def gpu_kernel(self, launch, g, x, w):
+        """``rms_norm.cu``: each row's r, then partial column sums over chunks of rows."""
+        ok = x.ndim >= 1 and g.shape == x.shape and w.shape == x.shape[-1:]
+        return launch.rms_norm_grad_w(g, x, eps=self.eps) if ok else None
+
     def compute(self, xp, g, x, w):
+        out = run_on_gpu(self, xp, g, x, w)  # rms_norm.cu on a GPU
+        if out is not None:
+            return out
         xhat = x * _inv_rms(xp, x, self.eps)
         n = x.shape[-1]
         return xp.einsum("ij,ij->j", g.reshape(-1, n), xhat.reshape(-1, n))
