@@ -235,10 +235,12 @@ def test_causal_softmax_keeps_the_mask_rules_beyond_the_registers(rng):
     np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-7)
 
 
-@pytest.mark.parametrize("shape", [(3, 7), (300, 40), (2, 3, 33), (1, 32 * 16 + 36), (0, 5)])
+@pytest.mark.parametrize("shape", [(3, 7), (129, 40), (1001, 8), (2, 3, 33), (2, 16_389),
+                                   (0, 5)])  # fmt: skip
 def test_rms_norm_grad_w_matches_the_ops_array_code(shape, rng):
-    """Several chunks of rows (300 rows: 128 chunks of 3, the last short), a row longer than
-    the registers of 32 threads, empty inputs."""
+    """Chunks of rows with a short last one (129 rows: 65 chunks of 2, the last of 1; 1001
+    rows: 126 of 8, the last of 1), a row longer than 1024 threads hold in registers, empty
+    inputs."""
     g, x = _f32(rng, *shape), _f32(rng, *shape, scale=3.0)
     w = np.ones(shape[-1], np.float32)
     got = launch.rms_norm_grad_w(g, x, 1e-5, **EMU)
@@ -308,7 +310,7 @@ def test_rope(seq_len, head_dim, rng):
     )
 
 
-@pytest.mark.parametrize("axis", [0, 1, -3])
+@pytest.mark.parametrize("axis", [0, 1, 2, -4])
 def test_rope_with_positions_on_any_axis_but_the_last(axis, rng):
     """The projections' own layout (batch, positions, heads, head_dim) and others: rows at
     position (row / inner) % seq_len."""

@@ -101,6 +101,9 @@ def test_kernel_hooks_decline_what_their_kernel_cannot_do(rng):
     assert MatMul().gpu_kernel(launch, x[None], x.T[None]) is None  # batched
     assert RMSNorm().gpu_kernel(launch, np.float32(1.0), np.ones((), np.float32)) is None
     assert Rope(seq_axis=0).gpu_kernel(launch, q[0, 0, 0], q, q) is None  # no position axis
+    for adjoint in (RMSNormGradX(), RMSNormGradW()):  # a broadcast g, a weight of another size
+        assert adjoint.gpu_kernel(launch, x[:1], x, x[0]) is None, adjoint.name
+        assert adjoint.gpu_kernel(launch, x, x, x[0, :5]) is None, adjoint.name
     assert dispatch.kernel_result(Softmax(), x.astype(np.float64), mode="emulator") is None
     assert dispatch.kernel_result(Softmax(), x.astype(np.float16), mode="emulator") is None
     assert dispatch.kernel_result(Exp(), x, mode="emulator") is None  # no kernel: Op's default

@@ -239,14 +239,29 @@ SIMD_MATH float tanhf(float);
 """
 
 
+@functools.cache
+def libmvec_links() -> bool:
+    """Does code declaring :data:`VECTOR_MATH` link against libmvec here (x86-64 glibc)?
+    Asked once per process, so where it does not, no later build tries it again."""
+    function = 'extern "C" float probe(float x) { return expf(x); }\n'
+    probe = f"#include <math.h>\n{VECTOR_MATH}{function}"
+    try:
+        build_library(probe, "libmvec_probe.cpp", True, extra_flags=SIMD_FLAGS + VECTOR_MATH_FLAGS)
+    except KernelCompileError:
+        return False
+    return True
+
+
 def load_simd_library(unit: str, filename: str) -> tuple[ctypes.CDLL, bool]:
     """``unit`` (which includes :data:`VECTOR_MATH`) built for this CPU with libmvec's SIMD
     math where it links, else with the scalar functions; and whether libmvec's were used."""
-    try:
-        flags = SIMD_FLAGS + VECTOR_MATH_FLAGS
-        return load_library(unit, filename, native=True, extra_flags=flags), True
-    except KernelCompileError:
-        return load_library(unit, filename, native=True, extra_flags=SIMD_FLAGS), False
+    if libmvec_links():
+        try:
+            flags = SIMD_FLAGS + VECTOR_MATH_FLAGS
+            return load_library(unit, filename, native=True, extra_flags=flags), True
+        except KernelCompileError:
+            pass  # this unit's own error: the scalar build below reports it, or succeeds
+    return load_library(unit, filename, native=True, extra_flags=SIMD_FLAGS), False
 
 
 def bind_loop(function: Callable, arrays: Sequence) -> Callable[[], None]:
