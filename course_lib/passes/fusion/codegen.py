@@ -19,7 +19,6 @@ from ...backend import host_array
 from ...errors import GraphError
 from ...graph import Node, is_weak_scalar, topological_order
 from ...kernels import FusedElementwise
-from ...kernels.native import VECTOR_MATH
 
 _FLOAT_LITERAL = re.compile(r"(?<![\w.])\d+(?:\.\d*(?:e[-+]?\d+)?|e[-+]?\d+)")
 
@@ -140,10 +139,12 @@ void {name}({parameters}float* __restrict__ out_y, long long n) {{
 
 def cpu_source(kernel: FusedElementwise) -> str:
     """The CUDA kernel's expression as a plain C++ loop over float32 arrays (for g++)."""
+    from ...kernels import native  # noqa: PLC0415  (the build machinery loads on first use)
+
     ((_, expression),) = kernel.outputs
     return CPU_TEMPLATE.format(
         name=kernel.name,
-        vector_math=VECTOR_MATH,
+        vector_math=native.VECTOR_MATH,
         parameters="".join(f"const float* __restrict__ in_{x}, " for x in kernel.inputs),
         loads="\n".join(f"        const float {x} = in_{x}[i];" for x in kernel.inputs),
         expression=expression,
