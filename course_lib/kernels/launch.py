@@ -272,20 +272,29 @@ def _rows(x) -> tuple[int, int]:
     return (x.size // cols if cols else 0), cols
 
 
+def _launch_rows(filename: str, kernel: str, mode: str, block: int | None, arrays, scalars,
+                 flops: int):  # fmt: skip
+    """A row kernel: one block (of ``block`` threads, or :func:`_row_block`'s choice) per row
+    of ``arrays[0]``'s last axis, called as ``kernel(*arrays, out, rows, *scalars)``. Returns
+    ``out``, shaped like ``arrays[0]``."""
+    rows, cols = _rows(arrays[0])
+    out = _xp(mode).empty_like(arrays[0])
+    if out.size:
+        block = _row_block(kernel, cols, block)
+        args = (*arrays, out, np.int32(rows), *scalars)
+        get_kernel(filename, kernel, mode)((rows,), (block,), args)
+        _declare_flops(mode, flops)
+    return out
+
+
 def softmax(x, *, mode: str | None = None, block: int | None = None):
     """Softmax over the last axis, one block of ``block`` threads per row, the row held in
     registers (``softmax.cu``)."""
     mode = _mode(mode)
     (x,) = _inputs(mode, x)
-    rows, cols = _rows(x)
-    y = _xp(mode).empty_like(x)
-    if x.size:
-        block = _row_block("softmax", cols, block)
-        get_kernel("softmax.cu", "softmax_rows", mode)(
-            (rows,), (block,), (x, y, np.int32(rows), np.int32(cols))
-        )
-        _declare_flops(mode, 7 * x.size)  # max; subtract, exp, add; subtract, exp, divide
-    return y
+    _, cols = _rows(x)
+    flops = 7 * x.size  # max; subtract, exp, add; subtract, exp, divide
+    return _launch_rows("softmax.cu", "softmax_rows", mode, block, (x,), (np.int32(cols),), flops)
 
 
 def causal_softmax(s, scale: float, *, mode: str | None = None, block: int | None = None):
@@ -295,14 +304,9 @@ def causal_softmax(s, scale: float, *, mode: str | None = None, block: int | Non
     (s,) = _inputs(mode, s)
     if s.ndim < 2 or s.shape[-2] > s.shape[-1]:
         raise ShapeError(f"causal_softmax needs (..., T, S) scores with T <= S, got {s.shape}")
-    rows, keys = _rows(s)
-    y = _xp(mode).empty_like(s)
-    if s.size:
-        block = _row_block("causal_softmax", keys, block)
-        args = (s, y, np.int32(rows), np.int32(s.shape[-2]), np.int32(keys), np.float32(scale))
-        get_kernel("softmax.cu", "causal_softmax_rows", mode)((rows,), (block,), args)
-        _declare_flops(mode, 9 * s.size)  # softmax's 7, the scale and the mask
-    return y
+    scalars = (np.int32(s.shape[-2]), np.int32(s.shape[-1]), np.float32(scale))
+    flops = 9 * s.size  # softmax's 7, the scale and the mask
+    return _launch_rows("softmax.cu", "causal_softmax_rows", mode, block, (s,), scalars, flops)
 
 
 def softmax_grad(g, p, scale: float = 1.0, *, mode: str | None = None, block: int | None = None):
@@ -313,14 +317,9 @@ def softmax_grad(g, p, scale: float = 1.0, *, mode: str | None = None, block: in
     if g.shape != p.shape or g.ndim == 0:
         raise ShapeError(f"softmax_grad needs g and p of one shape (1-d or more), got "
                          f"{g.shape} and {p.shape}")  # fmt: skip
-    rows, cols = _rows(g)
-    out = _xp(mode).empty_like(g)
-    if g.size:
-        block = _row_block("softmax_grad", cols, block)
-        args = (g, p, out, np.int32(rows), np.int32(cols), np.float32(scale))
-        get_kernel("softmax.cu", "softmax_grad_rows", mode)((rows,), (block,), args)
-        _declare_flops(mode, 5 * g.size)  # product, sum; subtract, two products
-    return out
+    scalars = (np.int32(g.shape[-1]), np.float32(scale))
+    flops = 5 * g.size  # product, sum; subtract, two products
+    return _launch_rows("softmax.cu", "softmax_grad_rows", mode, block, (g, p), scalars, flops)
 
 
 def rms_norm(x, weight, eps: float = 1e-6, *, mode: str | None = None, block: int | None = None):
@@ -331,13 +330,9 @@ def rms_norm(x, weight, eps: float = 1e-6, *, mode: str | None = None, block: in
     if weight.shape != (cols,):
         raise ShapeError(f"rms_norm weight must have shape ({cols},) like x's last axis, "
                          f"got {weight.shape}")  # fmt: skip
-    y = _xp(mode).empty_like(x)
-    if x.size:
-        block = _row_block("rms_norm", cols, block)
-        args = (x, weight, y, np.int32(rows), np.int32(cols), np.float32(eps))
-        get_kernel("rms_norm.cu", "rms_norm_rows", mode)((rows,), (block,), args)
-        _declare_flops(mode, 4 * x.size + 3 * rows)  # square, add; two products; per row 3
-    return y
+    flops = 4 * x.size + 3 * rows  # square, add; two products; per row 3
+    return _launch_rows("rms_norm.cu", "rms_norm_rows", mode, block, (x, weight),
+                        (np.int32(cols), np.float32(eps)), flops)  # fmt: skip
 
 
 def rms_norm_grad_x(g, x, weight, eps: float = 1e-6, *, mode: str | None = None,
@@ -350,13 +345,9 @@ def rms_norm_grad_x(g, x, weight, eps: float = 1e-6, *, mode: str | None = None,
     if g.shape != x.shape or weight.shape != (cols,):
         raise ShapeError(f"rms_norm_grad_x needs g and x of one shape and a weight of shape "
                          f"({cols},), got {g.shape}, {x.shape} and {weight.shape}")  # fmt: skip
-    out = _xp(mode).empty_like(x)
-    if x.size:
-        block = _row_block("rms_norm_grad_x", cols, block)
-        args = (g, x, weight, out, np.int32(rows), np.int32(cols), np.float32(eps))
-        get_kernel("rms_norm.cu", "rms_norm_grad_x_rows", mode)((rows,), (block,), args)
-        _declare_flops(mode, 8 * x.size + 4 * rows)  # g*w, x^2, g*w*x, sums; 3 per output
-    return out
+    flops = 8 * x.size + 4 * rows  # g*w, x^2, g*w*x, sums; 3 per output
+    return _launch_rows("rms_norm.cu", "rms_norm_grad_x_rows", mode, block, (g, x, weight),
+                        (np.int32(cols), np.float32(eps)), flops)  # fmt: skip
 
 
 RMS_NORM_CHUNKS = 128  # row chunks of rms_norm_grad_w: 128 x (cols / 256) blocks
@@ -380,7 +371,7 @@ def rms_norm_grad_w(g, x, eps: float = 1e-6, *, mode: str | None = None, block: 
     chunks = -(-rows // chunk)
     partial = xp.empty((chunks, cols), dtype=np.float32)
     get_kernel("rms_norm.cu", "rms_norm_inv_rms_rows", mode)(
-        (rows,), (_row_block("rms_norm_grad_w", cols, None),),
+        (rows,), (_row_block("rms_norm_inv_rms_rows", cols, None),),
         (x, r, np.int32(rows), np.int32(cols), np.float32(eps)),
     )
     get_kernel("rms_norm.cu", "rms_norm_grad_w_columns", mode)(

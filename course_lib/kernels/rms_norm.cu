@@ -8,6 +8,21 @@
 #include "block_reduce.cuh"
 #include "row_registers.cuh"
 
+// The sum of x^2 over a row, for the whole block: the thread's registers v (the first `held`
+// columns) and the columns beyond them, read again.
+__device__ __forceinline__ float row_sum_of_squares(const float* __restrict__ x_row, int held,
+                                                    int cols, const float (&v)[VALUES]) {
+    float local = 0.0f;
+#pragma unroll
+    for (int c = 0; c < VALUES; ++c) {
+        local += v[c] * v[c];
+    }
+    for (int j = held + threadIdx.x; j < cols; j += blockDim.x) {
+        local += x_row[j] * x_row[j];
+    }
+    return block_reduce_shuffle(local, SumOp());
+}
+
 // __launch_bounds__(1024): at most 64 registers a thread, so a block of any size fits an SM
 extern "C" __global__ void __launch_bounds__(1024)
 rms_norm_rows(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y,
@@ -23,15 +38,7 @@ rms_norm_rows(const float* __restrict__ x, const float* __restrict__ w, float* _
 
     float v[VALUES];
     load_row(x_row, held, vectorised, 0.0f, v);
-    float local = 0.0f;
-#pragma unroll
-    for (int c = 0; c < VALUES; ++c) {
-        local += v[c] * v[c];
-    }
-    for (int j = held + threadIdx.x; j < cols; j += blockDim.x) {
-        local += x_row[j] * x_row[j];
-    }
-    float inv_rms = rsqrtf(block_reduce_shuffle(local, SumOp()) / cols + eps);
+    float inv_rms = rsqrtf(row_sum_of_squares(x_row, held, cols, v) / cols + eps);
 
 #pragma unroll
     for (int c = 0; c < VALUES; ++c) {
@@ -105,15 +112,7 @@ rms_norm_inv_rms_rows(const float* __restrict__ x, float* __restrict__ r, int ro
     int held = min(cols, VALUES * (int)blockDim.x);
     float v[VALUES];
     load_row(x_row, held, vectorisable(cols, x, x), 0.0f, v);
-    float local = 0.0f;
-#pragma unroll
-    for (int c = 0; c < VALUES; ++c) {
-        local += v[c] * v[c];
-    }
-    for (int j = held + threadIdx.x; j < cols; j += blockDim.x) {
-        local += x_row[j] * x_row[j];
-    }
-    float total = block_reduce_shuffle(local, SumOp());
+    float total = row_sum_of_squares(x_row, held, cols, v);
     if (threadIdx.x == 0) {
         r[row] = 1.0f / sqrtf(total / cols + eps);
     }
