@@ -32,15 +32,32 @@ from .errors import KernelError
 MIN_SIZE = 2**14
 
 SOURCE = """\
-// Causal softmax rows, softmax adjoint rows, RoPE rows, SiLU, sigmoid and AdamW, float32,
-// one pass each; loops written so that the compiler vectorises them (omp simd)
+// Causal softmax rows, softmax adjoint rows, RoPE rows, RMSNorm rows, SiLU, sigmoid and
+// AdamW, float32, one pass each; loops written so that the compiler vectorises them (omp
+// simd). Each loop is a static function of a range of rows (or elements) with restrict
+// pointers; the exported function splits its rows (or 64-element blocks) over the shared
+// pool's threads (cpu_pool.hpp)
 #include <math.h>
 {vector_math}
+#include "cpu_pool.hpp"
 
-extern "C" __attribute__((visibility("default")))
-void causal_softmax(const float* __restrict__ s, float* __restrict__ out, long long rows,
-                    long long t, long long n, float scale) {
-    for (long long r = 0; r < rows; ++r) {
+// Each thread's part is at least this many floats (smaller parts cost more than they save)
+static const long long MIN_PART = 16384;
+
+static long long rows_per_part(long long n) { return n > 0 ? (MIN_PART + n - 1) / n : 1; }
+
+// rows lo .. hi-1, one function call per thread
+#define EACH_ROW_RANGE(rows, n, call) \\
+    pool::parallel_for(rows, rows_per_part(n), 1, [=](long long lo, long long hi) { call; })
+// elements lo .. hi-1 in blocks of 64 floats: every part but the last is a whole number of
+// SIMD vectors, so each element meets the same vector or scalar code as without threads
+#define EACH_ELEMENT_RANGE(count, call) \\
+    pool::parallel_for(count, MIN_PART, 64, [=](long long lo, long long hi) { call; })
+
+static void causal_softmax_rows(const float* __restrict__ s, float* __restrict__ out,
+                                long long lo, long long hi, long long t, long long n,
+                                float scale) {
+    for (long long r = lo; r < hi; ++r) {
         const float* x = s + r * n;
         float* y = out + r * n;
         const long long seen = r % t + (n - t) + 1;  // keys 0 .. seen-1 are visible to query r
@@ -74,10 +91,15 @@ void causal_softmax(const float* __restrict__ s, float* __restrict__ out, long l
 }
 
 extern "C" __attribute__((visibility("default")))
-void softmax_grad(const float* __restrict__ g, const float* __restrict__ p,
-                  float* __restrict__ out, long long rows, long long n, float scale,
-                  int scaled) {
-    for (long long r = 0; r < rows; ++r) {
+void causal_softmax(const float* s, float* out, long long rows, long long t, long long n,
+                    float scale) {
+    EACH_ROW_RANGE(rows, n, causal_softmax_rows(s, out, lo, hi, t, n, scale));
+}
+
+static void softmax_grad_rows(const float* __restrict__ g, const float* __restrict__ p,
+                              float* __restrict__ out, long long lo, long long hi, long long n,
+                              float scale, int scaled) {
+    for (long long r = lo; r < hi; ++r) {
         const float* gr = g + r * n;
         const float* pr = p + r * n;
         float* y = out + r * n;
@@ -94,30 +116,41 @@ void softmax_grad(const float* __restrict__ g, const float* __restrict__ p,
     }
 }
 
-// x viewed as (outer, t, inner, 2 * half); position p of axis t rotates with row p of the
-// (t, half) tables: y1 = x1·cos − x2·sin, y2 = x2·cos + x1·sin (NumPy's order of operations)
 extern "C" __attribute__((visibility("default")))
-void rope(const float* __restrict__ x, const float* __restrict__ cos_table,
-          const float* __restrict__ sin_table, float* __restrict__ out, long long outer,
-          long long t, long long inner, long long half) {
-    for (long long o = 0; o < outer; ++o) {
-        for (long long p = 0; p < t; ++p) {
-            const float* c = cos_table + p * half;
-            const float* s = sin_table + p * half;
-            for (long long i = 0; i < inner; ++i) {
-                const long long row = ((o * t + p) * inner + i) * 2 * half;
-                const float* x1 = x + row;
-                const float* x2 = x1 + half;
-                float* y1 = out + row;
-                float* y2 = y1 + half;
-                #pragma omp simd
-                for (long long j = 0; j < half; ++j) {
-                    y1[j] = x1[j] * c[j] - x2[j] * s[j];
-                    y2[j] = x2[j] * c[j] + x1[j] * s[j];
-                }
+void softmax_grad(const float* g, const float* p, float* out, long long rows, long long n,
+                  float scale, int scaled) {
+    EACH_ROW_RANGE(rows, n, softmax_grad_rows(g, p, out, lo, hi, n, scale, scaled));
+}
+
+// x viewed as (outer·t, inner, 2 * half); position p = row % t of axis t rotates with row p
+// of the (t, half) tables: y1 = x1·cos − x2·sin, y2 = x2·cos + x1·sin (NumPy's order)
+static void rope_rows(const float* __restrict__ x, const float* __restrict__ cos_table,
+                      const float* __restrict__ sin_table, float* __restrict__ out,
+                      long long lo, long long hi, long long t, long long inner,
+                      long long half) {
+    for (long long row = lo; row < hi; ++row) {
+        const float* c = cos_table + (row % t) * half;
+        const float* s = sin_table + (row % t) * half;
+        for (long long i = 0; i < inner; ++i) {
+            const long long at = (row * inner + i) * 2 * half;
+            const float* x1 = x + at;
+            const float* x2 = x1 + half;
+            float* y1 = out + at;
+            float* y2 = y1 + half;
+            #pragma omp simd
+            for (long long j = 0; j < half; ++j) {
+                y1[j] = x1[j] * c[j] - x2[j] * s[j];
+                y2[j] = x2[j] * c[j] + x1[j] * s[j];
             }
         }
     }
+}
+
+extern "C" __attribute__((visibility("default")))
+void rope(const float* x, const float* cos_table, const float* sin_table, float* out,
+          long long outer, long long t, long long inner, long long half) {
+    EACH_ROW_RANGE(outer * t, inner * 2 * half,
+                   rope_rows(x, cos_table, sin_table, out, lo, hi, t, inner, half));
 }
 
 // RMSNorm rows of n: r = 1 / sqrt(Σx²/n + ε) (the sum in double, rounded once, as above)
@@ -129,10 +162,10 @@ static inline float inv_rms(const float* __restrict__ x, long long n, float eps)
 }
 
 // y = x·r·w
-extern "C" __attribute__((visibility("default")))
-void rms_norm(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ out,
-              long long rows, long long n, float eps) {
-    for (long long r = 0; r < rows; ++r) {
+static void rms_norm_rows(const float* __restrict__ x, const float* __restrict__ w,
+                          float* __restrict__ out, long long lo, long long hi, long long n,
+                          float eps) {
+    for (long long r = lo; r < hi; ++r) {
         const float* xr = x + r * n;
         float* y = out + r * n;
         const float inv = inv_rms(xr, n, eps);
@@ -141,12 +174,17 @@ void rms_norm(const float* __restrict__ x, const float* __restrict__ w, float* _
     }
 }
 
-// RMSNorm's input adjoint: r·(g·w − x·(Σ g·w·x)·r²/n)
 extern "C" __attribute__((visibility("default")))
-void rms_norm_grad_x(const float* __restrict__ g, const float* __restrict__ x,
-                     const float* __restrict__ w, float* __restrict__ out, long long rows,
-                     long long n, float eps) {
-    for (long long r = 0; r < rows; ++r) {
+void rms_norm(const float* x, const float* w, float* out, long long rows, long long n,
+              float eps) {
+    EACH_ROW_RANGE(rows, n, rms_norm_rows(x, w, out, lo, hi, n, eps));
+}
+
+// RMSNorm's input adjoint: r·(g·w − x·(Σ g·w·x)·r²/n)
+static void rms_norm_grad_x_rows(const float* __restrict__ g, const float* __restrict__ x,
+                                 const float* __restrict__ w, float* __restrict__ out,
+                                 long long lo, long long hi, long long n, float eps) {
+    for (long long r = lo; r < hi; ++r) {
         const float* gr = g + r * n;
         const float* xr = x + r * n;
         float* y = out + r * n;
@@ -160,23 +198,72 @@ void rms_norm_grad_x(const float* __restrict__ g, const float* __restrict__ x,
     }
 }
 
-// sigmoid(x) = 1 / (1 + exp(−x)); SiLU x·sigmoid(x) = x / (1 + exp(−x))
 extern "C" __attribute__((visibility("default")))
-void sigmoid(const float* __restrict__ x, float* __restrict__ y, long long n) {
+void rms_norm_grad_x(const float* g, const float* x, const float* w, float* out,
+                     long long rows, long long n, float eps) {
+    EACH_ROW_RANGE(rows, n, rms_norm_grad_x_rows(g, x, w, out, lo, hi, n, eps));
+}
+
+// Batched products (a[i] @ b[i], row-major, either operand transposed) with NumPy's BLAS:
+// when there are at least as many products as threads, each thread computes whole products
+// with BLAS on one thread (OpenBLAS splits a 256×128×32 product in at most 4 jobs, which
+// leaves most of 16 threads idle); otherwise one product after the other on BLAS's threads.
+typedef void (*Sgemm)(int, int, int, long long, long long, long long, float, const float*,
+                      long long, const float*, long long, float, float*, long long);
+typedef void (*SetThreads)(int);
+static Sgemm blas_sgemm = nullptr;
+static SetThreads blas_set_threads = nullptr;
+
+extern "C" __attribute__((visibility("default")))
+void use_blas(void* sgemm, void* set_threads) {
+    blas_sgemm = (Sgemm)sgemm;
+    blas_set_threads = (SetThreads)set_threads;
+}
+
+extern "C" __attribute__((visibility("default")))
+void batched_matmul(const float* a, const float* b, float* c, long long batch, long long m,
+                    long long n, long long k, int trans_a, int trans_b) {
+    enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112 };
+    const auto each = [=](long long lo, long long hi) {
+        for (long long i = lo; i < hi; ++i)
+            blas_sgemm(ROW_MAJOR, trans_a ? TRANS : NO_TRANS, trans_b ? TRANS : NO_TRANS, m, n,
+                       k, 1.0f, a + i * m * k, trans_a ? m : k, b + i * k * n, trans_b ? k : n,
+                       0.0f, c + i * m * n, n);
+    };
+    const int threads = pool::threads();
+    if (threads <= 1 || batch < threads) {
+        each(0, batch);
+        return;
+    }
+    blas_set_threads(1);  // BLAS on one thread inside each job (a job must not use BLAS's threads)
+    pool::parallel_for(threads, batch, 1, 1, each);
+    blas_set_threads(threads);
+}
+
+// sigmoid(x) = 1 / (1 + exp(−x)); SiLU x·sigmoid(x) = x / (1 + exp(−x))
+static void sigmoid_part(const float* __restrict__ x, float* __restrict__ y, long long n) {
     #pragma omp simd
     for (long long i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + expf(-x[i]));
 }
 
 extern "C" __attribute__((visibility("default")))
-void silu(const float* __restrict__ x, float* __restrict__ y, long long n) {
+void sigmoid(const float* x, float* y, long long n) {
+    EACH_ELEMENT_RANGE(n, sigmoid_part(x + lo, y + lo, hi - lo));
+}
+
+static void silu_part(const float* __restrict__ x, float* __restrict__ y, long long n) {
     #pragma omp simd
     for (long long i = 0; i < n; ++i) y[i] = x[i] / (1.0f + expf(-x[i]));
 }
 
-// SiLU's adjoint g·silu'(x) = g·(s·(1 + x·(1 − s))), s = sigmoid(x)
 extern "C" __attribute__((visibility("default")))
-void silu_grad(const float* __restrict__ g, const float* __restrict__ x, float* __restrict__ y,
-               long long n) {
+void silu(const float* x, float* y, long long n) {
+    EACH_ELEMENT_RANGE(n, silu_part(x + lo, y + lo, hi - lo));
+}
+
+// SiLU's adjoint g·silu'(x) = g·(s·(1 + x·(1 − s))), s = sigmoid(x)
+static void silu_grad_part(const float* __restrict__ g, const float* __restrict__ x,
+                           float* __restrict__ y, long long n) {
     #pragma omp simd
     for (long long i = 0; i < n; ++i) {
         const float s = 1.0f / (1.0f + expf(-x[i]));
@@ -184,11 +271,15 @@ void silu_grad(const float* __restrict__ g, const float* __restrict__ x, float* 
     }
 }
 
-// Adam's moving average m' = m·β + (1−β)·g^power (power 1: m, power 2: v)
 extern "C" __attribute__((visibility("default")))
-void adam_moment(const float* __restrict__ m, const float* __restrict__ g,
-                 float* __restrict__ out, long long n, float beta, float one_minus_beta,
-                 int power) {
+void silu_grad(const float* g, const float* x, float* y, long long n) {
+    EACH_ELEMENT_RANGE(n, silu_grad_part(g + lo, x + lo, y + lo, hi - lo));
+}
+
+// Adam's moving average m' = m·β + (1−β)·g^power (power 1: m, power 2: v)
+static void adam_moment_part(const float* __restrict__ m, const float* __restrict__ g,
+                             float* __restrict__ out, long long n, float beta,
+                             float one_minus_beta, int power) {
     if (power == 2) {
         #pragma omp simd
         for (long long i = 0; i < n; ++i) out[i] = m[i] * beta + one_minus_beta * (g[i] * g[i]);
@@ -198,11 +289,18 @@ void adam_moment(const float* __restrict__ m, const float* __restrict__ g,
     }
 }
 
-// AdamW's new θ: (θ·decay) − (m' / (sqrt(v')·bias2 + ε))·step_size, each step rounded
 extern "C" __attribute__((visibility("default")))
-void adamw_update(const float* __restrict__ theta, const float* __restrict__ m,
-                  const float* __restrict__ v, float* __restrict__ out, long long n,
-                  int decays, float decay, float bias2, float eps, float step_size) {
+void adam_moment(const float* m, const float* g, float* out, long long n, float beta,
+                 float one_minus_beta, int power) {
+    EACH_ELEMENT_RANGE(n, adam_moment_part(m + lo, g + lo, out + lo, hi - lo, beta,
+                                           one_minus_beta, power));
+}
+
+// AdamW's new θ: (θ·decay) − (m' / (sqrt(v')·bias2 + ε))·step_size, each step rounded
+static void adamw_update_part(const float* __restrict__ theta, const float* __restrict__ m,
+                              const float* __restrict__ v, float* __restrict__ out, long long n,
+                              int decays, float decay, float bias2, float eps,
+                              float step_size) {
     #pragma omp simd
     for (long long i = 0; i < n; ++i) {
         const float kept = decays ? theta[i] * decay : theta[i];
@@ -210,23 +308,32 @@ void adamw_update(const float* __restrict__ theta, const float* __restrict__ m,
         out[i] = kept - (m[i] / denom) * step_size;
     }
 }
+
+extern "C" __attribute__((visibility("default")))
+void adamw_update(const float* theta, const float* m, const float* v, float* out, long long n,
+                  int decays, float decay, float bias2, float eps, float step_size) {
+    EACH_ELEMENT_RANGE(n, adamw_update_part(theta + lo, m + lo, v + lo, out + lo, hi - lo,
+                                            decays, decay, bias2, eps, step_size));
+}
 """
 
 
 FUNCTIONS = ("causal_softmax", "softmax_grad", "rope", "rms_norm", "rms_norm_grad_x", "sigmoid",
-             "silu", "silu_grad", "adam_moment", "adamw_update")  # fmt: skip
+             "silu", "silu_grad", "adam_moment", "adamw_update", "batched_matmul")  # fmt: skip
 
 
 @functools.cache
 def _library():
     """The kernels, with libmvec's SIMD ``expf`` where it links, else the scalar ``expf``."""
-    from . import native  # noqa: PLC0415  (the build machinery loads on first use)
+    from . import native, shared_pool, sources  # noqa: PLC0415  (loaded on first use)
 
-    source = SOURCE.replace("{vector_math}", native.VECTOR_MATH)
+    source = sources.expand_includes(SOURCE.replace("{vector_math}", native.VECTOR_MATH),
+                                     "cpu_kernels.cpp")  # fmt: skip
     library, vector_math = native.load_simd_library(source, "cpu_kernels.cpp")
     library.vector_exp = vector_math
     for name in FUNCTIONS:
         getattr(library, name).restype = None
+    library.pool = shared_pool.connect(library)
     return library
 
 
@@ -234,6 +341,17 @@ def vector_exp() -> bool:
     """Whether the kernels' exponentials are libmvec's SIMD ones (False: scalar ``expf``, or
     no kernels at all)."""
     return _built() and _library().vector_exp
+
+
+def threads_described() -> str:
+    """How the kernels use threads in this process (``kernels/shared_pool.py``): "one pool
+    with NumPy's BLAS, …", or "one thread (why)"."""
+    return _library().pool if _built() else "one thread (no CPU kernels)"
+
+
+def pool_workers() -> int:
+    """Threads the shared pool has started so far (the calling thread not counted)."""
+    return _library().pool_workers() if _built() else 0
 
 
 class CpuKernelsUnavailable(UserWarning):
@@ -339,6 +457,45 @@ def adamw_update(theta, m, v, *, decay, bias2, eps, step_size) -> np.ndarray:
         *_pointers(theta, m, v, out), ctypes.c_longlong(theta.size),
         ctypes.c_int(decay is not None), ctypes.c_float(f32(1.0 if decay is None else decay)),
         *(ctypes.c_float(f32(x)) for x in (bias2, eps, step_size)),
+    )  # fmt: skip
+    return out
+
+
+def _operand(a: np.ndarray) -> tuple[np.ndarray, bool]:
+    """``a`` (..., m, k) as BLAS reads it: its C-contiguous self, or its transpose's (True)."""
+    if a.flags.c_contiguous:
+        return a, False
+    flipped = a.swapaxes(-1, -2)
+    if flipped.flags.c_contiguous:
+        return flipped, True
+    return np.ascontiguousarray(a), False
+
+
+def batches_worth_it(a, b) -> bool:
+    """Should ``a @ b`` go to :func:`batched_matmul`: float32 host arrays with the same batch
+    axes (at least one), :data:`MIN_SIZE` elements in the result, and BLAS's product handed to
+    the kernels (``kernels/shared_pool.py``)."""
+    return (
+        all(isinstance(x, np.ndarray) and x.dtype == np.float32 for x in (a, b))
+        and a.ndim == b.ndim >= 3
+        and a.shape[:-2] == b.shape[:-2]
+        and a.shape[-1] == b.shape[-2]
+        and math.prod(a.shape[:-1]) * b.shape[-1] >= MIN_SIZE
+        and _built()
+        and _library().batched_products
+    )
+
+
+def batched_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` over the batch axes, the products spread over the shared pool's threads
+    (each on one BLAS thread) when there are at least as many as threads."""
+    (a, trans_a), (b, trans_b) = _operand(a), _operand(b)
+    m, k = (a.shape[-1], a.shape[-2]) if trans_a else a.shape[-2:]
+    n = b.shape[-2] if trans_b else b.shape[-1]
+    out = np.empty((*a.shape[:-2], m, n), np.float32)
+    _library().batched_matmul(
+        *_pointers(a, b, out), *(ctypes.c_longlong(x) for x in (out.size // (m * n), m, n, k)),
+        ctypes.c_int(trans_a), ctypes.c_int(trans_b),
     )  # fmt: skip
     return out
 

@@ -56,6 +56,13 @@ def _same(what, label, a, b):
         raise ValueError(f"{what}: {label} differ ({a} vs {b})")
 
 
+def _matmul(xp, a, b):
+    """``a @ b`` over the batch axes: on the CPU the shared pool's batched products."""
+    if on_host(xp) and cpu_kernels.batches_worth_it(a, b):
+        return cpu_kernels.batched_matmul(a, b)
+    return xp.matmul(a, b)
+
+
 def _queries_by_group(xp, a, kv):
     """(B, T, H, d) -> (B, KV, G·T, d), contiguous: row g·T + t of group kv is head kv·G + g."""
     b, t, h, d = a.shape
@@ -99,7 +106,7 @@ class HeadScores(Op):
         b, t, h, _ = a.shape
         s = k.shape[1]
         kv = k.shape[2]
-        scores = xp.matmul(_queries_by_group(xp, a, kv), _kv_major(xp, k).swapaxes(-1, -2))
+        scores = _matmul(xp, _queries_by_group(xp, a, kv), _kv_major(xp, k).swapaxes(-1, -2))
         return scores.reshape(b, h, t, s)
 
     def gradient(self, node, g, needs):
@@ -136,7 +143,7 @@ class HeadMix(Op):
         b, h, t, s = p.shape
         kv = v.shape[2]
         grouped = xp.ascontiguousarray(p).reshape(b, kv, (h // kv) * t, s)
-        return _heads_back(xp, xp.matmul(grouped, _kv_major(xp, v)), h, t)
+        return _heads_back(xp, _matmul(xp, grouped, _kv_major(xp, v)), h, t)
 
     def gradient(self, node, g, needs):
         p, v = node.inputs
@@ -178,7 +185,7 @@ class HeadMixT(Op):
         b, h, t, s = p.shape
         kv = like.shape[2]
         grouped = xp.ascontiguousarray(p).reshape(b, kv, (h // kv) * t, s)
-        out = xp.matmul(grouped.swapaxes(-1, -2), _queries_by_group(xp, a, kv))  # (B, KV, S, d)
+        out = _matmul(xp, grouped.swapaxes(-1, -2), _queries_by_group(xp, a, kv))  # (B, KV, S, d)
         return xp.ascontiguousarray(out.transpose(0, 2, 1, 3))
 
     def gradient(self, node, g, needs):

@@ -8,6 +8,8 @@ training step of notebook 08's model took about 4× longer with two BLAS threads
 one. The notebooks' matrices are at most a few hundred wide, small enough that one thread
 loses little even on an idle machine. :func:`limit_threads` sets every pool once, for the
 rest of the process; pass ``threads=os.cpu_count()`` to give them all cores back.
+course_lib's CPU kernels run on BLAS's threads (``kernels/shared_pool.py``), so this one
+limit holds for them too.
 """
 
 from __future__ import annotations

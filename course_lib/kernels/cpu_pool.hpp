@@ -1,0 +1,197 @@
+// One pool of threads for NumPy's BLAS and course_lib's CPU kernels (issue 25).
+//
+// OpenBLAS's own workers spin for a while after every call; a second pool beside them (OpenMP,
+// Python threads) fights them for the cores. OpenBLAS lets a program run its jobs instead
+// (openblas_set_threads_callback_function): registered as that callback, this pool runs the
+// matrix products' jobs and the kernels' row ranges on the same threads, one run at a time.
+//
+// Rules:
+// * job j of a run always runs on thread j (the caller is thread 0): OpenBLAS's jobs wait for
+//   each other's packed panels, so every job of a run needs a thread of its own;
+// * one run at a time (run_lock); a run started from inside a job runs its jobs one after the
+//   other on that thread, so a job must never call BLAS (none of the kernels does);
+// * the threads spin 50 µs for the next run, then sleep on a condition variable: an idle
+//   pool costs nothing on a shared machine (OpenBLAS's own threads spin for about 0.1 s);
+// * after fork() the child starts a fresh pool (its threads are created when first needed);
+// * the pool is never destroyed: at exit its threads are blocked and the process ends them.
+#include <pthread.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace pool {
+
+typedef void (*Job)(void* context, int job);
+typedef void (*BlasDojob)(int thread, void* job_data, int dojob_data);
+typedef int (*ThreadCount)(void);
+
+struct Team {
+    std::mutex lock;
+    std::condition_variable wake, done;
+    std::vector<std::thread> workers;  // worker w is thread w + 1
+    std::atomic<long> generation{0};   // one more for each run
+    std::atomic<int> pending{0};       // jobs of this run not finished on the workers
+    int jobs = 0;
+    Job job = nullptr;
+    void* context = nullptr;
+};
+
+static Team* team = new Team;          // never deleted (see above)
+static std::mutex run_lock;            // one run at a time
+static thread_local bool inside_job = false;
+static ThreadCount blas_thread_count = nullptr;  // OpenBLAS's thread count: the one knob
+
+// Spin this long for the next run before sleeping: back-to-back calls (an op's matmul, then
+// its kernel) find the threads awake, and an idle pool sleeps after 50 µs.
+static bool spin_until(const std::function<bool()>& ready) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+    for (int i = 1;; ++i) {
+        if (ready()) return true;
+        __builtin_ia32_pause();
+        if (i % 64 == 0 && std::chrono::steady_clock::now() > until) return false;
+    }
+}
+
+static void work(Team* t, int index) {
+    long seen = 0;
+    for (;;) {
+        spin_until([&] { return t->generation.load(std::memory_order_acquire) != seen; });
+        std::unique_lock<std::mutex> hold(t->lock);
+        t->wake.wait(hold, [&] { return t->generation.load() != seen; });
+        seen = t->generation.load();  // read with the run's fields, under the lock
+        if (index >= t->jobs) continue;
+        Job job = t->job;
+        void* context = t->context;
+        hold.unlock();
+        inside_job = true;
+        job(context, index);
+        inside_job = false;
+        if (t->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+            std::lock_guard<std::mutex> last(t->lock);
+            t->done.notify_one();
+        }
+    }
+}
+
+// Run job(context, j) for j = 0 .. jobs-1, job j on thread j, and return when all are done.
+static void run(int jobs, Job job, void* context) {
+    if (jobs <= 1 || inside_job) {
+        for (int j = 0; j < jobs; ++j) job(context, j);
+        return;
+    }
+    std::lock_guard<std::mutex> one_run(run_lock);
+    Team* t = team;
+    {
+        std::lock_guard<std::mutex> hold(t->lock);
+        while ((int)t->workers.size() < jobs - 1) {
+            const int index = (int)t->workers.size() + 1;
+            t->workers.emplace_back(work, t, index);
+        }
+        t->jobs = jobs;
+        t->job = job;
+        t->context = context;
+        t->pending.store(jobs - 1);
+        t->generation.fetch_add(1, std::memory_order_release);
+    }
+    t->wake.notify_all();
+    inside_job = true;
+    job(context, 0);
+    inside_job = false;
+    if (spin_until([&] { return t->pending.load(std::memory_order_acquire) == 0; })) return;
+    std::unique_lock<std::mutex> hold(t->lock);
+    t->done.wait(hold, [&] { return t->pending.load() == 0; });
+}
+
+// The threads a kernel may use now: OpenBLAS's count once connected (threadpoolctl and
+// perf.limit_threads set it), else 1.
+static int threads() {
+    if (!blas_thread_count || inside_job) return 1;
+    const int n = blas_thread_count();
+    return n > 1 ? n : 1;
+}
+
+// Split [0, count) into at most `parts` equal parts, each a multiple of `align` items except
+// the last, with at least `grain` items each, and run body(lo, hi) for each on its own thread.
+template <class Body>
+static void parallel_for(long long parts, long long count, long long grain, long long align,
+                         const Body& body) {
+    if (grain > 0 && count / grain < parts) parts = count / grain;
+    if (parts <= 1) {
+        body(0LL, count);
+        return;
+    }
+    struct Split {
+        const Body* body;
+        long long count, step;
+    };
+    const long long step = ((count + parts - 1) / parts + align - 1) / align * align;
+    Split split{&body, count, step};
+    const int jobs = (int)((count + step - 1) / step);
+    run(jobs, [](void* context, int j) {
+        const Split* s = (const Split*)context;
+        const long long lo = j * s->step;
+        const long long hi = lo + s->step < s->count ? lo + s->step : s->count;
+        (*s->body)(lo, hi);
+    }, &split);
+}
+
+// The same on as many threads as BLAS may use now.
+template <class Body>
+static void parallel_for(long long count, long long grain, long long align, const Body& body) {
+    parallel_for(threads(), count, grain, align, body);
+}
+
+struct BlasRun {
+    BlasDojob dojob;
+    char* data;
+    size_t size;
+    int argument;
+};
+
+static void blas_job(void* context, int j) {
+    const BlasRun* r = (const BlasRun*)context;
+    r->dojob(j, r->data + j * r->size, r->argument);
+}
+
+// OpenBLAS's threads callback: its `jobs` jobs of `size` bytes each, job j on thread j.
+static void blas_callback(int sync, BlasDojob dojob, int jobs, size_t size, void* data,
+                          int argument) {
+    (void)sync;  // OpenBLAS waits for its jobs in any case: so does run()
+    BlasRun r{dojob, (char*)data, size, argument};
+    run(jobs, blas_job, &r);
+}
+
+static void before_fork() { run_lock.lock(); }
+static void after_fork_parent() { run_lock.unlock(); }
+static void after_fork_child() {
+    team = new Team;  // the parent's threads do not exist here; the old team is abandoned
+    run_lock.unlock();
+}
+
+}  // namespace pool
+
+extern "C" __attribute__((visibility("default")))
+void* pool_blas_callback() { return (void*)&pool::blas_callback; }
+
+// Connect the kernels to OpenBLAS's thread count (null: one thread, as before).
+extern "C" __attribute__((visibility("default")))
+void pool_follow(void* thread_count) {
+    static std::once_flag fork_handlers;
+    std::call_once(fork_handlers, [] {
+        pthread_atfork(pool::before_fork, pool::after_fork_parent, pool::after_fork_child);
+    });
+    std::lock_guard<std::mutex> one_run(pool::run_lock);
+    pool::blas_thread_count = (pool::ThreadCount)thread_count;
+}
+
+// How many threads the pool has started (for tests): the caller's thread not counted.
+extern "C" __attribute__((visibility("default")))
+int pool_workers() {
+    std::lock_guard<std::mutex> hold(pool::team->lock);
+    return (int)pool::team->workers.size();
+}

@@ -1,0 +1,253 @@
+"""One pool of threads for NumPy's BLAS and the CPU kernels (kernels/cpu_pool.hpp,
+kernels/shared_pool.py): the same bits on any number of threads, BLAS's own results, and a
+process that forks, runs threads of its own and exits as before."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
+
+from course_lib.kernels import cpu_kernels, shared_pool
+
+needs_kernels = pytest.mark.skipif(
+    not cpu_kernels.worth_it(np.zeros(cpu_kernels.MIN_SIZE, np.float32)), reason="no C++ compiler"
+)
+needs_pool = pytest.mark.skipif(
+    shared_pool.numpy_openblas()[0] is None, reason="NumPy's BLAS takes no threads callback"
+)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PART = 16384  # the kernels' smallest part (MIN_PART in cpu_kernels.py)
+
+
+def _blas_threads() -> int:
+    return next(p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas")
+
+
+def _python(code: str, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh interpreter (its own pool, its own exit), 120 s at most."""
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True,
+        timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT, **env},
+    )  # fmt: skip
+
+
+def test_numpys_openblas_with_a_callback_is_always_used():
+    """Where NumPy's BLAS is a pthreads OpenBLAS with the callback, the pool is connected;
+    elsewhere the kernels say why they stay on one thread."""
+    blas, found = shared_pool.numpy_openblas()
+    described = cpu_kernels.threads_described()
+    if blas is None:
+        assert described == f"one thread ({found})"
+    else:
+        assert described == f"one pool with NumPy's BLAS, {found}"
+    info = next(p for p in threadpool_info() if p["user_api"] == "blas")
+    version = tuple(int(x) for x in info["version"].split(".")[:3])
+    if info["internal_api"] == "openblas" and info["threading_layer"] == "pthreads":
+        assert (blas is not None) == (version >= (0, 3, 27)), "the callback came in 0.3.27"
+
+
+def _arrays(seed=0):
+    rng = np.random.default_rng(seed)
+
+    def normal(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+
+    scores = normal(4, 8, 64, 67) * 4  # 2048 ragged rows: parts of 245 rows
+    scores[0, 0, 3, 1], scores[1, 2, 5, 2], scores[3, 7, 60, :] = np.nan, np.inf, -np.inf
+    x = normal(4 * PART + 37)  # four parts of whole 64-float blocks and a ragged tail
+    x[:5] = [np.nan, np.inf, -np.inf, 0.0, -0.0]
+    rows, w = normal(1100, 131), normal(131)
+    rope_x, cos, sin = normal(3, 40, 5, 64), normal(40, 32), normal(40, 32)
+    return scores, x, rows, w, rope_x, cos, sin
+
+
+def _every_kernel(scores, x, rows, w, rope_x, cos, sin) -> dict:
+    k = cpu_kernels
+    with np.errstate(all="ignore"):
+        return {
+            "causal_softmax": k.causal_softmax(scores, 0.3),
+            "softmax_grad": k.softmax_grad(scores, np.abs(scores), 0.5),
+            "rope": k.rope(rope_x, cos, sin, axis=1),
+            "rms_norm": k.rms_norm(rows, w, 1e-5),
+            "rms_norm_grad_x": k.rms_norm_grad_x(rows[::-1], rows, w, 1e-5),
+            "sigmoid": k.sigmoid(x),
+            "silu": k.silu(x),
+            "silu_grad": k.silu_grad(x[::-1], x),
+            "adam_moment": k.adam_moment(x, x[::-1], 0.9, 2),
+            "adamw_update": k.adamw_update(x, x[::-1], np.abs(x), decay=0.99, bias2=1.0,
+                                           eps=1e-8, step_size=1e-3),  # fmt: skip
+        }
+
+
+@needs_kernels
+@needs_pool
+@pytest.mark.parametrize("threads", [2, 3, 4])
+def test_every_kernel_gives_the_same_bits_on_any_number_of_threads(threads):
+    arrays = _arrays()
+    with threadpool_limits(1):
+        alone = _every_kernel(*arrays)
+    with threadpool_limits(threads):
+        split = _every_kernel(*arrays)
+    assert cpu_kernels.pool_workers() >= threads - 1, "the kernels used the pool's threads"
+    for name, expected in alone.items():
+        assert split[name].tobytes() == expected.tobytes(), name
+
+
+@needs_kernels
+def test_small_arrays_stay_on_the_calling_thread():
+    """A part smaller than 16384 floats costs more than it saves: no split, same values."""
+    x = np.linspace(-5, 5, PART + 100, dtype=np.float32)
+    with threadpool_limits(4):
+        before = cpu_kernels.pool_workers()
+        y = cpu_kernels.silu(x)
+    assert cpu_kernels.pool_workers() == before or before >= 3
+    with threadpool_limits(1):
+        assert y.tobytes() == cpu_kernels.silu(x).tobytes()
+
+
+def _products(seed=0):
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((6, 4, 96, 32), dtype=np.float32)
+    k = rng.standard_normal((6, 4, 80, 32), dtype=np.float32)
+    p = rng.standard_normal((6, 4, 96, 80), dtype=np.float32)
+    return {
+        "a @ bᵀ (attention scores)": (q, k.swapaxes(-1, -2)),
+        "a @ b (probabilities times values)": (p, k),
+        "aᵀ @ b (the values' adjoint)": (p.swapaxes(-1, -2), q),
+        "a strided operand (copied first)": (q[:, :, ::2], k.swapaxes(-1, -2)[:, :, :, :48]),
+    }
+
+
+@needs_kernels
+@needs_pool
+@pytest.mark.parametrize("threads", [1, 2, 3, 30])
+def test_batched_products_are_numpys_on_one_thread(threads):
+    """Each product on one BLAS thread: NumPy's one-thread bits, for every layout; with
+    more threads than products (30) one product after the other, on BLAS's threads."""
+    for name, (a, b) in _products().items():
+        with threadpool_limits(1):
+            expected = a @ b
+        with threadpool_limits(threads):
+            assert cpu_kernels.batches_worth_it(a, b), name
+            got = cpu_kernels.batched_matmul(a, b)
+            assert _blas_threads() == threads, "BLAS's thread count is given back"
+        if threads < 30:
+            assert got.tobytes() == expected.tobytes(), name
+        else:
+            np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def test_batched_products_decline_what_they_do_not_compute():
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((4, 64, 128)).astype(np.float32)
+    b = rng.standard_normal((4, 128, 64)).astype(np.float32)
+    assert not cpu_kernels.batches_worth_it(a.astype(np.float64), b)  # float32 only
+    assert not cpu_kernels.batches_worth_it(a[0], b[0])  # no batch axis: MatMul's BLAS call
+    assert not cpu_kernels.batches_worth_it(a, b[:2])  # batch axes differ (broadcasting)
+    assert not cpu_kernels.batches_worth_it(a, b[:, :100])  # inner sizes differ
+    assert not cpu_kernels.batches_worth_it(a[:, :2, :], b[:, :, :2])  # too small a result
+
+
+@needs_kernels
+@needs_pool
+def test_blas_through_the_pool_gives_openblas_own_bits(tmp_path):
+    """The same matrix products, on the pool and on OpenBLAS's own threads (the pool off in
+    a second interpreter), bit for bit at each thread count."""
+    code = """
+        import sys, numpy as np
+        from threadpoolctl import threadpool_limits
+        from course_lib.kernels import cpu_kernels, shared_pool
+        cpu_kernels._library()
+        a = np.random.default_rng(1).standard_normal((700, 300)).astype(np.float32)
+        out = {}
+        for t in (1, 2, 3):
+            with threadpool_limits(t):
+                out[str(t)] = a @ a.T
+        np.savez(sys.argv[1], **out)
+        print(cpu_kernels.threads_described())
+    """
+    results = {}
+    for setting in ("1", "0"):
+        path = str(tmp_path / f"products_{setting}.npz")
+        run = _python(code, path, **{shared_pool.ENV: setting})
+        assert run.returncode == 0, run.stderr
+        results[setting] = (run.stdout, dict(np.load(path)))
+    assert results["1"][0].startswith("one pool")
+    assert results["0"][0].strip() == f"one thread ({shared_pool.ENV}=0)"
+    for t, product in results["1"][1].items():
+        assert product.tobytes() == results["0"][1][t].tobytes(), f"{t} threads"
+
+
+@needs_kernels
+@needs_pool
+def test_a_forked_child_gets_a_pool_of_its_own_and_the_process_exits():
+    """After fork the parent's threads do not exist in the child: it starts its own; the
+    parent still has its pool; and the interpreter exits (no thread left waiting)."""
+    run = _python("""
+        import os, numpy as np
+        from threadpoolctl import threadpool_limits
+        from course_lib.kernels import cpu_kernels, shared_pool
+        a = np.random.default_rng(2).standard_normal((600, 600)).astype(np.float32)
+        x = np.linspace(-3, 3, 5 * 16384, dtype=np.float32)
+        with threadpool_limits(2):
+            expected = (a @ a, cpu_kernels.silu(x))
+            pid = os.fork()
+            if pid == 0:
+                again = (a @ a, cpu_kernels.silu(x))
+                same = all(np.array_equal(u, v) for u, v in zip(again, expected))
+                os._exit(0 if same and cpu_kernels.pool_workers() >= 1 else 3)
+            _, status = os.waitpid(pid, 0)
+            assert os.waitstatus_to_exitcode(status) == 0, status
+            assert np.array_equal(a @ a, expected[0]) and cpu_kernels.pool_workers() >= 1
+        print("ok")
+    """)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr
+
+
+@needs_kernels
+@needs_pool
+def test_python_threads_calling_blas_and_kernels_at_once_get_serial_results():
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((400, 400)).astype(np.float32)
+    x = rng.standard_normal(3 * PART).astype(np.float32)
+    with threadpool_limits(2):
+        expected = (a @ a, cpu_kernels.sigmoid(x))
+        failures = []
+
+        def hammer():
+            for _ in range(20):
+                if not (np.array_equal(a @ a, expected[0])
+                        and np.array_equal(cpu_kernels.sigmoid(x), expected[1])):  # fmt: skip
+                    failures.append(threading.get_ident())
+
+        threads = [threading.Thread(target=hammer) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "a thread hung"
+    assert failures == []
+
+
+@needs_kernels
+def test_the_pool_can_be_switched_off_and_one_thread_starts_nothing():
+    run = _python("""
+        import numpy as np
+        from threadpoolctl import threadpool_limits
+        from course_lib.kernels import cpu_kernels, shared_pool
+        from course_lib.perf import limit_threads
+        x = np.linspace(-3, 3, 8 * 16384, dtype=np.float32)
+        with threadpool_limits(4):
+            y = cpu_kernels.silu(x)
+        kernels = cpu_kernels._library()
+        print(cpu_kernels.threads_described(), cpu_kernels.pool_workers(), kernels.batched_products)
+        limit_threads(1)
+        print(np.array_equal(cpu_kernels.silu(x), y), cpu_kernels.pool_workers())
+    """, **{shared_pool.ENV: "0"})
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == [f"one thread ({shared_pool.ENV}=0) 0 False", "True 0"]
