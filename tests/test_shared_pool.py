@@ -81,6 +81,9 @@ def _every_kernel(scores, x, rows, w, rope_x, cos, sin) -> dict:
             "adam_moment": k.adam_moment(x, x[::-1], 0.9, 2),
             "adamw_update": k.adamw_update(x, x[::-1], np.abs(x), decay=0.99, bias2=1.0,
                                            eps=1e-8, step_size=1e-3),  # fmt: skip
+            "sum_of": k.sum_of(x, x[::-1], np.roll(x, 3)),
+            "product": k.product(x, x[::-1]),
+            "rows_added_at": k.rows_added_at(rows, np.arange(1100) % 7, 7),
         }
 
 
@@ -110,47 +113,54 @@ def test_small_arrays_stay_on_the_calling_thread():
         assert y.tobytes() == cpu_kernels.silu(x).tobytes()
 
 
-def _products(seed=0):
+def _head_products(kv: int, seed=0) -> dict:
+    """The three attention products on GQA arrays (B=3, T=40, H=6, S=50, d=32), as
+    (op, inputs); the queries strided, so that the kernels' path copies them first."""
+    from course_lib.ops.attention import HeadMix, HeadMixT, HeadScores  # noqa: PLC0415
+
     rng = np.random.default_rng(seed)
-    q = rng.standard_normal((6, 4, 96, 32), dtype=np.float32)
-    k = rng.standard_normal((6, 4, 80, 32), dtype=np.float32)
-    p = rng.standard_normal((6, 4, 96, 80), dtype=np.float32)
+
+    def normal(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+
+    a = normal(3, 80, 6, 32)[:, ::2]
+    k, p = normal(3, 50, kv, 32), normal(3, 6, 40, 50)
     return {
-        "a @ bᵀ (attention scores)": (q, k.swapaxes(-1, -2)),
-        "a @ b (probabilities times values)": (p, k),
-        "aᵀ @ b (the values' adjoint)": (p.swapaxes(-1, -2), q),
-        "a strided operand (copied first)": (q[:, :, ::2], k.swapaxes(-1, -2)[:, :, :, :48]),
+        "scores a·kᵀ": (HeadScores(), (a, k)),
+        "mix p·v": (HeadMix(), (p, k)),
+        "mix_t Σ pᵀ·a": (HeadMixT(), (p, a, k)),
     }
 
 
 @needs_kernels
 @needs_pool
-@pytest.mark.parametrize("threads", [1, 2, 3, 30])
-def test_batched_products_are_numpys_on_one_thread(threads):
-    """Each product on one BLAS thread: NumPy's one-thread bits, for every layout; with
-    more threads than products (30) one product after the other, on BLAS's threads."""
-    for name, (a, b) in _products().items():
-        with threadpool_limits(1):
-            expected = a @ b
+@pytest.mark.parametrize("kv", [1, 2, 6])
+def test_attention_products_read_in_place_match_the_grouped_products(kv, monkeypatch):
+    """One BLAS product per (batch, head), read where each head lies: the grouped matmul's
+    values (to float32 rounding: OpenBLAS may sum in another order), the same bits on any
+    thread count, and BLAS's thread count given back."""
+    results = {}
+    for threads in (1, 2, 3, 300):  # 300: more threads than products, one after the other
         with threadpool_limits(threads):
-            assert cpu_kernels.batches_worth_it(a, b), name
-            got = cpu_kernels.batched_matmul(a, b)
-            assert _blas_threads() == threads, "BLAS's thread count is given back"
-        if threads < 30:
-            assert got.tobytes() == expected.tobytes(), name
-        else:
-            np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5, err_msg=name)
+            before = _blas_threads()
+            results[threads] = {name: op.compute(np, *args)
+                                for name, (op, args) in _head_products(kv).items()}  # fmt: skip
+            assert _blas_threads() == before, "BLAS's thread count is given back"
+    monkeypatch.setattr(cpu_kernels, "products_worth_it", lambda *a: False)
+    for name, (op, args) in _head_products(kv).items():
+        grouped = op.compute(np, *args)  # the array module's path
+        assert results[1][name].shape == grouped.shape
+        np.testing.assert_allclose(results[1][name], grouped, rtol=1e-5, atol=1e-5, err_msg=name)
+        for threads in (2, 3):
+            assert results[threads][name].tobytes() == results[1][name].tobytes(), name
+        np.testing.assert_allclose(results[300][name], grouped, rtol=1e-5, atol=1e-5)
 
 
-def test_batched_products_decline_what_they_do_not_compute():
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((4, 64, 128)).astype(np.float32)
-    b = rng.standard_normal((4, 128, 64)).astype(np.float32)
-    assert not cpu_kernels.batches_worth_it(a.astype(np.float64), b)  # float32 only
-    assert not cpu_kernels.batches_worth_it(a[0], b[0])  # no batch axis: MatMul's BLAS call
-    assert not cpu_kernels.batches_worth_it(a, b[:2])  # batch axes differ (broadcasting)
-    assert not cpu_kernels.batches_worth_it(a, b[:, :100])  # inner sizes differ
-    assert not cpu_kernels.batches_worth_it(a[:, :2, :], b[:, :, :2])  # too small a result
+def test_attention_products_on_the_array_module_below_the_size():
+    """Small or float64 arrays keep the array module's grouped matmul."""
+    small = np.zeros((1, 4, 2, 8), np.float32)
+    assert not cpu_kernels.products_worth_it(small, small)
+    assert not cpu_kernels.products_worth_it(np.zeros((64, 64, 8)), np.zeros((64, 64, 8)))
 
 
 @needs_kernels
@@ -251,3 +261,53 @@ def test_the_pool_can_be_switched_off_and_one_thread_starts_nothing():
     """, **{shared_pool.ENV: "0"})
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines() == [f"one thread ({shared_pool.ENV}=0) 0 False", "True 0"]
+
+
+@needs_kernels
+@needs_pool
+def test_the_ops_use_the_pool_for_large_sums_products_and_the_embedding_adjoint(monkeypatch):
+    """Add, Mul, AddN and TakeAdjoint on the kernels when more than one thread may work:
+    NumPy's values (NaN where NumPy has NaN, every other bit equal)."""
+    from course_lib.ops.elementwise import Add, AddN, Mul  # noqa: PLC0415
+    from course_lib.ops.shape import TakeAdjoint  # noqa: PLC0415
+
+    used = []
+    for name in ("sum_of", "product", "rows_added_at"):
+        kernel = getattr(cpu_kernels, name)
+        monkeypatch.setattr(cpu_kernels, name, lambda *a, _k=kernel, _n=name: used.append(_n)
+                            or _k(*a))  # fmt: skip
+    _, x, rows, *_ = _arrays()
+    y, z = x[::-1].copy(), np.roll(x, 5)
+    ids = np.random.default_rng(4).integers(0, 9, (25, 44))
+    g = np.random.default_rng(5).standard_normal((25, 44, 131)).astype(np.float32)
+    table = np.zeros((9, 131), np.float32)
+    expected_rows = np.zeros_like(table)
+    np.add.at(expected_rows, ids, g)
+    cases = [
+        (Add(), (x, y), x + y), (Mul(), (x, y), x * y), (AddN(), (x, y, z), (x + y) + z),
+        (TakeAdjoint(), (g, ids, table), expected_rows),
+    ]  # fmt: skip
+    with threadpool_limits(2), np.errstate(all="ignore"):
+        for op, args, expected in cases:
+            got = op.compute(np, *args)
+            nan = np.isnan(expected)
+            assert np.array_equal(np.isnan(got), nan), op.name
+            assert got[~nan].tobytes() == expected[~nan].tobytes(), op.name
+    assert used == ["sum_of", "product", "sum_of", "rows_added_at"]
+    used.clear()
+    with threadpool_limits(1):  # one thread: NumPy's own loops (a little faster there)
+        Add().compute(np, x, y)
+        Mul().compute(np, x, y)
+    assert used == []
+
+
+def test_the_embedding_adjoint_refuses_bad_ids_on_the_kernel_path_too():
+    from course_lib.errors import OutOfRangeError  # noqa: PLC0415
+    from course_lib.ops.shape import TakeAdjoint  # noqa: PLC0415
+
+    g = np.ones((64, 512), np.float32)
+    for bad in (-1, 9):
+        ids = np.zeros(64, np.int64)
+        ids[17] = bad
+        with pytest.raises(OutOfRangeError, match=f"id {bad} at position \\(17,\\)"):
+            TakeAdjoint().compute(np, g, ids, np.zeros((9, 512), np.float32))

@@ -28,7 +28,8 @@ import numpy as np
 from ..backend import host_array
 from .errors import KernelError
 
-#: Smallest array worth a call (smaller ones: NumPy's few microseconds are as fast).
+#: Smallest array worth a call (smaller ones: NumPy's few microseconds are as fast), and the
+#: smallest part a thread gets.
 MIN_SIZE = 2**14
 
 SOURCE = """\
@@ -42,7 +43,7 @@ SOURCE = """\
 #include "cpu_pool.hpp"
 
 // Each thread's part is at least this many floats (smaller parts cost more than they save)
-static const long long MIN_PART = 16384;
+static const long long MIN_PART = {min_part};
 
 static long long rows_per_part(long long n) { return n > 0 ? (MIN_PART + n - 1) / n : 1; }
 
@@ -204,10 +205,14 @@ void rms_norm_grad_x(const float* g, const float* x, const float* w, float* out,
     EACH_ROW_RANGE(rows, n, rms_norm_grad_x_rows(g, x, w, out, lo, hi, n, eps));
 }
 
-// Batched products (a[i] @ b[i], row-major, either operand transposed) with NumPy's BLAS:
-// when there are at least as many products as threads, each thread computes whole products
-// with BLAS on one thread (OpenBLAS splits a 256×128×32 product in at most 4 jobs, which
-// leaves most of 16 threads idle); otherwise one product after the other on BLAS's threads.
+// Batched products with NumPy's BLAS, read in place: item (i, j, g) of outer × middle × inner
+// multiplies the m×k matrix at a + i·sa[0] + j·sa[1] + g·sa[2] (rows ld[0] apart; stored k×m
+// when trans_a) by the k×n matrix at b + (the same with sb; rows ld[1] apart; stored n×k
+// when trans_b) into the m×n matrix at c + (the same with sc; rows ld[2] apart). Where
+// sc[2] is 0 the inner items add up into one matrix, in g's order. With at least as many
+// (independent) items as threads, each thread computes whole products with BLAS on one
+// thread: OpenBLAS splits a 128×128×32 product in at most two jobs, which leaves most of 16
+// threads idle. Otherwise one product after the other, each on BLAS's threads.
 typedef void (*Sgemm)(int, int, int, long long, long long, long long, float, const float*,
                       long long, const float*, long long, float, float*, long long);
 typedef void (*SetThreads)(int);
@@ -221,23 +226,92 @@ void use_blas(void* sgemm, void* set_threads) {
 }
 
 extern "C" __attribute__((visibility("default")))
-void batched_matmul(const float* a, const float* b, float* c, long long batch, long long m,
-                    long long n, long long k, int trans_a, int trans_b) {
+void strided_matmul(const float* a, const float* b, float* c, const long long* items,
+                    long long m, long long n, long long k, int trans_a, int trans_b,
+                    const long long* ld, const long long* sa, const long long* sb,
+                    const long long* sc) {
     enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112 };
-    const auto each = [=](long long lo, long long hi) {
-        for (long long i = lo; i < hi; ++i)
-            blas_sgemm(ROW_MAJOR, trans_a ? TRANS : NO_TRANS, trans_b ? TRANS : NO_TRANS, m, n,
-                       k, 1.0f, a + i * m * k, trans_a ? m : k, b + i * k * n, trans_b ? k : n,
-                       0.0f, c + i * m * n, n);
+    const long long middle = items[1], inner = items[2];
+    const bool summed = sc[2] == 0;
+    const auto product = [=](long long i, long long j, long long g, float beta) {
+        blas_sgemm(ROW_MAJOR, trans_a ? TRANS : NO_TRANS, trans_b ? TRANS : NO_TRANS, m, n, k,
+                   1.0f, a + i * sa[0] + j * sa[1] + g * sa[2], ld[0],
+                   b + i * sb[0] + j * sb[1] + g * sb[2], ld[1], beta,
+                   c + i * sc[0] + j * sc[1] + g * sc[2], ld[2]);
     };
+    const auto each = [=](long long lo, long long hi) {  // items [lo, hi) of the parallel ones
+        for (long long item = lo; item < hi; ++item) {
+            if (summed) {
+                for (long long g = 0; g < inner; ++g)
+                    product(item / middle, item % middle, g, g ? 1.0f : 0.0f);
+            } else {
+                const long long ij = item / inner;
+                product(ij / middle, ij % middle, item % inner, 0.0f);
+            }
+        }
+    };
+    const long long count = items[0] * middle * (summed ? 1 : inner);
     const int threads = pool::threads();
-    if (threads <= 1 || batch < threads) {
-        each(0, batch);
+    if (threads <= 1 || count < threads) {
+        each(0, count);
         return;
     }
     blas_set_threads(1);  // BLAS on one thread inside each job (a job must not use BLAS's threads)
-    pool::parallel_for(threads, batch, 1, 1, each);
+    pool::parallel_for(threads, count, 1, 1, each);
     blas_set_threads(threads);
+}
+
+// Sums and products of same-shape arrays: NumPy's loops split over the threads (an add or a
+// multiply per element, in NumPy's order: ((x0 + x1) + x2) + ...)
+static void sum_part(const float* const* xs, int count, float* __restrict__ out, long long lo,
+                     long long hi) {
+    const float* __restrict__ x0 = xs[0];
+    const float* __restrict__ x1 = xs[1];
+    #pragma omp simd
+    for (long long i = lo; i < hi; ++i) out[i] = x0[i] + x1[i];
+    for (int k = 2; k < count; ++k) {
+        const float* __restrict__ xk = xs[k];
+        #pragma omp simd
+        for (long long i = lo; i < hi; ++i) out[i] += xk[i];
+    }
+}
+
+extern "C" __attribute__((visibility("default")))
+void sum_of(const float* const* xs, int count, float* out, long long n) {
+    EACH_ELEMENT_RANGE(n, sum_part(xs, count, out, lo, hi));
+}
+
+static void product_part(const float* __restrict__ x, const float* __restrict__ y,
+                         float* __restrict__ out, long long n) {
+    #pragma omp simd
+    for (long long i = 0; i < n; ++i) out[i] = x[i] * y[i];
+}
+
+extern "C" __attribute__((visibility("default")))
+void product(const float* x, const float* y, float* out, long long n) {
+    EACH_ELEMENT_RANGE(n, product_part(x + lo, y + lo, out + lo, hi - lo));
+}
+
+// The embedding's adjoint: out[ids[i]] += g[i] for the rows i in order (np.add.at's order),
+// each thread on its own block of 16-float columns (no two threads write one cache line)
+static void rows_added_at_part(const float* __restrict__ g, const long long* __restrict__ ids,
+                               float* __restrict__ out, long long rows, long long width,
+                               long long lo, long long hi) {
+    for (long long i = 0; i < rows; ++i) {
+        const float* gi = g + i * width;
+        float* target = out + ids[i] * width;
+        #pragma omp simd
+        for (long long j = lo; j < hi; ++j) target[j] += gi[j];
+    }
+}
+
+extern "C" __attribute__((visibility("default")))
+void rows_added_at(const float* g, const long long* ids, float* out, long long rows,
+                   long long width) {
+    pool::parallel_for(width, rows > 0 ? (MIN_PART + rows - 1) / rows : width, 16,
+                       [=](long long lo, long long hi) {
+                           rows_added_at_part(g, ids, out, rows, width, lo, hi);
+                       });
 }
 
 // sigmoid(x) = 1 / (1 + exp(−x)); SiLU x·sigmoid(x) = x / (1 + exp(−x))
@@ -319,7 +393,8 @@ void adamw_update(const float* theta, const float* m, const float* v, float* out
 
 
 FUNCTIONS = ("causal_softmax", "softmax_grad", "rope", "rms_norm", "rms_norm_grad_x", "sigmoid",
-             "silu", "silu_grad", "adam_moment", "adamw_update", "batched_matmul")  # fmt: skip
+             "silu", "silu_grad", "adam_moment", "adamw_update", "strided_matmul", "sum_of",
+             "product", "rows_added_at")  # fmt: skip
 
 
 @functools.cache
@@ -327,8 +402,8 @@ def _library():
     """The kernels, with libmvec's SIMD ``expf`` where it links, else the scalar ``expf``."""
     from . import native, shared_pool, sources  # noqa: PLC0415  (loaded on first use)
 
-    source = sources.expand_includes(SOURCE.replace("{vector_math}", native.VECTOR_MATH),
-                                     "cpu_kernels.cpp")  # fmt: skip
+    source = SOURCE.replace("{vector_math}", native.VECTOR_MATH)
+    source = sources.expand_includes(source.replace("{min_part}", str(MIN_SIZE)), "cpu_kernels.cpp")
     library, vector_math = native.load_simd_library(source, "cpu_kernels.cpp")
     library.vector_exp = vector_math
     for name in FUNCTIONS:
@@ -461,43 +536,73 @@ def adamw_update(theta, m, v, *, decay, bias2, eps, step_size) -> np.ndarray:
     return out
 
 
-def _operand(a: np.ndarray) -> tuple[np.ndarray, bool]:
-    """``a`` (..., m, k) as BLAS reads it: its C-contiguous self, or its transpose's (True)."""
-    if a.flags.c_contiguous:
-        return a, False
-    flipped = a.swapaxes(-1, -2)
-    if flipped.flags.c_contiguous:
-        return flipped, True
-    return np.ascontiguousarray(a), False
+def splits(*arrays) -> bool:
+    """Should a plain sum or product of these arrays go to this module (:func:`sum_of`,
+    :func:`product`): :func:`worth_it`, at least two parts' worth of elements, and more than
+    one thread to split them over (on one thread NumPy's own loops are a little faster)."""
+    return worth_it(*arrays) and arrays[0].size >= 2 * MIN_SIZE and _library().pool_threads() > 1
 
 
-def batches_worth_it(a, b) -> bool:
-    """Should ``a @ b`` go to :func:`batched_matmul`: float32 host arrays with the same batch
-    axes (at least one), :data:`MIN_SIZE` elements in the result, and BLAS's product handed to
-    the kernels (``kernels/shared_pool.py``)."""
+def sum_of(*arrays: np.ndarray) -> np.ndarray:
+    """``((x₀ + x₁) + x₂) + …`` elementwise, NumPy's order, split over the pool's threads."""
+    arrays = [_rows(a) for a in arrays]
+    out = np.empty_like(arrays[0])
+    pointers = (ctypes.c_void_p * len(arrays))(*(a.ctypes.data for a in arrays))
+    _library().sum_of(pointers, ctypes.c_int(len(arrays)), *_pointers(out),
+                      ctypes.c_longlong(out.size))  # fmt: skip
+    return out
+
+
+def product(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``x · y`` elementwise, split over the pool's threads."""
+    x, y = _rows(x), _rows(y)
+    out = np.empty_like(x)
+    _library().product(*_pointers(x, y, out), ctypes.c_longlong(out.size))
+    return out
+
+
+def rows_added_at(g: np.ndarray, ids: np.ndarray, rows: int) -> np.ndarray:
+    """The embedding's adjoint: zeros ``(rows, width)`` with each row of ``g`` (..., width)
+    added to row ``ids[...]``, in ``np.add.at``'s order (its bits). ``ids`` are checked
+    already (``0 <= id < rows``)."""
+    width = g.shape[-1]
+    g = _rows(g)
+    ids = np.ascontiguousarray(ids, dtype=np.int64)
+    out = np.zeros((rows, width), np.float32)
+    _library().rows_added_at(*_pointers(g, ids, out), ctypes.c_longlong(ids.size),
+                             ctypes.c_longlong(width))  # fmt: skip
+    return out
+
+
+def products_worth_it(*arrays) -> bool:
+    """Should products of these arrays go to :func:`strided_matmul`: float32 host arrays of at
+    least :data:`MIN_SIZE` elements, and BLAS's product handed to the kernels
+    (``kernels/shared_pool.py``)."""
     return (
-        all(isinstance(x, np.ndarray) and x.dtype == np.float32 for x in (a, b))
-        and a.ndim == b.ndim >= 3
-        and a.shape[:-2] == b.shape[:-2]
-        and a.shape[-1] == b.shape[-2]
-        and math.prod(a.shape[:-1]) * b.shape[-1] >= MIN_SIZE
+        all(isinstance(a, np.ndarray) and a.dtype == np.float32 for a in arrays)
+        and max(a.size for a in arrays) >= MIN_SIZE
         and _built()
         and _library().batched_products
     )
 
 
-def batched_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``a @ b`` over the batch axes, the products spread over the shared pool's threads
-    (each on one BLAS thread) when there are at least as many as threads."""
-    (a, trans_a), (b, trans_b) = _operand(a), _operand(b)
-    m, k = (a.shape[-1], a.shape[-2]) if trans_a else a.shape[-2:]
-    n = b.shape[-2] if trans_b else b.shape[-1]
-    out = np.empty((*a.shape[:-2], m, n), np.float32)
-    _library().batched_matmul(
-        *_pointers(a, b, out), *(ctypes.c_longlong(x) for x in (out.size // (m * n), m, n, k)),
-        ctypes.c_int(trans_a), ctypes.c_int(trans_b),
+def strided_matmul(a, b, out, items, mnk, trans, ld, strides) -> np.ndarray:
+    """Products of matrices read in place from C-contiguous float32 ``a`` and ``b`` into
+    ``out``: ``items`` = (outer, middle, inner) products, ``mnk`` their sizes, ``trans`` whether
+    ``a``'s and ``b``'s matrices are stored transposed, ``ld`` the row strides of ``a``, ``b``,
+    ``out``, ``strides`` three triples (in elements) from one item to the next along each of
+    the three item axes, for ``a``, ``b`` and ``out``; an ``out`` stride 0 on the inner axis adds
+    those products into one matrix. Nothing is checked here: the attention ops compute these
+    numbers from shapes they have checked (``ops/attention.py``)."""
+    _library().strided_matmul(
+        *_pointers(a, b, out), _longs(items), *(ctypes.c_longlong(x) for x in mnk),
+        *(ctypes.c_int(t) for t in trans), _longs(ld), *(_longs(s) for s in strides),
     )  # fmt: skip
     return out
+
+
+def _longs(values):
+    return (ctypes.c_longlong * len(values))(*values)
 
 
 def _elementwise(name: str, x: np.ndarray) -> np.ndarray:

@@ -189,6 +189,10 @@ void pool_follow(void* thread_count) {
     pool::blas_thread_count = (pool::ThreadCount)thread_count;
 }
 
+// The threads a kernel called now would use.
+extern "C" __attribute__((visibility("default")))
+int pool_threads() { return pool::threads(); }
+
 // How many threads the pool has started (for tests): the caller's thread not counted.
 extern "C" __attribute__((visibility("default")))
 int pool_workers() {

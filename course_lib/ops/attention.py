@@ -56,11 +56,51 @@ def _same(what, label, a, b):
         raise ValueError(f"{what}: {label} differ ({a} vs {b})")
 
 
-def _matmul(xp, a, b):
-    """``a @ b`` over the batch axes: on the CPU the shared pool's batched products."""
-    if on_host(xp) and cpu_kernels.batches_worth_it(a, b):
-        return cpu_kernels.batched_matmul(a, b)
-    return xp.matmul(a, b)
+def _in_place(xp, *arrays):
+    """The arrays, C-contiguous, where the CPU kernels take the products (BLAS handed to them,
+    float32, large enough); else None (the array module's grouped matmul)."""
+    if on_host(xp) and cpu_kernels.products_worth_it(*arrays):
+        return [np.ascontiguousarray(x) for x in arrays]
+    return None
+
+
+# On the CPU the products read each head where it lies, one product per (batch, head): no
+# copies into grouped layouts and back (cpu_kernels.strided_matmul; strides in elements).
+def _scores_in_place(a, k):
+    """(B, T, H, d), (B, S, KV, d) -> (B, H, T, S): item (b, kv, g) is a[b, :, h] @ k[b, :, kv]ᵀ."""
+    b, t, h, d = a.shape
+    s, kv = k.shape[1], k.shape[2]
+    g = h // kv
+    out = np.empty((b, h, t, s), np.float32)
+    strides = ((t * h * d, g * d, d), (s * kv * d, d, 0), (h * t * s, g * t * s, t * s))
+    return cpu_kernels.strided_matmul(
+        a, k, out, (b, kv, g), (t, s, d), (False, True), (h * d, kv * d, s), strides
+    )
+
+
+def _mix_in_place(p, v):
+    """(B, H, T, S), (B, S, KV, d) -> (B, T, H, d): item (b, kv, g) is p[b, h] @ v[b, :, kv]."""
+    b, h, t, s = p.shape
+    kv, d = v.shape[2], v.shape[3]
+    g = h // kv
+    out = np.empty((b, t, h, d), np.float32)
+    strides = ((h * t * s, g * t * s, t * s), (s * kv * d, d, 0), (t * h * d, g * d, d))
+    return cpu_kernels.strided_matmul(
+        p, v, out, (b, kv, g), (t, d, s), (False, False), (s, kv * d, h * d), strides
+    )
+
+
+def _mix_t_in_place(p, a, kv):
+    """(B, H, T, S), (B, T, H, d) -> (B, S, KV, d): Σ over the group's heads of p[b, h]ᵀ @
+    a[b, :, h] (out's head stride 0: the products add up, heads in order)."""
+    b, h, t, s = p.shape
+    d = a.shape[3]
+    g = h // kv
+    out = np.zeros((b, s, kv, d), np.float32)  # zeros: a group of no heads sums to 0
+    strides = ((h * t * s, g * t * s, t * s), (t * h * d, g * d, d), (s * kv * d, d, 0))
+    return cpu_kernels.strided_matmul(
+        p, a, out, (b, kv, g), (s, d, t), (True, False), (s, h * d, kv * d), strides
+    )
 
 
 def _queries_by_group(xp, a, kv):
@@ -103,10 +143,12 @@ class HeadScores(Op):
         return (a[0], a[2], a[1], k[1])
 
     def compute(self, xp, a, k):
+        if (arrays := _in_place(xp, a, k)) is not None:
+            return _scores_in_place(*arrays)
         b, t, h, _ = a.shape
         s = k.shape[1]
         kv = k.shape[2]
-        scores = _matmul(xp, _queries_by_group(xp, a, kv), _kv_major(xp, k).swapaxes(-1, -2))
+        scores = xp.matmul(_queries_by_group(xp, a, kv), _kv_major(xp, k).swapaxes(-1, -2))
         return scores.reshape(b, h, t, s)
 
     def gradient(self, node, g, needs):
@@ -140,10 +182,12 @@ class HeadMix(Op):
         return (p[0], p[2], p[1], v[3])
 
     def compute(self, xp, p, v):
+        if (arrays := _in_place(xp, p, v)) is not None:
+            return _mix_in_place(*arrays)
         b, h, t, s = p.shape
         kv = v.shape[2]
         grouped = xp.ascontiguousarray(p).reshape(b, kv, (h // kv) * t, s)
-        return _heads_back(xp, _matmul(xp, grouped, _kv_major(xp, v)), h, t)
+        return _heads_back(xp, xp.matmul(grouped, _kv_major(xp, v)), h, t)
 
     def gradient(self, node, g, needs):
         p, v = node.inputs
@@ -182,10 +226,12 @@ class HeadMixT(Op):
         return Op.infer_dtype(self, p, a)
 
     def compute(self, xp, p, a, like):
-        b, h, t, s = p.shape
         kv = like.shape[2]
+        if (arrays := _in_place(xp, p, a)) is not None:
+            return _mix_t_in_place(*arrays, kv)
+        b, h, t, s = p.shape
         grouped = xp.ascontiguousarray(p).reshape(b, kv, (h // kv) * t, s)
-        out = _matmul(xp, grouped.swapaxes(-1, -2), _queries_by_group(xp, a, kv))  # (B, KV, S, d)
+        out = xp.matmul(grouped.swapaxes(-1, -2), _queries_by_group(xp, a, kv))  # (B, KV, S, d)
         return xp.ascontiguousarray(out.transpose(0, 2, 1, 3))
 
     def gradient(self, node, g, needs):

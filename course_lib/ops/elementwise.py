@@ -61,6 +61,8 @@ class Add(Elementwise):
     templates = {"numexpr": "({0} + {1})", "cuda": "({0} + {1})"}
 
     def compute(self, xp, x, y):
+        if on_host(xp) and cpu_kernels.splits(x, y):  # on the pool's threads
+            return cpu_kernels.sum_of(x, y)
         return x + y
 
     def gradient(self, node, g, needs):
@@ -103,6 +105,8 @@ class Mul(Elementwise):
     templates = {"numexpr": "({0} * {1})", "cuda": "({0} * {1})"}
 
     def compute(self, xp, x, y):
+        if on_host(xp) and cpu_kernels.splits(x, y):  # on the pool's threads
+            return cpu_kernels.product(x, y)
         return x * y
 
     def gradient(self, node, g, needs):
@@ -178,6 +182,8 @@ class AddN(Elementwise):
         return " + ".join(args)
 
     def compute(self, xp, *xs):
+        if on_host(xp) and cpu_kernels.splits(*xs):  # on the pool's threads
+            return cpu_kernels.sum_of(*xs)
         total = xs[0] + xs[1]
         for x in xs[2:]:
             total = total + x

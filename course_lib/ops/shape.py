@@ -12,9 +12,10 @@ import numbers
 import numpy as np
 
 from .. import params
-from ..backend import scatter_add
+from ..backend import on_host, scatter_add
 from ..errors import ShapeError
 from ..graph import Node, Op, apply, is_static
+from ..kernels import cpu_kernels
 from .axes import check_ids, index_on, indexed_shape, normalize_axes
 from .broadcast import ToShape, to_shape
 from .elementwise import zeros_like
@@ -301,6 +302,9 @@ class TakeAdjoint(Op):
 
     def compute(self, xp, g, indices, table):
         check_ids(indices, table.shape[0], f"the table has {table.shape[0]} rows")
+        rows_of_g = len(table.shape) == 2 and g.shape == (*indices.shape, table.shape[1])
+        if on_host(xp) and rows_of_g and cpu_kernels.worth_it(g):
+            return cpu_kernels.rows_added_at(g, indices, table.shape[0])  # np.add.at's bits
         out = xp.zeros(table.shape, dtype=g.dtype)
         scatter_add(xp, out, indices, g)
         return out
