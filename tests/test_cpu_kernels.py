@@ -246,6 +246,33 @@ def test_rms_norm_kernels_are_within_float32_rounding_of_the_array_code(monkeypa
         _close(result, reference, atol=2e-6)
 
 
+@needs_kernels
+@pytest.mark.parametrize("shape", [(4, 64, 256), (300, 70), (2, 3, 40, 129), (6000, 3)])
+def test_the_rms_norm_weight_adjoint_kernel_is_within_the_einsums_rounding(monkeypatch, shape):
+    """Σ over rows of g·x̂ in double, against the float64 sum: at least as close as NumPy's
+    float32 einsum; a NaN or inf in x spreads as NumPy spreads it."""
+    from course_lib.ops.norms import RMSNormGradW  # noqa: PLC0415
+
+    rng = np.random.default_rng(7)
+    x, g = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
+    w = np.ones(shape[-1], np.float32)
+    op, calls = RMSNormGradW(1e-5), []
+    kernel = cpu_kernels.rms_norm_grad_w
+    monkeypatch.setattr(cpu_kernels, "rms_norm_grad_w", lambda *a: calls.append(1) or kernel(*a))
+    got = op.compute(np, g, x, w)
+    x64 = x.reshape(-1, shape[-1]).astype(np.float64)
+    xhat = x64 / np.sqrt((x64**2).mean(-1, keepdims=True) + 1e-5)
+    terms = g.reshape(xhat.shape).astype(np.float64) * xhat
+    exact, scale = terms.sum(0), np.abs(terms).sum(0)
+    monkeypatch.setattr(cpu_kernels, "worth_it", lambda *a: False)
+    einsum = op.compute(np, g, x, w)
+    assert calls == [1] and got.dtype == np.float32 and got.shape == w.shape
+    assert np.all(np.abs(got - exact) <= np.maximum(np.abs(einsum - exact), 0) + 1e-6 * scale)
+    x.flat[7], x.flat[-3] = np.nan, np.inf  # two rows of NaN: every column's sum is NaN
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(op.compute(np, g, x, w)).all()
+
+
 def test_rms_norm_takes_the_array_code_for_a_weight_of_another_dtype_or_shape(monkeypatch):
     from course_lib.ops.norms import RMSNorm  # noqa: PLC0415
 

@@ -75,6 +75,7 @@ def _every_kernel(scores, x, rows, w, rope_x, cos, sin) -> dict:
             "rope": k.rope(rope_x, cos, sin, axis=1),
             "rms_norm": k.rms_norm(rows, w, 1e-5),
             "rms_norm_grad_x": k.rms_norm_grad_x(rows[::-1], rows, w, 1e-5),
+            "rms_norm_grad_w": k.rms_norm_grad_w(rows[::-1], rows, 1e-5),
             "sigmoid": k.sigmoid(x),
             "silu": k.silu(x),
             "silu_grad": k.silu_grad(x[::-1], x),
@@ -102,13 +103,16 @@ def test_every_kernel_gives_the_same_bits_on_any_number_of_threads(threads):
 
 
 @needs_kernels
+@needs_pool
 def test_small_arrays_stay_on_the_calling_thread():
     """A part smaller than 16384 floats costs more than it saves: no split, same values."""
     x = np.linspace(-5, 5, PART + 100, dtype=np.float32)
     with threadpool_limits(4):
-        before = cpu_kernels.pool_workers()
+        before = cpu_kernels.pool_runs()
         y = cpu_kernels.silu(x)
-    assert cpu_kernels.pool_workers() == before or before >= 3
+        assert cpu_kernels.pool_runs() == before
+        cpu_kernels.silu(np.concatenate([x, x]))
+        assert cpu_kernels.pool_runs() == before + 1
     with threadpool_limits(1):
         assert y.tobytes() == cpu_kernels.silu(x).tobytes()
 
@@ -135,25 +139,83 @@ def _head_products(kv: int, seed=0) -> dict:
 @needs_kernels
 @needs_pool
 @pytest.mark.parametrize("kv", [1, 2, 6])
-def test_attention_products_read_in_place_match_the_grouped_products(kv, monkeypatch):
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_attention_products_read_in_place_match_the_grouped_products(kv, threads, monkeypatch):
     """One BLAS product per (batch, head), read where each head lies: the grouped matmul's
-    values (to float32 rounding: OpenBLAS may sum in another order), the same bits on any
-    thread count, and BLAS's thread count given back."""
-    results = {}
-    for threads in (1, 2, 3, 300):  # 300: more threads than products, one after the other
-        with threadpool_limits(threads):
-            before = _blas_threads()
-            results[threads] = {name: op.compute(np, *args)
-                                for name, (op, args) in _head_products(kv).items()}  # fmt: skip
-            assert _blas_threads() == before, "BLAS's thread count is given back"
-    monkeypatch.setattr(cpu_kernels, "products_worth_it", lambda *a: False)
-    for name, (op, args) in _head_products(kv).items():
-        grouped = op.compute(np, *args)  # the array module's path
-        assert results[1][name].shape == grouped.shape
-        np.testing.assert_allclose(results[1][name], grouped, rtol=1e-5, atol=1e-5, err_msg=name)
-        for threads in (2, 3):
-            assert results[threads][name].tobytes() == results[1][name].tobytes(), name
-        np.testing.assert_allclose(results[300][name], grouped, rtol=1e-5, atol=1e-5)
+    values (to float32 rounding: OpenBLAS may sum in another order)."""
+    with threadpool_limits(threads):
+        in_place = {name: op.compute(np, *args) for name, (op, args) in _head_products(kv).items()}
+        monkeypatch.setattr(cpu_kernels, "products_worth_it", lambda *a: False)
+        for name, (op, args) in _head_products(kv).items():
+            grouped = op.compute(np, *args)  # the array module's path
+            assert in_place[name].shape == grouped.shape and in_place[name].dtype == np.float32
+            np.testing.assert_allclose(in_place[name], grouped, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+@needs_kernels
+@needs_pool
+def test_attention_products_check_shapes_before_reading_in_place():
+    """A graph whose shapes were unknown when built: the op still refuses inputs whose
+    strides would not fit (another batch, head size or group), with the op's own error."""
+    from course_lib.errors import ShapeError  # noqa: PLC0415
+    from course_lib.graph import variable  # noqa: PLC0415
+    from course_lib.ops.attention import head_mix, head_mix_t, head_scores  # noqa: PLC0415
+    from course_lib.runtime.executor import evaluate  # noqa: PLC0415
+
+    def normal(*shape):
+        return np.ones(shape, np.float32)
+
+    a, k, p = variable("a"), variable("k"), variable("p")
+    bad = [
+        (head_scores(a, k), {"a": normal(64, 256, 4, 64), "k": normal(1, 256, 4, 64)}, "batch"),
+        (head_scores(a, k), {"a": normal(2, 64, 6, 64), "k": normal(2, 64, 4, 64)}, "multiple"),
+        (head_scores(a, k), {"a": normal(2, 64, 4, 64), "k": normal(2, 64, 4, 16)}, "head sizes"),
+        (head_mix(p, k), {"p": normal(2, 4, 64, 64), "k": normal(2, 32, 4, 64)}, "key lengths"),
+        (head_mix_t(p, a, k), {"p": normal(2, 4, 64, 64), "a": normal(2, 64, 4, 64),
+                               "k": normal(2, 64, 4, 32)}, "head sizes"),  # fmt: skip
+    ]
+    for graph, feed, message in bad:
+        assert cpu_kernels.products_worth_it(*feed.values())
+        with pytest.raises(ShapeError, match=message):
+            evaluate(graph, feed)
+
+
+@needs_kernels
+@needs_pool
+def test_lapacks_lu_on_openblas_threads_beside_products_on_the_pool():
+    """np.linalg.solve (getrf: OpenBLAS's own threads, not the callback) in one thread while
+    another multiplies on the pool: both finish, with their serial results (the pool's jobs
+    use other OpenBLAS thread slots)."""
+    run = _python("""
+        import threading, time, numpy as np
+        from threadpoolctl import threadpool_limits
+        from course_lib.kernels import cpu_kernels
+        cpu_kernels._library()
+        threadpool_limits(2)
+        rng = np.random.default_rng(0)
+        a, b = rng.standard_normal((1200, 1200)), rng.standard_normal((1200, 4))
+        m = rng.standard_normal((500, 500)).astype(np.float32)
+        x, mm = np.linalg.solve(a, b), m @ m
+        done, bad, stop = [0, 0], [], []
+        def solve():
+            while not stop:
+                bad.extend([] if np.array_equal(np.linalg.solve(a, b), x) else ["solve"])
+                done[0] += 1
+        def multiply():
+            while not stop:
+                bad.extend([] if np.array_equal(m @ m, mm) else ["product"])
+                done[1] += 1
+        threads = [threading.Thread(target=f, daemon=True) for f in (solve, multiply)]
+        for t in threads:
+            t.start()
+        time.sleep(4)
+        stop.append(1)
+        for t in threads:
+            t.join(20)
+        print(all(n > 0 for n in done), bad, [t.is_alive() for t in threads])
+    """)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "True [] [False, False]"
 
 
 def test_attention_products_on_the_array_module_below_the_size():

@@ -1,19 +1,24 @@
-"""Hand-written kernels on the CPU: the attention softmax, its adjoint, RoPE and AdamW's two
-update ops, each one pass over memory where NumPy takes four to seven (each row of the
-softmax stays in cache: one read and one write; a masked key costs a store of 0, not an
-exponential). Compiled once per machine (``native.load_library``), float32 host arrays only;
-the ops decide (``backend.on_host``) and keep their array-module code for everything else.
+"""Hand-written kernels on the CPU: the attention softmax, its adjoint, RoPE, RMSNorm and its
+adjoints, SiLU, sigmoid and AdamW's two update ops, each one pass over memory where NumPy
+takes four to seven (each row of the softmax stays in cache: one read and one write; a masked
+key costs a store of 0, not an exponential); large same-shape sums and products, the
+embedding's adjoint, and the attention's products through BLAS read in place. Compiled once
+per machine (``native.load_library``), float32 host arrays only; the ops decide
+(``backend.on_host``) and keep their array-module code for everything else.
 
-RoPE and AdamW compute exactly NumPy's float32 operations in NumPy's order, with scalars
-rounded to float32 as NumPy rounds them and no FMA contraction: NumPy's results bit for bit.
-For the softmax NumPy takes seven passes over the scores (scale, mask, max, subtract, exp,
-sum, divide) and four for its adjoint. The loops compute the same formulas in float32 with
-the same NaN and infinity rules (the mask is *added*, so a +inf or NaN score hides nowhere;
-the row maximum propagates NaN as ``max`` does), but with the C library's ``expf`` and row
-sums accumulated in double instead of NumPy's SIMD exp and float32 pairwise sums: NumPy's
-results to within NumPy's own float32 rounding (the adjoint's ``g − Σ g·p`` cancels, so its
-error is relative to the row's ``Σ |g·p|``). One thread each: on a shared 2-core machine a
-second pool beside BLAS's spinning one lost more than it gained (issue 25's notes).
+RoPE, AdamW, the sums and products and the embedding's adjoint compute exactly NumPy's
+float32 operations in NumPy's order, with scalars rounded to float32 as NumPy rounds them and
+no FMA contraction: NumPy's results bit for bit. For the softmax NumPy takes seven passes over
+the scores (scale, mask, max, subtract, exp, sum, divide) and four for its adjoint. The loops
+compute the same formulas in float32 with the same NaN and infinity rules (the mask is
+*added*, so a +inf or NaN score hides nowhere; the row maximum propagates NaN as ``max``
+does), but with the C library's ``expf`` and row sums accumulated in double instead of NumPy's
+SIMD exp and float32 pairwise sums: NumPy's results to within NumPy's own float32 rounding
+(the adjoint's ``g − Σ g·p`` cancels, so its error is relative to the row's ``Σ |g·p|``).
+
+Threads: the kernels split their rows (or 64-float blocks) over the pool they share with
+NumPy's OpenBLAS (``cpu_pool.hpp``, ``shared_pool.py``), as many as BLAS may use; a kernel's
+result is the same bits on any number of threads.
 """
 
 from __future__ import annotations
@@ -205,25 +210,41 @@ void rms_norm_grad_x(const float* g, const float* x, const float* w, float* out,
     EACH_ROW_RANGE(rows, n, rms_norm_grad_x_rows(g, x, w, out, lo, hi, n, eps));
 }
 
-// Batched products with NumPy's BLAS, read in place: item (i, j, g) of outer × middle × inner
+// RMSNorm's weight adjoint: Σ over rows of g·(x·r), each row's r first (rows split; into
+// inv[rows]), then the column sums in double (into sums[n]; columns split in blocks of 16)
+extern "C" __attribute__((visibility("default")))
+void rms_norm_grad_w(const float* g, const float* x, float* out, float* inv, double* sums,
+                     long long rows, long long n, float eps) {
+    EACH_ROW_RANGE(rows, n, for (long long i = lo; i < hi; ++i) inv[i] = inv_rms(x + i * n, n,
+                                                                                  eps));
+    pool::parallel_for(n, rows > 0 ? (MIN_PART + rows - 1) / rows : n, 16,
+                       [=](long long lo, long long hi) {
+        double* __restrict__ total = sums + lo;
+        for (long long j = 0; j < hi - lo; ++j) total[j] = 0.0;
+        for (long long i = 0; i < rows; ++i) {
+            const float* __restrict__ gi = g + i * n + lo;
+            const float* __restrict__ xi = x + i * n + lo;
+            const float ri = inv[i];
+            #pragma omp simd
+            for (long long j = 0; j < hi - lo; ++j) total[j] += (double)(gi[j] * (xi[j] * ri));
+        }
+        for (long long j = lo; j < hi; ++j) out[j] = (float)sums[j];
+    });
+}
+
+// Products with NumPy's BLAS, read in place: item (i, j, g) of outer × middle × inner
 // multiplies the m×k matrix at a + i·sa[0] + j·sa[1] + g·sa[2] (rows ld[0] apart; stored k×m
 // when trans_a) by the k×n matrix at b + (the same with sb; rows ld[1] apart; stored n×k
 // when trans_b) into the m×n matrix at c + (the same with sc; rows ld[2] apart). Where
-// sc[2] is 0 the inner items add up into one matrix, in g's order. With at least as many
-// (independent) items as threads, each thread computes whole products with BLAS on one
-// thread: OpenBLAS splits a 128×128×32 product in at most two jobs, which leaves most of 16
-// threads idle. Otherwise one product after the other, each on BLAS's threads.
+// sc[2] is 0 the inner items add up into one matrix, in g's order. One product after the
+// other on the calling thread, each on BLAS's threads (the shared pool): a pool job must not
+// call BLAS, whose jobs wait for each other.
 typedef void (*Sgemm)(int, int, int, long long, long long, long long, float, const float*,
                       long long, const float*, long long, float, float*, long long);
-typedef void (*SetThreads)(int);
 static Sgemm blas_sgemm = nullptr;
-static SetThreads blas_set_threads = nullptr;
 
 extern "C" __attribute__((visibility("default")))
-void use_blas(void* sgemm, void* set_threads) {
-    blas_sgemm = (Sgemm)sgemm;
-    blas_set_threads = (SetThreads)set_threads;
-}
+void use_blas(void* sgemm) { blas_sgemm = (Sgemm)sgemm; }
 
 extern "C" __attribute__((visibility("default")))
 void strided_matmul(const float* a, const float* b, float* c, const long long* items,
@@ -231,34 +252,15 @@ void strided_matmul(const float* a, const float* b, float* c, const long long* i
                     const long long* ld, const long long* sa, const long long* sb,
                     const long long* sc) {
     enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112 };
-    const long long middle = items[1], inner = items[2];
     const bool summed = sc[2] == 0;
-    const auto product = [=](long long i, long long j, long long g, float beta) {
-        blas_sgemm(ROW_MAJOR, trans_a ? TRANS : NO_TRANS, trans_b ? TRANS : NO_TRANS, m, n, k,
-                   1.0f, a + i * sa[0] + j * sa[1] + g * sa[2], ld[0],
-                   b + i * sb[0] + j * sb[1] + g * sb[2], ld[1], beta,
-                   c + i * sc[0] + j * sc[1] + g * sc[2], ld[2]);
-    };
-    const auto each = [=](long long lo, long long hi) {  // items [lo, hi) of the parallel ones
-        for (long long item = lo; item < hi; ++item) {
-            if (summed) {
-                for (long long g = 0; g < inner; ++g)
-                    product(item / middle, item % middle, g, g ? 1.0f : 0.0f);
-            } else {
-                const long long ij = item / inner;
-                product(ij / middle, ij % middle, item % inner, 0.0f);
-            }
-        }
-    };
-    const long long count = items[0] * middle * (summed ? 1 : inner);
-    const int threads = pool::threads();
-    if (threads <= 1 || count < threads) {
-        each(0, count);
-        return;
-    }
-    blas_set_threads(1);  // BLAS on one thread inside each job (a job must not use BLAS's threads)
-    pool::parallel_for(threads, count, 1, 1, each);
-    blas_set_threads(threads);
+    for (long long i = 0; i < items[0]; ++i)
+        for (long long j = 0; j < items[1]; ++j)
+            for (long long g = 0; g < items[2]; ++g)
+                blas_sgemm(ROW_MAJOR, trans_a ? TRANS : NO_TRANS, trans_b ? TRANS : NO_TRANS, m,
+                           n, k, 1.0f, a + i * sa[0] + j * sa[1] + g * sa[2], ld[0],
+                           b + i * sb[0] + j * sb[1] + g * sb[2], ld[1],
+                           summed && g ? 1.0f : 0.0f, c + i * sc[0] + j * sc[1] + g * sc[2],
+                           ld[2]);
 }
 
 // Sums and products of same-shape arrays: NumPy's loops split over the threads (an add or a
@@ -293,7 +295,7 @@ void product(const float* x, const float* y, float* out, long long n) {
 }
 
 // The embedding's adjoint: out[ids[i]] += g[i] for the rows i in order (np.add.at's order),
-// each thread on its own block of 16-float columns (no two threads write one cache line)
+// each thread on its own block of 16-float columns
 static void rows_added_at_part(const float* __restrict__ g, const long long* __restrict__ ids,
                                float* __restrict__ out, long long rows, long long width,
                                long long lo, long long hi) {
@@ -394,7 +396,7 @@ void adamw_update(const float* theta, const float* m, const float* v, float* out
 
 FUNCTIONS = ("causal_softmax", "softmax_grad", "rope", "rms_norm", "rms_norm_grad_x", "sigmoid",
              "silu", "silu_grad", "adam_moment", "adamw_update", "strided_matmul", "sum_of",
-             "product", "rows_added_at")  # fmt: skip
+             "product", "rows_added_at", "rms_norm_grad_w")  # fmt: skip
 
 
 @functools.cache
@@ -427,6 +429,14 @@ def threads_described() -> str:
 def pool_workers() -> int:
     """Threads the shared pool has started so far (the calling thread not counted)."""
     return _library().pool_workers() if _built() else 0
+
+
+def pool_runs() -> int:
+    """Runs (a BLAS call's jobs, a kernel's parts) the pool has handed to its threads so far."""
+    if not _built():
+        return 0
+    _library().pool_runs.restype = ctypes.c_long
+    return _library().pool_runs()
 
 
 class CpuKernelsUnavailable(UserWarning):
@@ -574,6 +584,18 @@ def rows_added_at(g: np.ndarray, ids: np.ndarray, rows: int) -> np.ndarray:
     return out
 
 
+def rms_norm_grad_w(g: np.ndarray, x: np.ndarray, eps: float) -> np.ndarray:
+    """RMSNorm's weight adjoint ``Σ_rows g · x · r`` (the sums in double, rounded once: the
+    einsum's float32 sums to within their own rounding)."""
+    g, x = _rows(g), _rows(x)
+    n = x.shape[-1]
+    rows = x.size // max(n, 1)
+    out, inv, sums = np.empty(n, np.float32), np.empty(rows, np.float32), np.empty(n, np.float64)
+    _library().rms_norm_grad_w(*_pointers(g, x, out, inv, sums), ctypes.c_longlong(rows),
+                               ctypes.c_longlong(n), ctypes.c_float(np.float32(eps)))  # fmt: skip
+    return out
+
+
 def products_worth_it(*arrays) -> bool:
     """Should products of these arrays go to :func:`strided_matmul`: float32 host arrays of at
     least :data:`MIN_SIZE` elements, and BLAS's product handed to the kernels
@@ -587,7 +609,8 @@ def products_worth_it(*arrays) -> bool:
 
 
 def strided_matmul(a, b, out, items, mnk, trans, ld, strides) -> np.ndarray:
-    """Products of matrices read in place from C-contiguous float32 ``a`` and ``b`` into
+    """Products (BLAS's, one after the other, each on BLAS's threads) of matrices read in
+    place from C-contiguous float32 ``a`` and ``b`` into
     ``out``: ``items`` = (outer, middle, inner) products, ``mnk`` their sizes, ``trans`` whether
     ``a``'s and ``b``'s matrices are stored transposed, ``ld`` the row strides of ``a``, ``b``,
     ``out``, ``strides`` three triples (in elements) from one item to the next along each of

@@ -10,17 +10,22 @@
 //   each other's packed panels, so every job of a run needs a thread of its own;
 // * one run at a time (run_lock); a run started from inside a job runs its jobs one after the
 //   other on that thread, so a job must never call BLAS (none of the kernels does);
-// * the threads spin 50 µs for the next run, then sleep on a condition variable: an idle
-//   pool costs nothing on a shared machine (OpenBLAS's own threads spin for about 0.1 s);
+// * OpenBLAS's own threads still exist and still run LAPACK's LU: the pool's jobs use other
+//   per-thread slots of OpenBLAS's (slot_of);
+// * a thread that worked spins 50 µs for the next run, then sleeps on a condition variable:
+//   an idle pool costs nothing on a shared machine (OpenBLAS's own threads spin ~0.1 s);
 // * after fork() the child starts a fresh pool (its threads are created when first needed);
 // * the pool is never destroyed: at exit its threads are blocked and the process ends them.
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -45,6 +50,9 @@ static Team* team = new Team;          // never deleted (see above)
 static std::mutex run_lock;            // one run at a time
 static thread_local bool inside_job = false;
 static ThreadCount blas_thread_count = nullptr;  // OpenBLAS's thread count: the one knob
+static int blas_slots = 0;                       // OpenBLAS's per-thread slots (MAX_THREADS)
+static const int* blas_own_threads = nullptr;    // OpenBLAS's blas_num_threads
+static std::atomic<long> runs_split{0};          // runs handed to the workers (for tests)
 
 // Spin this long for the next run before sleeping: back-to-back calls (an op's matmul, then
 // its kernel) find the threads awake, and an idle pool sleeps after 50 µs.
@@ -59,12 +67,15 @@ static bool spin_until(const std::function<bool()>& ready) {
 
 static void work(Team* t, int index) {
     long seen = 0;
+    bool took_part = true;  // only a thread that worked spins for the next run
     for (;;) {
-        spin_until([&] { return t->generation.load(std::memory_order_acquire) != seen; });
+        if (took_part)
+            spin_until([&] { return t->generation.load(std::memory_order_acquire) != seen; });
         std::unique_lock<std::mutex> hold(t->lock);
         t->wake.wait(hold, [&] { return t->generation.load() != seen; });
         seen = t->generation.load();  // read with the run's fields, under the lock
-        if (index >= t->jobs) continue;
+        took_part = index < t->jobs;
+        if (!took_part) continue;
         Job job = t->job;
         void* context = t->context;
         hold.unlock();
@@ -78,20 +89,43 @@ static void work(Team* t, int index) {
     }
 }
 
+// Start workers until there are `count` (t->lock held); false if the system refuses a thread.
+static bool add_workers(Team* t, int count) {
+    try {
+        while ((int)t->workers.size() < count) {
+            const int index = (int)t->workers.size() + 1;
+            t->workers.emplace_back(work, t, index);
+        }
+    } catch (const std::system_error&) {
+        return false;
+    }
+    return true;
+}
+
 // Run job(context, j) for j = 0 .. jobs-1, job j on thread j, and return when all are done.
-static void run(int jobs, Job job, void* context) {
+// `together`: the jobs wait for each other (OpenBLAS's), so each needs a thread; other runs
+// (the kernels' parts) go one after another on this thread when no more threads can start.
+static void run(int jobs, Job job, void* context, bool together) {
     if (jobs <= 1 || inside_job) {
         for (int j = 0; j < jobs; ++j) job(context, j);
         return;
     }
-    std::lock_guard<std::mutex> one_run(run_lock);
+    std::unique_lock<std::mutex> one_run(run_lock);
     Team* t = team;
     {
-        std::lock_guard<std::mutex> hold(t->lock);
-        while ((int)t->workers.size() < jobs - 1) {
-            const int index = (int)t->workers.size() + 1;
-            t->workers.emplace_back(work, t, index);
+        std::unique_lock<std::mutex> hold(t->lock);
+        if (!add_workers(t, jobs - 1)) {
+            hold.unlock();
+            one_run.unlock();
+            if (together) {
+                fprintf(stderr, "course_lib: the system refused a thread for OpenBLAS's %d jobs; "
+                        "set COURSE_LIB_SHARED_POOL=0 or fewer BLAS threads\n", jobs);
+                abort();  // its jobs would wait for each other forever
+            }
+            for (int j = 0; j < jobs; ++j) job(context, j);
+            return;
         }
+        ++runs_split;
         t->jobs = jobs;
         t->job = job;
         t->context = context;
@@ -137,7 +171,7 @@ static void parallel_for(long long parts, long long count, long long grain, long
         const long long lo = j * s->step;
         const long long hi = lo + s->step < s->count ? lo + s->step : s->count;
         (*s->body)(lo, hi);
-    }, &split);
+    }, &split, false);
 }
 
 // The same on as many threads as BLAS may use now.
@@ -150,20 +184,29 @@ struct BlasRun {
     BlasDojob dojob;
     char* data;
     size_t size;
-    int argument;
+    int argument, jobs;
 };
+
+// OpenBLAS's per-thread slot (buffer, status) for job j. Its own threads keep slots
+// 0 .. blas_num_threads-2 and still run LAPACK's LU (getrf calls them directly, not through
+// the callback), so the pool's jobs take the top slots whenever those do not overlap.
+static int slot_of(int j, int jobs) {
+    if (blas_slots && blas_own_threads && blas_slots - jobs >= *blas_own_threads - 1)
+        return blas_slots - 1 - j;
+    return j;
+}
 
 static void blas_job(void* context, int j) {
     const BlasRun* r = (const BlasRun*)context;
-    r->dojob(j, r->data + j * r->size, r->argument);
+    r->dojob(slot_of(j, r->jobs), r->data + j * r->size, r->argument);
 }
 
 // OpenBLAS's threads callback: its `jobs` jobs of `size` bytes each, job j on thread j.
 static void blas_callback(int sync, BlasDojob dojob, int jobs, size_t size, void* data,
                           int argument) {
     (void)sync;  // OpenBLAS waits for its jobs in any case: so does run()
-    BlasRun r{dojob, (char*)data, size, argument};
-    run(jobs, blas_job, &r);
+    BlasRun r{dojob, (char*)data, size, argument, jobs};
+    run(jobs, blas_job, &r, true);
 }
 
 static void before_fork() { run_lock.lock(); }
@@ -178,20 +221,33 @@ static void after_fork_child() {
 extern "C" __attribute__((visibility("default")))
 void* pool_blas_callback() { return (void*)&pool::blas_callback; }
 
-// Connect the kernels to OpenBLAS's thread count (null: one thread, as before).
+// Connect the kernels to OpenBLAS: its thread count, its slot count and own-thread count
+// (see slot_of), and `workers` threads started now. 0 on success, -1 if the system refused a
+// thread (then nothing is connected).
 extern "C" __attribute__((visibility("default")))
-void pool_follow(void* thread_count) {
+int pool_follow(void* thread_count, int slots, const int* own_threads, int workers) {
     static std::once_flag fork_handlers;
     std::call_once(fork_handlers, [] {
         pthread_atfork(pool::before_fork, pool::after_fork_parent, pool::after_fork_child);
     });
     std::lock_guard<std::mutex> one_run(pool::run_lock);
+    {
+        std::lock_guard<std::mutex> hold(pool::team->lock);
+        if (!pool::add_workers(pool::team, workers)) return -1;
+    }
     pool::blas_thread_count = (pool::ThreadCount)thread_count;
+    pool::blas_slots = slots;
+    pool::blas_own_threads = own_threads;
+    return 0;
 }
 
 // The threads a kernel called now would use.
 extern "C" __attribute__((visibility("default")))
 int pool_threads() { return pool::threads(); }
+
+// How many runs went to the workers so far (for tests).
+extern "C" __attribute__((visibility("default")))
+long pool_runs() { return pool::runs_split.load(); }
 
 // How many threads the pool has started (for tests): the caller's thread not counted.
 extern "C" __attribute__((visibility("default")))

@@ -18,27 +18,34 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 from pathlib import Path
 
 ENV = "COURSE_LIB_SHARED_POOL"
 #: OpenBLAS's functions by flavour: NumPy's wheels (64-bit integers, prefixed and suffixed
-#: names), then a system OpenBLAS (plain names; its batched products stay with NumPy, whose
-#: integer size this module does not know there).
+#: names), then a system OpenBLAS (plain names; its products stay with NumPy, whose integer
+#: size this module does not know there).
 FLAVOURS = (
     {"callback": "scipy_openblas_set_threads_callback_function64_",
-     "threads": "scipy_openblas_get_num_threads64_", "sgemm": "scipy_cblas_sgemm64_",
-     "set_threads": "scipy_openblas_set_num_threads64_"},
-    {"callback": "openblas_set_threads_callback_function", "threads": "openblas_get_num_threads"},
+     "threads": "scipy_openblas_get_num_threads64_", "config": "scipy_openblas_get_config64_",
+     "sgemm": "scipy_cblas_sgemm64_"},
+    {"callback": "openblas_set_threads_callback_function", "threads": "openblas_get_num_threads",
+     "config": "openblas_get_config"},
 )  # fmt: skip
+#: OpenBLAS's count of its own threads (+1), a global of its thread server in both flavours.
+OWN_THREADS = "blas_num_threads"
 
 
 def _functions(library: ctypes.CDLL) -> dict | None:
-    """The first flavour whose functions ``library`` exports, as ctypes functions."""
+    """The first flavour whose functions ``library`` exports, as ctypes functions, with
+    ``own_threads`` (see :data:`OWN_THREADS`)."""
     for flavour in FLAVOURS:
         try:
-            return {role: getattr(library, name) for role, name in flavour.items()}
-        except AttributeError:
+            functions = {role: getattr(library, name) for role, name in flavour.items()}
+            functions["own_threads"] = ctypes.c_int.in_dll(library, OWN_THREADS)
+        except (AttributeError, ValueError):
             continue
+        return functions
     return None
 
 
@@ -48,13 +55,13 @@ def numpy_openblas() -> tuple[dict | None, str]:
     import numpy as np  # noqa: PLC0415
     from threadpoolctl import threadpool_info  # noqa: PLC0415  (loaded when kernels build)
 
-    numpy_dir = Path(np.__file__).resolve().parent.parent
-    blas = [p for p in threadpool_info() if p["user_api"] == "blas"]
-    ours = [p for p in blas if Path(p["filepath"]).resolve().is_relative_to(numpy_dir)]
-    chosen = (ours or blas)[:1]
-    if not chosen:
-        return None, "NumPy's BLAS was not found"
-    info = chosen[0]
+    package = Path(np.__file__).resolve().parent
+    places = (package, package.parent / "numpy.libs")  # NumPy's wheels bundle it beside
+    blas = [p for p in threadpool_info() if p["user_api"] == "blas"
+            and any(Path(p["filepath"]).resolve().is_relative_to(d) for d in places)]  # fmt: skip
+    if len(blas) != 1:
+        return None, "NumPy's own BLAS library was not found (a system BLAS?)"
+    info = blas[0]
     name = f"{info['internal_api']} {info.get('version')} ({info.get('threading_layer')})"
     if info["internal_api"] != "openblas" or info.get("threading_layer") != "pthreads":
         return None, f"NumPy's BLAS is {name}, not a pthreads OpenBLAS"
@@ -64,23 +71,43 @@ def numpy_openblas() -> tuple[dict | None, str]:
     return functions, name
 
 
+def _slots(blas: dict) -> int:
+    """OpenBLAS's per-thread slots (``MAX_THREADS`` of its configuration), 0 if not said."""
+    blas["config"].restype = ctypes.c_char_p
+    match = re.search(rb"MAX_THREADS=(\d+)", blas["config"]() or b"")
+    return int(match.group(1)) if match else 0
+
+
 def connect(kernels: ctypes.CDLL) -> str:
     """Register the kernels' pool as NumPy's OpenBLAS threads callback where possible (and
     hand the kernels BLAS's product, ``kernels.batched_products``), and say what was done
-    (one line, for benchmarks and notebooks)."""
+    (one line, for benchmarks and notebooks). Never raises: anything unexpected leaves
+    OpenBLAS as it was and the kernels on one thread."""
     kernels.batched_products = False
     if os.environ.get(ENV, "1") == "0":
         return f"one thread ({ENV}=0)"
+    try:
+        return _connect(kernels)
+    except Exception as exc:  # noqa: BLE001  (a library we do not control: say why, go on)
+        return f"one thread (the pool could not be connected: {exc})"
+
+
+def _connect(kernels: ctypes.CDLL) -> str:
     blas, found = numpy_openblas()
     if blas is None:
         return f"one thread ({found})"
+    slots, own = _slots(blas), blas["own_threads"]
+    if 2 * own.value - 1 > slots:  # the pool's jobs need slots OpenBLAS's threads do not use
+        return f"one thread (OpenBLAS has {slots} thread slots for {own.value} threads)"
+    workers = min(max(own.value, os.cpu_count() or 1), slots - own.value + 1) - 1
+    if kernels.pool_follow(_address(blas["threads"]), slots, ctypes.byref(own), workers) != 0:
+        return f"one thread (the system refused {workers} threads)"
     kernels.pool_blas_callback.restype = ctypes.c_void_p
     blas["callback"].restype = None
     blas["callback"](ctypes.c_void_p(kernels.pool_blas_callback()))
-    kernels.pool_follow(_address(blas["threads"]))
     kernels.batched_products = "sgemm" in blas
     if kernels.batched_products:
-        kernels.use_blas(_address(blas["sgemm"]), _address(blas["set_threads"]))
+        kernels.use_blas(_address(blas["sgemm"]))
     return f"one pool with NumPy's BLAS, {found}"
 
 

@@ -144,6 +144,7 @@ class HeadScores(Op):
 
     def compute(self, xp, a, k):
         if (arrays := _in_place(xp, a, k)) is not None:
+            self.infer_shape(a.shape, k.shape)  # raises where the strides would not fit
             return _scores_in_place(*arrays)
         b, t, h, _ = a.shape
         s = k.shape[1]
@@ -183,6 +184,7 @@ class HeadMix(Op):
 
     def compute(self, xp, p, v):
         if (arrays := _in_place(xp, p, v)) is not None:
+            self.infer_shape(p.shape, v.shape)  # raises where the strides would not fit
             return _mix_in_place(*arrays)
         b, h, t, s = p.shape
         kv = v.shape[2]
@@ -228,6 +230,7 @@ class HeadMixT(Op):
     def compute(self, xp, p, a, like):
         kv = like.shape[2]
         if (arrays := _in_place(xp, p, a)) is not None:
+            self.infer_shape(p.shape, a.shape, like.shape)  # raises where the strides would not fit
             return _mix_t_in_place(*arrays, kv)
         b, h, t, s = p.shape
         grouped = xp.ascontiguousarray(p).reshape(b, kv, (h // kv) * t, s)

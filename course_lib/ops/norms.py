@@ -201,6 +201,8 @@ class RMSNormGradW(_RMSNormFamily):
         out = run_on_gpu(self, xp, g, x, w)  # rms_norm.cu on a GPU
         if out is not None:
             return out
+        if _on_cpu_kernels(xp, x, w, g):  # one pass, columns on the pool's threads
+            return cpu_kernels.rms_norm_grad_w(g, x, self.eps)
         xhat = x * _inv_rms(xp, x, self.eps)
         n = x.shape[-1]
         return xp.einsum("ij,ij->j", g.reshape(-1, n), xhat.reshape(-1, n))
