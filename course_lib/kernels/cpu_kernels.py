@@ -565,10 +565,7 @@ def sum_of(*arrays: np.ndarray) -> np.ndarray:
 
 def product(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """``x · y`` elementwise, split over the pool's threads."""
-    x, y = _rows(x), _rows(y)
-    out = np.empty_like(x)
-    _library().product(*_pointers(x, y, out), ctypes.c_longlong(out.size))
-    return out
+    return _elementwise("product", x, y)
 
 
 def rows_added_at(g: np.ndarray, ids: np.ndarray, rows: int) -> np.ndarray:
@@ -628,10 +625,11 @@ def _longs(values):
     return (ctypes.c_longlong * len(values))(*values)
 
 
-def _elementwise(name: str, x: np.ndarray) -> np.ndarray:
-    x = _rows(x)
-    out = np.empty_like(x)
-    getattr(_library(), name)(*_pointers(x, out), ctypes.c_longlong(x.size))
+def _elementwise(name: str, *arrays: np.ndarray) -> np.ndarray:
+    """The kernel ``name(inputs..., out, n)`` on same-shape arrays."""
+    arrays = [_rows(a) for a in arrays]
+    out = np.empty_like(arrays[-1])
+    getattr(_library(), name)(*_pointers(*arrays, out), ctypes.c_longlong(out.size))
     return out
 
 
@@ -647,10 +645,7 @@ def silu(x: np.ndarray) -> np.ndarray:
 
 def silu_grad(g: np.ndarray, x: np.ndarray) -> np.ndarray:
     """``g · s·(1 + x·(1 − s))`` with ``s = 1 / (1 + exp(−x))``: SiLU's adjoint."""
-    g, x = _rows(g), _rows(x)
-    out = np.empty_like(x)
-    _library().silu_grad(*_pointers(g, x, out), ctypes.c_longlong(x.size))
-    return out
+    return _elementwise("silu_grad", g, x)
 
 
 def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
