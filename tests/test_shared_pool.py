@@ -18,8 +18,9 @@ needs_kernels = pytest.mark.skipif(
     not cpu_kernels.worth_it(np.zeros(cpu_kernels.MIN_SIZE, np.float32)), reason="no C++ compiler"
 )
 needs_pool = pytest.mark.skipif(
-    shared_pool.numpy_openblas()[0] is None, reason="NumPy's BLAS takes no threads callback"
-)
+    not cpu_kernels.threads_described().startswith("one pool"),
+    reason=f"the pool is not connected here: {cpu_kernels.threads_described()}",
+)  # where it should be, test_the_pool_connects_wherever_numpys_openblas_allows fails
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PART = 16384  # the kernels' smallest part (MIN_PART in cpu_kernels.py)
 
@@ -36,13 +37,16 @@ def _python(code: str, *args: str, **env: str) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
-def test_numpys_openblas_with_a_callback_is_always_used():
-    """Where NumPy's BLAS is a pthreads OpenBLAS with the callback, the pool is connected;
-    elsewhere the kernels say why they stay on one thread."""
+def test_the_pool_connects_wherever_numpys_openblas_allows():
+    """Where NumPy's BLAS is a pthreads OpenBLAS with the callback and thread slots for the
+    pool's jobs beside its own threads, the pool is connected; elsewhere the kernels say why
+    they stay on one thread."""
     blas, found = shared_pool.numpy_openblas()
     described = cpu_kernels.threads_described()
     if blas is None:
         assert described == f"one thread ({found})"
+    elif 2 * blas["own_threads"].value - 1 > (slots := shared_pool._slots(blas)):
+        assert described.startswith(f"one thread (OpenBLAS has {slots} thread slots")
     else:
         assert described == f"one pool with NumPy's BLAS, {found}"
     info = next(p for p in threadpool_info() if p["user_api"] == "blas")
@@ -96,8 +100,9 @@ def test_every_kernel_gives_the_same_bits_on_any_number_of_threads(threads):
     with threadpool_limits(1):
         alone = _every_kernel(*arrays)
     with threadpool_limits(threads):
+        before = cpu_kernels.pool_runs()
         split = _every_kernel(*arrays)
-    assert cpu_kernels.pool_workers() >= threads - 1, "the kernels used the pool's threads"
+    assert cpu_kernels.pool_runs() >= before + len(split), "each kernel split its work"
     for name, expected in alone.items():
         assert split[name].tobytes() == expected.tobytes(), name
 
