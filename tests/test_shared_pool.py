@@ -322,7 +322,7 @@ def test_the_pool_can_be_switched_off_and_one_thread_starts_nothing():
         with threadpool_limits(4):
             y = cpu_kernels.silu(x)
         kernels = cpu_kernels._library()
-        print(cpu_kernels.threads_described(), cpu_kernels.pool_workers(), kernels.batched_products)
+        print(cpu_kernels.threads_described(), cpu_kernels.pool_workers(), kernels.blas_products)
         limit_threads(1)
         print(np.array_equal(cpu_kernels.silu(x), y), cpu_kernels.pool_workers())
     """, **{shared_pool.ENV: "0"})

@@ -50,6 +50,7 @@ SOURCE = """\
 // Each thread's part is at least this many floats (smaller parts cost more than they save)
 static const long long MIN_PART = {min_part};
 
+// How many rows of n floats (or columns of n floats) make a thread's smallest part
 static long long rows_per_part(long long n) { return n > 0 ? (MIN_PART + n - 1) / n : 1; }
 
 // rows lo .. hi-1, one function call per thread
@@ -217,7 +218,7 @@ void rms_norm_grad_w(const float* g, const float* x, float* out, float* inv, dou
                      long long rows, long long n, float eps) {
     EACH_ROW_RANGE(rows, n, for (long long i = lo; i < hi; ++i) inv[i] = inv_rms(x + i * n, n,
                                                                                   eps));
-    pool::parallel_for(n, rows > 0 ? (MIN_PART + rows - 1) / rows : n, 16,
+    pool::parallel_for(n, rows_per_part(rows), 16,  // columns of `rows` floats
                        [=](long long lo, long long hi) {
         double* __restrict__ total = sums + lo;
         for (long long j = 0; j < hi - lo; ++j) total[j] = 0.0;
@@ -310,7 +311,7 @@ static void rows_added_at_part(const float* __restrict__ g, const long long* __r
 extern "C" __attribute__((visibility("default")))
 void rows_added_at(const float* g, const long long* ids, float* out, long long rows,
                    long long width) {
-    pool::parallel_for(width, rows > 0 ? (MIN_PART + rows - 1) / rows : width, 16,
+    pool::parallel_for(width, rows_per_part(rows), 16,  // columns of `rows` floats
                        [=](long long lo, long long hi) {
                            rows_added_at_part(g, ids, out, rows, width, lo, hi);
                        });
@@ -601,7 +602,7 @@ def products_worth_it(*arrays) -> bool:
         all(isinstance(a, np.ndarray) and a.dtype == np.float32 for a in arrays)
         and max(a.size for a in arrays) >= MIN_SIZE
         and _built()
-        and _library().batched_products
+        and _library().blas_products
     )
 
 

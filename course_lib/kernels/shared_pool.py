@@ -80,10 +80,10 @@ def _slots(blas: dict) -> int:
 
 def connect(kernels: ctypes.CDLL) -> str:
     """Register the kernels' pool as NumPy's OpenBLAS threads callback where possible (and
-    hand the kernels BLAS's product, ``kernels.batched_products``), and say what was done
+    hand the kernels BLAS's product, ``kernels.blas_products``), and say what was done
     (one line, for benchmarks and notebooks). Never raises: anything unexpected leaves
     OpenBLAS as it was and the kernels on one thread."""
-    kernels.batched_products = False
+    kernels.blas_products = False
     if os.environ.get(ENV, "1") == "0":
         return f"one thread ({ENV}=0)"
     try:
@@ -105,8 +105,8 @@ def _connect(kernels: ctypes.CDLL) -> str:
     kernels.pool_blas_callback.restype = ctypes.c_void_p
     blas["callback"].restype = None
     blas["callback"](ctypes.c_void_p(kernels.pool_blas_callback()))
-    kernels.batched_products = "sgemm" in blas
-    if kernels.batched_products:
+    kernels.blas_products = "sgemm" in blas
+    if kernels.blas_products:
         kernels.use_blas(_address(blas["sgemm"]))
     return f"one pool with NumPy's BLAS, {found}"
 
