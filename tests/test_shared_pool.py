@@ -378,3 +378,34 @@ def test_the_embedding_adjoint_refuses_bad_ids_on_the_kernel_path_too():
         ids[17] = bad
         with pytest.raises(OutOfRangeError, match=f"id {bad} at position \\(17,\\)"):
             TakeAdjoint().compute(np, g, ids, np.zeros((9, 512), np.float32))
+
+
+@needs_kernels
+@needs_pool
+def test_fused_loops_split_over_the_pool_with_the_same_bits(monkeypatch):
+    """The fusion pass's generated loops run their 64-float blocks on the pool: the same bits
+    on any number of threads (SIMD exp and tanh included, an input not 64-byte aligned, a
+    ragged tail) as on one thread, and as with no pool at all (a null parallel_for)."""
+    import course_lib as cl  # noqa: PLC0415
+    from course_lib.passes.fusion import fuse_elementwise  # noqa: PLC0415
+    from course_lib.passes.fusion.cpu_loop import run_cpu_loop  # noqa: PLC0415
+
+    n = 4 * PART + 37
+    x, y = cl.variable("x", (n,), np.float32), cl.variable("y", (n,), np.float32)
+    kernel = fuse_elementwise(cl.exp(x) * y + cl.tanh(y) / 3.0).op.kernel
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-20, 20, n + 1).astype(np.float32)[1:]  # C-contiguous, 4 bytes off
+    b = rng.standard_normal(n).astype(np.float32)
+    with threadpool_limits(1):
+        alone = run_cpu_loop(kernel, [a, b])
+    for threads in (2, 3, 4):
+        with threadpool_limits(threads):
+            before = cpu_kernels.pool_runs()
+            split = run_cpu_loop(kernel, [a, b])
+            assert cpu_kernels.pool_runs() == before + 1, "the loop split its blocks"
+        assert split.tobytes() == alone.tobytes(), threads
+    monkeypatch.setattr(cpu_kernels, "pool_parallel_for", lambda: None)
+    with threadpool_limits(4):
+        before = cpu_kernels.pool_runs()
+        assert run_cpu_loop(kernel, [a, b]).tobytes() == alone.tobytes()
+        assert cpu_kernels.pool_runs() == before

@@ -432,6 +432,12 @@ def pool_workers() -> int:
     return _library().pool_workers() if _built() else 0
 
 
+def pool_parallel_for() -> ctypes.c_void_p | None:
+    """The shared pool's ``pool_parallel_for(count, grain, align, body, context)`` for loops
+    built in other libraries (the fusion pass's), or None where the kernels do not build."""
+    return ctypes.cast(_library().pool_parallel_for, ctypes.c_void_p) if _built() else None
+
+
 def pool_runs() -> int:
     """Runs (a BLAS call's jobs, a kernel's parts) the pool has handed to its threads so far."""
     if not _built():

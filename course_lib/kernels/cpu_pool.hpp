@@ -245,6 +245,16 @@ int pool_follow(void* thread_count, int slots, const int* own_threads, int worke
 extern "C" __attribute__((visibility("default")))
 int pool_threads() { return pool::threads(); }
 
+// parallel_for for loops built in other libraries (the fusion pass's generated loops):
+// body(context, lo, hi) for parts of [0, count), as pool::parallel_for splits them.
+typedef void (*Range)(void* context, long long lo, long long hi);
+extern "C" __attribute__((visibility("default")))
+void pool_parallel_for(long long count, long long grain, long long align, Range body,
+                       void* context) {
+    pool::parallel_for(count, grain, align,
+                       [=](long long lo, long long hi) { body(context, lo, hi); });
+}
+
 // How many runs went to the workers so far (for tests).
 extern "C" __attribute__((visibility("default")))
 long pool_runs() { return pool::runs_split.load(); }

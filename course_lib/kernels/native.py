@@ -264,15 +264,16 @@ def load_simd_library(unit: str, filename: str) -> tuple[ctypes.CDLL, bool]:
     return load_library(unit, filename, native=True, extra_flags=SIMD_FLAGS), False
 
 
-def bind_loop(function: Callable, arrays: Sequence) -> Callable[[], None]:
-    """The compiled C loop ``function(array pointers..., n)`` bound to ``arrays`` (checked
-    C-contiguous NumPy arrays, the output last, ``n`` its size): each call of the result runs
-    the loop and nothing else, and keeps the arrays alive while it points into them."""
+def bind_loop(function: Callable, arrays: Sequence, *extra) -> Callable[[], None]:
+    """The compiled C loop ``function(array pointers..., n, *extra)`` bound to ``arrays``
+    (checked C-contiguous NumPy arrays, the output last, ``n`` its size) and ``extra`` (ctypes
+    values): each call of the result runs the loop and nothing else, and keeps the arrays
+    alive while it points into them."""
     pointers = [ctypes.c_void_p(a.ctypes.data) for a in arrays]
     size = ctypes.c_longlong(arrays[-1].size)
 
     def loop() -> None:
-        function(*pointers, size)
+        function(*pointers, size, *extra)
 
     loop.arrays = arrays  # the arrays live as long as the loop that points into them
     return loop

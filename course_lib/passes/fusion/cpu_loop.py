@@ -1,6 +1,10 @@
 """A fused kernel as a C++ loop compiled for this CPU (g++ -O3 -march=native) and run on
 NumPy arrays: what the fused kernel costs when it runs at memory speed.
 
+Its parts run on the pool the CPU kernels share with NumPy's BLAS (``kernels/cpu_pool.hpp``),
+on as many threads as BLAS may use (``perf.limit_threads`` is the one knob), in whole blocks
+of 64 floats: the same bits on any number of threads.
+
 CPU-only by nature: the loop reads host memory, so a device array is refused with
 ``DeviceError`` (on a GPU the fused node runs its CUDA kernel instead)."""
 
@@ -15,7 +19,7 @@ import numpy as np
 from ... import kernels
 from ...backend import host_array
 from ...errors import ShapeError
-from ...kernels import FusedElementwise, KernelCompileError
+from ...kernels import FusedElementwise, KernelCompileError, cpu_kernels
 from .codegen import cpu_source
 
 LOOP_MIN_SIZE = 2**16  # below this, numexpr's start-up cost is small and nothing compiles
@@ -99,4 +103,5 @@ def bind_cpu_loop(
         )
     if not out.size:
         return lambda: None
-    return kernels.native.bind_loop(_compiled(cpu_source(kernel), kernel.name), everything)
+    function = _compiled(cpu_source(kernel), kernel.name)
+    return kernels.native.bind_loop(function, everything, cpu_kernels.pool_parallel_for())
