@@ -3,9 +3,10 @@
 Part 1, N = 2**24 float32: the lecture's Program 1 (three NumPy kernels through the
 temporaries tmp1, tmp2; every array allocated beforehand, as in the lecture) against Program
 2, the kernel ``fuse_elementwise`` generates for the graph, in its two CPU forms: the same
-expression as a C++ loop compiled for this CPU (single thread, like NumPy) and the numexpr
-expression (one blocked pass; on one thread, and on two: it is limited by its interpreter's
-work, not by memory, so a free second core speeds it up). Both write into the
+expression as a C++ loop compiled for this CPU (on one thread, like NumPy, and on two: its
+blocks split over the pool it shares with BLAS) and the numexpr expression (one blocked pass;
+on one thread, and on two: it is limited by its interpreter's work, not by memory, so a free
+second core speeds it up). Both write into the
 preallocated E, like Program 1. Also NumPy written naturally (it allocates its result) and
 the Executor with and without the pass (a fused node on large float32 arrays runs the
 compiled loop, allocating its result). The byte model predicts 9N / 5N = 1.8x.
@@ -22,6 +23,7 @@ import argparse
 
 import numexpr
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 import course_lib as cl
 from course_lib.passes import fold_constants, fuse_elementwise, merge_matmuls
@@ -52,11 +54,19 @@ def fusion(n: int, repeats: int) -> None:
 
         return run
 
+    def loop_on(threads: int):
+        def run():
+            with threadpool_limits(threads):  # the pool's count: BLAS's (one knob)
+                fused.op.run_kernel(np, *arrays, mode="cpu", out=e)
+
+        return run
+
     threads = numexpr.get_num_threads()
     medians = interleaved_medians(
         {
             "Program 1: NumPy, 3 kernels": program_1,
-            "Program 2: C++ loop": lambda: fused.op.run_kernel(np, *arrays, mode="cpu", out=e),
+            "Program 2: C++ loop 1 thread": loop_on(1),
+            "Program 2: C++ loop 2 threads": loop_on(2),
             "Program 2: numexpr 1 thread": numexpr_on(1),
             "Program 2: numexpr 2 threads": numexpr_on(2),
             "NumPy d + (a + b) * c": lambda: d + (a + b) * c,
@@ -78,7 +88,7 @@ def fusion(n: int, repeats: int) -> None:
     base = medians["Program 1: NumPy, 3 kernels"]
     for name in medians:
         if name.startswith("Program 2"):
-            note = "  (target >= 1.5, byte model 1.8)" if "C++" in name else ""
+            note = "  (target >= 1.5, byte model 1.8)" if "C++ loop 1" in name else ""
             print(f"  ratio Program 1 / {name[11:]:17s} = {base / medians[name]:.2f}{note}")
     print(
         f"  ratio Executor unfused / fused     = "

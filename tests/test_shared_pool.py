@@ -122,9 +122,10 @@ def test_small_arrays_stay_on_the_calling_thread():
         assert y.tobytes() == cpu_kernels.silu(x).tobytes()
 
 
-def _head_products(kv: int, seed=0) -> dict:
-    """The three attention products on GQA arrays (B=3, T=40, H=6, S=50, d=32), as
-    (op, inputs); the queries strided, so that the kernels' path copies them first."""
+def _head_products(kv: int, d: int = 32, seed=0) -> dict:
+    """The three attention products on GQA arrays (B=3, T=40, H=6, S=50), as (op, inputs);
+    the queries strided, so that the kernels' path copies them first. T is not a multiple of
+    the kernel's 6-row blocks, S not one of its 16 columns."""
     from course_lib.ops.attention import HeadMix, HeadMixT, HeadScores  # noqa: PLC0415
 
     rng = np.random.default_rng(seed)
@@ -132,8 +133,8 @@ def _head_products(kv: int, seed=0) -> dict:
     def normal(*shape):
         return rng.standard_normal(shape).astype(np.float32)
 
-    a = normal(3, 80, 6, 32)[:, ::2]
-    k, p = normal(3, 50, kv, 32), normal(3, 6, 40, 50)
+    a = normal(3, 80, 6, d)[:, ::2]
+    k, p = normal(3, 50, kv, d), normal(3, 6, 40, 50)
     return {
         "scores a·kᵀ": (HeadScores(), (a, k)),
         "mix p·v": (HeadMix(), (p, k)),
@@ -142,23 +143,49 @@ def _head_products(kv: int, seed=0) -> dict:
 
 
 @needs_kernels
-@needs_pool
-@pytest.mark.parametrize("kv", [1, 2, 6])
-@pytest.mark.parametrize("threads", [1, 2, 3])
-def test_attention_products_read_in_place_match_the_grouped_products(kv, threads, monkeypatch):
-    """One BLAS product per (batch, head), read where each head lies: the grouped matmul's
-    values (to float32 rounding: OpenBLAS may sum in another order)."""
-    with threadpool_limits(threads):
-        in_place = {name: op.compute(np, *args) for name, (op, args) in _head_products(kv).items()}
-        monkeypatch.setattr(cpu_kernels, "products_worth_it", lambda *a: False)
-        for name, (op, args) in _head_products(kv).items():
-            grouped = op.compute(np, *args)  # the array module's path
-            assert in_place[name].shape == grouped.shape and in_place[name].dtype == np.float32
-            np.testing.assert_allclose(in_place[name], grouped, rtol=1e-5, atol=1e-5, err_msg=name)
+@pytest.mark.parametrize(("kv", "d"), [(1, 32), (2, 32), (6, 32), (2, 7), (3, 40)])
+def test_attention_products_read_in_place_match_the_grouped_products(kv, d, monkeypatch):
+    """One product per (batch, head), read where each head lies, each on one thread: the
+    grouped matmul's values (to float32 rounding: another summation order, multiply-adds
+    fused), and the same bits on any number of threads."""
+    products = _head_products(kv, d)
+    in_place = {}
+    for threads in (1, 2, 3):
+        with threadpool_limits(threads):
+            before = cpu_kernels.pool_runs()
+            split = {name: op.compute(np, *args) for name, (op, args) in products.items()}
+        if threads > 1 and cpu_kernels.threads_described().startswith("one pool"):
+            assert cpu_kernels.pool_runs() > before, "the heads were split"
+        for name, values in split.items():
+            in_place.setdefault(name, values)
+            assert values.tobytes() == in_place[name].tobytes(), (name, threads)
+    monkeypatch.setattr(cpu_kernels, "products_worth_it", lambda *a: False)
+    for name, (op, args) in products.items():
+        grouped = op.compute(np, *args)  # the array module's path
+        assert in_place[name].shape == grouped.shape and in_place[name].dtype == np.float32
+        np.testing.assert_allclose(in_place[name], grouped, rtol=1e-5, atol=1e-5, err_msg=name)
 
 
 @needs_kernels
-@needs_pool
+def test_attention_products_propagate_nan_and_inf_as_blas_does(monkeypatch):
+    """A NaN or an infinity in one head reaches exactly the entries it reaches in the grouped
+    matmul (0 · inf is NaN), and no other head."""
+    products = _head_products(2)
+    a, k = products["scores a·kᵀ"][1]
+    a, k = a.copy(), k.copy()
+    a[1, 3, 2, 5], k[2, 7, 1, 0] = np.nan, np.inf
+    a[2, :, :, 0] = 0.0  # 0 · inf
+    op = products["scores a·kᵀ"][0]
+    in_place = op.compute(np, a, k)
+    monkeypatch.setattr(cpu_kernels, "products_worth_it", lambda *args: False)
+    with np.errstate(invalid="ignore"):  # NumPy's matmul warns of the NaNs
+        grouped = op.compute(np, a, k)
+    np.testing.assert_array_equal(np.isnan(in_place), np.isnan(grouped))
+    np.testing.assert_array_equal(np.isinf(in_place), np.isinf(grouped))
+    assert np.isnan(in_place).any() and not np.isnan(in_place[0]).any()
+
+
+@needs_kernels
 def test_attention_products_check_shapes_before_reading_in_place():
     """A graph whose shapes were unknown when built: the op still refuses inputs whose
     strides would not fit (another batch, head size or group), with the op's own error."""
@@ -321,13 +348,13 @@ def test_the_pool_can_be_switched_off_and_one_thread_starts_nothing():
         x = np.linspace(-3, 3, 8 * 16384, dtype=np.float32)
         with threadpool_limits(4):
             y = cpu_kernels.silu(x)
-        kernels = cpu_kernels._library()
-        print(cpu_kernels.threads_described(), cpu_kernels.pool_workers(), kernels.blas_products)
+        print(cpu_kernels.threads_described(), cpu_kernels.pool_workers(),
+              cpu_kernels.products_worth_it(x))
         limit_threads(1)
         print(np.array_equal(cpu_kernels.silu(x), y), cpu_kernels.pool_workers())
     """, **{shared_pool.ENV: "0"})
     assert run.returncode == 0, run.stderr
-    assert run.stdout.splitlines() == [f"one thread ({shared_pool.ENV}=0) 0 False", "True 0"]
+    assert run.stdout.splitlines() == [f"one thread ({shared_pool.ENV}=0) 0 True", "True 0"]
 
 
 @needs_kernels

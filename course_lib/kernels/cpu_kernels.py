@@ -2,7 +2,8 @@
 adjoints, SiLU, sigmoid and AdamW's two update ops, each one pass over memory where NumPy
 takes four to seven (each row of the softmax stays in cache: one read and one write; a masked
 key costs a store of 0, not an exponential); large same-shape sums and products, the
-embedding's adjoint, and the attention's products through BLAS read in place. Compiled once
+embedding's adjoint, and the attention's small products read in place (each head's on one
+thread, the heads over the pool: OpenBLAS gives such a product two threads at most). Compiled once
 per machine (``native.load_library``), float32 host arrays only; the ops decide
 (``backend.on_host``) and keep their array-module code for everything else.
 
@@ -44,7 +45,10 @@ SOURCE = """\
 // pointers; the exported function splits its rows (or 64-element blocks) over the shared
 // pool's threads (cpu_pool.hpp)
 #include <math.h>
+#include <string.h>
 {vector_math}
+#include <vector>
+
 #include "cpu_pool.hpp"
 
 // Each thread's part is at least this many floats (smaller parts cost more than they save)
@@ -233,35 +237,119 @@ void rms_norm_grad_w(const float* g, const float* x, float* out, float* inv, dou
     });
 }
 
-// Products with NumPy's BLAS, read in place: item (i, j, g) of outer × middle × inner
+// The attention's products, read in place: item (i, j, g) of outer × middle × inner
 // multiplies the m×k matrix at a + i·sa[0] + j·sa[1] + g·sa[2] (rows ld[0] apart; stored k×m
 // when trans_a) by the k×n matrix at b + (the same with sb; rows ld[1] apart; stored n×k
 // when trans_b) into the m×n matrix at c + (the same with sc; rows ld[2] apart). Where
-// sc[2] is 0 the inner items add up into one matrix, in g's order. One product after the
-// other on the calling thread, each on BLAS's threads (the shared pool): a pool job must not
-// call BLAS, whose jobs wait for each other.
-typedef void (*Sgemm)(int, int, int, long long, long long, long long, float, const float*,
-                      long long, const float*, long long, float, float*, long long);
-static Sgemm blas_sgemm = nullptr;
+// sc[2] is 0 the inner items add up into one matrix, in g's order. A head's product (T×d by
+// d×S) is too small to split well (OpenBLAS gives it at most two threads), so each product
+// runs on one thread and the (i, j) pairs split over the pool: the same bits on any number of
+// threads. Each product keeps a block of MR rows × NR columns of C in vector registers
+// (12 of AVX2's 16 when MR = 6, NR = 16) while it walks along k: per step, two loads of B, six
+// broadcasts of A and twelve multiply-adds.
+typedef float v8 __attribute__((vector_size(32)));  // 8 floats: one AVX register
+static const int MR = 6, NR = 16;
+
+static inline v8 load8(const float* p) { v8 v; memcpy(&v, p, sizeof v); return v; }
+static inline void store8(float* p, v8 v) { memcpy(p, &v, sizeof v); }
+
+// Rows 0 .. R-1 and columns 0 .. cols-1 (cols <= NR) of C = A·B, written (or added, ADD);
+// A(r, p) = a[r·lda + p] (TA: a[p·lda + r]), B(p, j) = b[p·ldb + j]. Multiply-adds fused
+// here only (the other kernels keep NumPy's separate roundings): BLAS fuses them too.
+template <int R, bool TA, bool ADD>
+__attribute__((optimize("fp-contract=fast")))
+static void product_block(const float* __restrict__ a, long long lda, const float* __restrict__ b,
+                          long long ldb, long long k, float* __restrict__ c, long long ldc,
+                          long long cols) {
+    v8 acc[R][2] = {};
+    for (long long p = 0; p < k; ++p) {
+        const v8 b0 = load8(b + p * ldb), b1 = load8(b + p * ldb + 8);
+        for (int r = 0; r < R; ++r) {
+            const float x = TA ? a[p * lda + r] : a[r * lda + p];
+            acc[r][0] += x * b0;
+            acc[r][1] += x * b1;
+        }
+    }
+    for (int r = 0; r < R; ++r) {
+        float* row = c + r * ldc;
+        if (cols == NR) {
+            store8(row, ADD ? load8(row) + acc[r][0] : acc[r][0]);
+            store8(row + 8, ADD ? load8(row + 8) + acc[r][1] : acc[r][1]);
+        } else {
+            float out[NR];
+            memcpy(out, acc[r], sizeof out);
+            for (long long j = 0; j < cols; ++j) row[j] = ADD ? row[j] + out[j] : out[j];
+        }
+    }
+}
+
+// Rows i0 .. i0+R-1 of C, all columns
+template <int R, bool TA, bool ADD>
+static void product_rows(const float* a, long long lda, long long i0, const float* b,
+                         long long ldb, long long n, long long k, float* c, long long ldc) {
+    const float* rows = TA ? a + i0 : a + i0 * lda;
+    for (long long j0 = 0; j0 < n; j0 += NR)
+        product_block<R, TA, ADD>(rows, lda, b + j0, ldb, k, c + i0 * ldc + j0, ldc,
+                                  n - j0 < NR ? n - j0 : NR);
+}
+
+template <bool TA, bool ADD>
+static void product_all_rows(const float* a, long long lda, const float* b, long long ldb,
+                             long long m, long long n, long long k, float* c, long long ldc) {
+    long long i0 = 0;
+    for (; i0 + MR <= m; i0 += MR) product_rows<MR, TA, ADD>(a, lda, i0, b, ldb, n, k, c, ldc);
+    switch (m - i0) {  // the last rows: fewer than MR
+        case 1: product_rows<1, TA, ADD>(a, lda, i0, b, ldb, n, k, c, ldc); break;
+        case 2: product_rows<2, TA, ADD>(a, lda, i0, b, ldb, n, k, c, ldc); break;
+        case 3: product_rows<3, TA, ADD>(a, lda, i0, b, ldb, n, k, c, ldc); break;
+        case 4: product_rows<4, TA, ADD>(a, lda, i0, b, ldb, n, k, c, ldc); break;
+        case 5: product_rows<5, TA, ADD>(a, lda, i0, b, ldb, n, k, c, ldc); break;
+    }
+}
+
+// C (m×n) = A·B, or C += A·B (add), on this thread. B is first copied into k rows of a
+// multiple of NR floats (zeros after column n) when it is stored transposed or n is not such
+// a multiple; A is read where it lies.
+static void small_matmul(const float* a, const float* b, float* c, long long m, long long n,
+                         long long k, bool trans_a, bool trans_b, long long lda, long long ldb,
+                         long long ldc, bool add) {
+    thread_local std::vector<float> packed;
+    if (trans_b || n % NR) {
+        const long long width = (n + NR - 1) / NR * NR;
+        packed.resize(k * width);
+        float* to = packed.data();
+        if (trans_b)
+            for (long long j = 0; j < n; ++j)
+                for (long long p = 0; p < k; ++p) to[p * width + j] = b[j * ldb + p];
+        else
+            for (long long p = 0; p < k; ++p) memcpy(to + p * width, b + p * ldb, n * sizeof *b);
+        for (long long p = 0; p < k; ++p)
+            for (long long j = n; j < width; ++j) to[p * width + j] = 0.0f;
+        b = to;
+        ldb = width;
+    }
+    if (trans_a && add) product_all_rows<true, true>(a, lda, b, ldb, m, n, k, c, ldc);
+    else if (trans_a) product_all_rows<true, false>(a, lda, b, ldb, m, n, k, c, ldc);
+    else if (add) product_all_rows<false, true>(a, lda, b, ldb, m, n, k, c, ldc);
+    else product_all_rows<false, false>(a, lda, b, ldb, m, n, k, c, ldc);
+}
 
 extern "C" __attribute__((visibility("default")))
-void use_blas(void* sgemm) { blas_sgemm = (Sgemm)sgemm; }
-
-extern "C" __attribute__((visibility("default")))
-void strided_matmul(const float* a, const float* b, float* c, const long long* items,
-                    long long m, long long n, long long k, int trans_a, int trans_b,
-                    const long long* ld, const long long* sa, const long long* sb,
-                    const long long* sc) {
-    enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112 };
+void head_products(const float* a, const float* b, float* c, const long long* items,
+                   long long m, long long n, long long k, int trans_a, int trans_b,
+                   const long long* ld, const long long* sa, const long long* sb,
+                   const long long* sc) {
     const bool summed = sc[2] == 0;
-    for (long long i = 0; i < items[0]; ++i)
-        for (long long j = 0; j < items[1]; ++j)
+    pool::parallel_for(items[0] * items[1], 1, 1, [=](long long lo, long long hi) {
+        for (long long ij = lo; ij < hi; ++ij) {
+            const long long i = ij / items[1], j = ij % items[1];
             for (long long g = 0; g < items[2]; ++g)
-                blas_sgemm(ROW_MAJOR, trans_a ? TRANS : NO_TRANS, trans_b ? TRANS : NO_TRANS, m,
-                           n, k, 1.0f, a + i * sa[0] + j * sa[1] + g * sa[2], ld[0],
-                           b + i * sb[0] + j * sb[1] + g * sb[2], ld[1],
-                           summed && g ? 1.0f : 0.0f, c + i * sc[0] + j * sc[1] + g * sc[2],
-                           ld[2]);
+                small_matmul(a + i * sa[0] + j * sa[1] + g * sa[2],
+                             b + i * sb[0] + j * sb[1] + g * sb[2],
+                             c + i * sc[0] + j * sc[1] + g * sc[2], m, n, k, trans_a, trans_b,
+                             ld[0], ld[1], ld[2], summed && g);
+        }
+    });
 }
 
 // Sums and products of same-shape arrays: NumPy's loops split over the threads (an add or a
@@ -396,7 +484,7 @@ void adamw_update(const float* theta, const float* m, const float* v, float* out
 
 
 FUNCTIONS = ("causal_softmax", "softmax_grad", "rope", "rms_norm", "rms_norm_grad_x", "sigmoid",
-             "silu", "silu_grad", "adam_moment", "adamw_update", "strided_matmul", "sum_of",
+             "silu", "silu_grad", "adam_moment", "adamw_update", "head_products", "sum_of",
              "product", "rows_added_at", "rms_norm_grad_w")  # fmt: skip
 
 
@@ -601,27 +689,25 @@ def rms_norm_grad_w(g: np.ndarray, x: np.ndarray, eps: float) -> np.ndarray:
 
 
 def products_worth_it(*arrays) -> bool:
-    """Should products of these arrays go to :func:`strided_matmul`: float32 host arrays of at
-    least :data:`MIN_SIZE` elements, and BLAS's product handed to the kernels
-    (``kernels/shared_pool.py``)."""
+    """Should products of these arrays go to :func:`head_products`: float32 host arrays of at
+    least :data:`MIN_SIZE` elements, and kernels that build here?"""
     return (
         all(isinstance(a, np.ndarray) and a.dtype == np.float32 for a in arrays)
         and max(a.size for a in arrays) >= MIN_SIZE
         and _built()
-        and _library().blas_products
     )
 
 
-def strided_matmul(a, b, out, items, mnk, trans, ld, strides) -> np.ndarray:
-    """Products (BLAS's, one after the other, each on BLAS's threads) of matrices read in
-    place from C-contiguous float32 ``a`` and ``b`` into
-    ``out``: ``items`` = (outer, middle, inner) products, ``mnk`` their sizes, ``trans`` whether
-    ``a``'s and ``b``'s matrices are stored transposed, ``ld`` the row strides of ``a``, ``b``,
-    ``out``, ``strides`` three triples (in elements) from one item to the next along each of
-    the three item axes, for ``a``, ``b`` and ``out``; an ``out`` stride 0 on the inner axis adds
-    those products into one matrix. Nothing is checked here: the attention ops compute these
-    numbers from shapes they have checked (``ops/attention.py``)."""
-    _library().strided_matmul(
+def head_products(a, b, out, items, mnk, trans, ld, strides) -> np.ndarray:
+    """Small matrix products read in place from C-contiguous float32 ``a`` and ``b`` into
+    ``out``, each on one thread, split over the pool: ``items`` = (outer, middle, inner)
+    products, ``mnk`` their sizes, ``trans`` whether ``a``'s and ``b``'s matrices are stored
+    transposed, ``ld`` the row strides of ``a``, ``b``, ``out``, ``strides`` three triples (in
+    elements) from one item to the next along each of the three item axes, for ``a``, ``b``
+    and ``out``; an ``out`` stride 0 on the inner axis adds those products into one matrix.
+    Nothing is checked here: the attention ops compute these numbers from shapes they have
+    checked (``ops/attention.py``)."""
+    _library().head_products(
         *_pointers(a, b, out), _longs(items), *(ctypes.c_longlong(x) for x in mnk),
         *(ctypes.c_int(t) for t in trans), _longs(ld), *(_longs(s) for s in strides),
     )  # fmt: skip

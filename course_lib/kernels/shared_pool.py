@@ -23,12 +23,10 @@ from pathlib import Path
 
 ENV = "COURSE_LIB_SHARED_POOL"
 #: OpenBLAS's functions by flavour: NumPy's wheels (64-bit integers, prefixed and suffixed
-#: names), then a system OpenBLAS (plain names; its products stay with NumPy, whose integer
-#: size this module does not know there).
+#: names), then a system OpenBLAS (plain names).
 FLAVOURS = (
     {"callback": "scipy_openblas_set_threads_callback_function64_",
-     "threads": "scipy_openblas_get_num_threads64_", "config": "scipy_openblas_get_config64_",
-     "sgemm": "scipy_cblas_sgemm64_"},
+     "threads": "scipy_openblas_get_num_threads64_", "config": "scipy_openblas_get_config64_"},
     {"callback": "openblas_set_threads_callback_function", "threads": "openblas_get_num_threads",
      "config": "openblas_get_config"},
 )  # fmt: skip
@@ -79,11 +77,9 @@ def _slots(blas: dict) -> int:
 
 
 def connect(kernels: ctypes.CDLL) -> str:
-    """Register the kernels' pool as NumPy's OpenBLAS threads callback where possible (and
-    hand the kernels BLAS's product, ``kernels.blas_products``), and say what was done
-    (one line, for benchmarks and notebooks). Never raises: anything unexpected leaves
-    OpenBLAS as it was and the kernels on one thread."""
-    kernels.blas_products = False
+    """Register the kernels' pool as NumPy's OpenBLAS threads callback where possible, and say
+    what was done (one line, for benchmarks and notebooks). Never raises: anything unexpected
+    leaves OpenBLAS as it was and the kernels on one thread."""
     if os.environ.get(ENV, "1") == "0":
         return f"one thread ({ENV}=0)"
     try:
@@ -105,9 +101,6 @@ def _connect(kernels: ctypes.CDLL) -> str:
     kernels.pool_blas_callback.restype = ctypes.c_void_p
     blas["callback"].restype = None
     blas["callback"](ctypes.c_void_p(kernels.pool_blas_callback()))
-    kernels.blas_products = "sgemm" in blas
-    if kernels.blas_products:
-        kernels.use_blas(_address(blas["sgemm"]))
     return f"one pool with NumPy's BLAS, {found}"
 
 

@@ -57,15 +57,16 @@ def _same(what, label, a, b):
 
 
 def _in_place(xp, *arrays):
-    """The arrays, C-contiguous, where the CPU kernels take the products (BLAS handed to them,
-    float32, large enough); else None (the array module's grouped matmul)."""
+    """The arrays, C-contiguous, where the CPU kernels take the products (float32, large
+    enough, kernels built); else None (the array module's grouped matmul)."""
     if on_host(xp) and cpu_kernels.products_worth_it(*arrays):
         return [np.ascontiguousarray(x) for x in arrays]
     return None
 
 
-# On the CPU the products read each head where it lies, one product per (batch, head): no
-# copies into grouped layouts and back (cpu_kernels.strided_matmul; strides in elements).
+# On the CPU the products read each head where it lies, one product per (batch, head), the
+# (batch, kv group) pairs on the pool's threads: no copies into grouped layouts and back
+# (cpu_kernels.head_products; strides in elements).
 def _scores_in_place(a, k):
     """(B, T, H, d), (B, S, KV, d) -> (B, H, T, S): item (b, kv, g) is a[b, :, h] @ k[b, :, kv]ᵀ."""
     b, t, h, d = a.shape
@@ -73,7 +74,7 @@ def _scores_in_place(a, k):
     g = h // kv
     out = np.empty((b, h, t, s), np.float32)
     strides = ((t * h * d, g * d, d), (s * kv * d, d, 0), (h * t * s, g * t * s, t * s))
-    return cpu_kernels.strided_matmul(
+    return cpu_kernels.head_products(
         a, k, out, (b, kv, g), (t, s, d), (False, True), (h * d, kv * d, s), strides
     )
 
@@ -85,7 +86,7 @@ def _mix_in_place(p, v):
     g = h // kv
     out = np.empty((b, t, h, d), np.float32)
     strides = ((h * t * s, g * t * s, t * s), (s * kv * d, d, 0), (t * h * d, g * d, d))
-    return cpu_kernels.strided_matmul(
+    return cpu_kernels.head_products(
         p, v, out, (b, kv, g), (t, d, s), (False, False), (s, kv * d, h * d), strides
     )
 
@@ -98,7 +99,7 @@ def _mix_t_in_place(p, a, kv):
     g = h // kv
     out = np.zeros((b, s, kv, d), np.float32)  # zeros: a group of no heads sums to 0
     strides = ((h * t * s, g * t * s, t * s), (t * h * d, g * d, d), (s * kv * d, d, 0))
-    return cpu_kernels.strided_matmul(
+    return cpu_kernels.head_products(
         p, a, out, (b, kv, g), (s, d, t), (True, False), (s, h * d, kv * d), strides
     )
 
