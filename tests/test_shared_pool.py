@@ -89,6 +89,7 @@ def _every_kernel(scores, x, rows, w, rope_x, cos, sin) -> dict:
             "sum_of": k.sum_of(x, x[::-1], np.roll(x, 3)),
             "product": k.product(x, x[::-1]),
             "rows_added_at": k.rows_added_at(rows, np.arange(1100) % 7, 7),
+            "transposed": k.transposed(rows.T),
         }
 
 
@@ -436,3 +437,23 @@ def test_fused_loops_split_over_the_pool_with_the_same_bits(monkeypatch):
         before = cpu_kernels.pool_runs()
         assert run_cpu_loop(kernel, [a, b]).tobytes() == alone.tobytes()
         assert cpu_kernels.pool_runs() == before
+
+
+@needs_kernels
+@pytest.mark.parametrize("shape", [(1, 1), (7, 3), (32, 32), (33, 65), (688, 256), (40, 1001)])
+def test_a_transposed_matrix_is_copied_in_tiles_with_its_values(shape, monkeypatch):
+    """A weight's gradient arrives transposed (F-contiguous): the kernels copy it in 8 × 8
+    register blocks of 32 × 32 tiles (ragged edges included), the values NumPy's copy gives,
+    and AdamW's moment kernel gives the same bits as from a C-contiguous gradient."""
+    rng = np.random.default_rng(1)
+    g = rng.standard_normal(shape[::-1]).astype(np.float32).T
+    assert g.flags.f_contiguous and (g.flags.c_contiguous == (1 in shape))
+    for threads in (1, 2, 3):
+        with threadpool_limits(threads):
+            assert cpu_kernels.transposed(g).tobytes() == np.ascontiguousarray(g).tobytes()
+    m = rng.standard_normal(shape).astype(np.float32)
+    calls = []
+    monkeypatch.setattr(cpu_kernels, "transposed", lambda a: calls.append(a) or a.copy())
+    moment = cpu_kernels.adam_moment(m, g, 0.9, 2)
+    assert len(calls) == (not g.flags.c_contiguous)
+    assert moment.tobytes() == cpu_kernels.adam_moment(m, np.ascontiguousarray(g), 0.9, 2).tobytes()
