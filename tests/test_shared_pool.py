@@ -457,3 +457,29 @@ def test_a_transposed_matrix_is_copied_in_tiles_with_its_values(shape, monkeypat
     moment = cpu_kernels.adam_moment(m, g, 0.9, 2)
     assert len(calls) == (not g.flags.c_contiguous)
     assert moment.tobytes() == cpu_kernels.adam_moment(m, np.ascontiguousarray(g), 0.9, 2).tobytes()
+
+
+@needs_kernels
+@needs_pool
+def test_assign_copies_large_arrays_over_the_pool_and_falls_back_to_numpy():
+    """The optimiser's write-back: a large same-shape float32 copy split over the threads;
+    overlapping, broadcast, other-dtype and read-only cases keep NumPy's assignment."""
+    x = np.linspace(-1, 1, 4 * PART + 5, dtype=np.float32)
+    target = np.zeros_like(x)
+    with threadpool_limits(2):
+        before = cpu_kernels.pool_runs()
+        cpu_kernels.assign(target, x)
+        assert cpu_kernels.pool_runs() == before + 1
+        assert target.tobytes() == x.tobytes()
+        buffer = np.arange(4 * PART + 6, dtype=np.float32)
+        cpu_kernels.assign(buffer[1:], buffer[:-1])  # overlapping: NumPy's memmove semantics
+        assert np.array_equal(buffer[1:], np.arange(4 * PART + 5, dtype=np.float32))
+        cpu_kernels.assign(target, np.float32(3.0))  # broadcast
+        assert (target == 3.0).all()
+        wide = np.zeros(x.shape)  # float64 target: NumPy's cast
+        cpu_kernels.assign(wide, x)
+        assert np.array_equal(wide, x)
+        target.flags.writeable = False
+        with pytest.raises(ValueError, match="read-only"):
+            cpu_kernels.assign(target, x)
+        assert cpu_kernels.pool_runs() == before + 1

@@ -409,6 +409,12 @@ void transposed_copy(const float* x, float* out, long long rows, long long cols)
     });
 }
 
+// A copy split over the threads (the optimiser's new values into the model's arrays)
+extern "C" __attribute__((visibility("default")))
+void copy_floats(const float* x, float* out, long long n) {
+    EACH_ELEMENT_RANGE(n, memcpy(out + lo, x + lo, (hi - lo) * sizeof *x));
+}
+
 // Sums and products of same-shape arrays: NumPy's loops split over the threads (an add or a
 // multiply per element, in NumPy's order: ((x0 + x1) + x2) + ...)
 static void sum_part(const float* const* xs, int count, float* __restrict__ out, long long lo,
@@ -542,7 +548,8 @@ void adamw_update(const float* theta, const float* m, const float* v, float* out
 
 FUNCTIONS = ("causal_softmax", "softmax_grad", "rope", "rms_norm", "rms_norm_grad_x", "sigmoid",
              "silu", "silu_grad", "adam_moment", "adamw_update", "head_products", "sum_of",
-             "product", "rows_added_at", "rms_norm_grad_w", "transposed_copy")  # fmt: skip
+             "product", "rows_added_at", "rms_norm_grad_w", "transposed_copy",
+             "copy_floats")  # fmt: skip
 
 
 @functools.cache
@@ -726,6 +733,23 @@ def sum_of(*arrays: np.ndarray) -> np.ndarray:
     _library().sum_of(pointers, ctypes.c_int(len(arrays)), *_pointers(out),
                       ctypes.c_longlong(out.size))  # fmt: skip
     return out
+
+
+def assign(target: np.ndarray, value) -> None:
+    """``target[...] = value``, split over the pool's threads when both are large float32
+    C-contiguous arrays of one shape that do not overlap (else NumPy's assignment, with its
+    broadcasting and its errors)."""
+    if (
+        isinstance(value, np.ndarray)
+        and splits(target, value)
+        and target.flags.c_contiguous
+        and target.flags.writeable
+        and value.flags.c_contiguous
+        and not np.may_share_memory(target, value)
+    ):
+        _library().copy_floats(*_pointers(value, target), ctypes.c_longlong(target.size))
+    else:
+        target[...] = value
 
 
 def product(x: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -202,7 +202,10 @@ class Optimizer:
             )
         targets = [arrays[name] for name in names] + self._state_arrays_in_order()
         for target, value in zip(targets, values):
-            target[...] = to_numpy(value) if isinstance(target, np.ndarray) else value
+            if isinstance(target, np.ndarray):
+                cpu_kernels.assign(target, to_numpy(value))  # large copies split over threads
+            else:
+                target[...] = value
 
     def _state_arrays_in_order(self) -> list[np.ndarray]:
         return []
