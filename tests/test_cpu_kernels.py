@@ -7,6 +7,7 @@ import pytest
 import course_lib as cl
 from course_lib.kernels import cpu_kernels
 from course_lib.ops.attention import CausalSoftmax, SoftmaxGrad
+from course_lib.ops.reductions import stable_log_sum_exp
 from course_lib.ops.rope import Rope
 
 needs_kernels = pytest.mark.skipif(
@@ -62,6 +63,37 @@ def test_the_softmax_adjoint_kernel_gives_numpys_values(shape, scale):
         expected = op.on_arrays(np, g, p)
     # g − Σ g·p cancels: float32 sums of |g·p| ≈ 4 per row differ by ~1e-6 in NumPy itself
     _close(op.compute(np, g, p), expected, atol=4e-6)
+
+
+@needs_kernels
+@pytest.mark.parametrize("shape", SHAPES)
+def test_the_softmax_and_cross_entropy_kernels_give_numpys_values(shape, monkeypatch):
+    """The plain softmax (the loss's gradient) and cross-entropy's rows over the last axis:
+    NumPy's formula's values, NaN and infinities included (a NaN, +inf or an all −inf row;
+    a target whose logit is ±inf)."""
+    from course_lib.ops.nn import CrossEntropy, Softmax  # noqa: PLC0415
+
+    x = _scores(shape)
+    targets = np.random.default_rng(2).integers(0, shape[-1], shape[:-1])
+    x[..., 11, targets[..., 11]] = np.inf
+    x[..., 13, targets[..., 13]] = -np.inf
+    finite = np.where(np.isfinite(x), x, np.float32(1.5))
+    with np.errstate(all="ignore"):
+        results = [Softmax(-1).compute(np, x), CrossEntropy().compute(np, finite, targets),
+                   cpu_kernels.cross_entropy(x, targets)]  # fmt: skip
+        monkeypatch.setattr(cpu_kernels, "worth_it", lambda *a: False)
+        expected = [Softmax(-1).compute(np, x), CrossEntropy().compute(np, finite, targets)]
+        _, shifted, log_sum = stable_log_sum_exp(np, x, -1)
+        expected.append(np.take_along_axis(shifted - log_sum, targets[..., None], -1)[..., 0])
+    _close(results[0], expected[0])
+    assert type(results[1]) is type(expected[1]) is np.float32
+    np.testing.assert_allclose(results[1], expected[1], rtol=2e-6)
+    rows, picked = results[2], expected[2]  # each row's log-probability
+    np.testing.assert_array_equal(np.isnan(rows), np.isnan(picked))
+    np.testing.assert_array_equal(rows[np.isinf(picked)], picked[np.isinf(picked)])
+    finite_rows = np.isfinite(picked)
+    np.testing.assert_allclose(rows[finite_rows], picked[finite_rows], rtol=2e-6, atol=2e-6)
+    assert np.isnan(picked).any() and np.isinf(picked).any()
 
 
 def test_small_float64_and_device_inputs_take_the_array_modules_way():

@@ -90,6 +90,8 @@ def _every_kernel(scores, x, rows, w, rope_x, cos, sin) -> dict:
             "product": k.product(x, x[::-1]),
             "rows_added_at": k.rows_added_at(rows, np.arange(1100) % 7, 7),
             "transposed": k.transposed(rows.T),
+            "softmax": k.softmax(scores),
+            "cross_entropy": k.cross_entropy(scores, np.arange(4 * 8 * 64).reshape(4, 8, 64) % 67),
         }
 
 

@@ -1,5 +1,6 @@
-"""Hand-written kernels on the CPU: the attention softmax, its adjoint, RoPE, RMSNorm and its
-adjoints, SiLU, sigmoid and AdamW's two update ops, each one pass over memory where NumPy
+"""Hand-written kernels on the CPU: the attention softmax, its adjoint, the plain softmax and
+cross-entropy's rows, RoPE, RMSNorm and its adjoints, SiLU, sigmoid and AdamW's two update
+ops, each one pass over memory where NumPy
 takes four to seven (each row of the softmax stays in cache: one read and one write; a masked
 key costs a store of 0, not an exponential); large same-shape sums and products, the
 embedding's adjoint, and the attention's small products read in place (each head's on one
@@ -106,6 +107,31 @@ extern "C" __attribute__((visibility("default")))
 void causal_softmax(const float* s, float* out, long long rows, long long t, long long n,
                     float scale) {
     EACH_ROW_RANGE(rows, n, causal_softmax_rows(s, out, lo, hi, t, n, scale));
+}
+
+// Cross-entropy's rows: picked[r] = (x[t_r] − m) − log Σ exp(x − m) for row r of the logits,
+// t_r its target, m the row's maximum (0 when that is ±inf or NaN: log-sum-exp's rule, so an
+// infinite or NaN logit gives what NumPy's formula gives); the sum in double
+static void cross_entropy_rows(const float* __restrict__ x, const long long* __restrict__ targets,
+                               float* __restrict__ picked, long long lo, long long hi,
+                               long long n) {
+    for (long long r = lo; r < hi; ++r) {
+        const float* row = x + r * n;
+        float top = -INFINITY;
+        #pragma omp simd reduction(max : top)
+        for (long long j = 0; j < n; ++j) top = row[j] > top ? row[j] : top;
+        const float m = isfinite(top) ? top : 0.0f;  // a NaN anywhere makes the sum NaN below
+        double total = 0.0;
+        #pragma omp simd reduction(+ : total)
+        for (long long j = 0; j < n; ++j) total += expf(row[j] - m);
+        picked[r] = (row[targets[r]] - m) - logf((float)total);
+    }
+}
+
+extern "C" __attribute__((visibility("default")))
+void cross_entropy(const float* x, const long long* targets, float* picked, long long rows,
+                   long long n) {
+    EACH_ROW_RANGE(rows, n, cross_entropy_rows(x, targets, picked, lo, hi, n));
 }
 
 static void softmax_grad_rows(const float* __restrict__ g, const float* __restrict__ p,
@@ -549,7 +575,7 @@ void adamw_update(const float* theta, const float* m, const float* v, float* out
 FUNCTIONS = ("causal_softmax", "softmax_grad", "rope", "rms_norm", "rms_norm_grad_x", "sigmoid",
              "silu", "silu_grad", "adam_moment", "adamw_update", "head_products", "sum_of",
              "product", "rows_added_at", "rms_norm_grad_w", "transposed_copy",
-             "copy_floats")  # fmt: skip
+             "copy_floats", "cross_entropy")  # fmt: skip
 
 
 @functools.cache
@@ -663,6 +689,25 @@ def causal_softmax(s: np.ndarray, scale: float) -> np.ndarray:
         ctypes.c_longlong(n), ctypes.c_float(np.float32(scale)),
     )  # fmt: skip
     return out
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    """``softmax(x)`` over the last axis: the causal kernel with one query per row (nothing
+    masked), the same NaN and infinity rules as NumPy's formula."""
+    n = x.shape[-1]
+    return causal_softmax(x.reshape(-1, 1, n), 1.0).reshape(x.shape)
+
+
+def cross_entropy(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """Each row's log-probability of its target, ``log_softmax(logits)[target]``, as a
+    float32 array of the targets' shape. ``targets`` are checked already (``0 <= t < n``)."""
+    logits = _rows(logits)
+    n = logits.shape[-1]
+    targets = np.ascontiguousarray(targets, dtype=np.int64)
+    picked = np.empty(targets.shape, np.float32)
+    _library().cross_entropy(*_pointers(logits, targets, picked),
+                             ctypes.c_longlong(targets.size), ctypes.c_longlong(n))  # fmt: skip
+    return picked
 
 
 def softmax_grad(g: np.ndarray, p: np.ndarray, scale: float) -> np.ndarray:

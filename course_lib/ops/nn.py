@@ -12,7 +12,9 @@ from __future__ import annotations
 import math
 
 from .. import params
+from ..backend import on_host
 from ..graph import Node, Op, apply
+from ..kernels import cpu_kernels
 from ..kernels.dispatch import run_on_gpu
 from .axes import check_ids, normalize_axes
 from .elementwise import div, exp, mul, sub
@@ -46,6 +48,8 @@ class Softmax(_AlongAxis):
         out = run_on_gpu(self, xp, x)  # softmax.cu on a GPU
         if out is not None:
             return out
+        if on_host(xp) and self.axis in (-1, x.ndim - 1) and cpu_kernels.worth_it(x):
+            return cpu_kernels.softmax(x)  # one pass over each row, rows over the threads
         e = xp.exp(x - xp.max(x, axis=self.axis, keepdims=True))
         return e / xp.sum(e, axis=self.axis, keepdims=True)
 
@@ -98,6 +102,8 @@ class CrossEntropy(Op):
 
     def compute(self, xp, logits, targets):
         check_ids(targets, logits.shape[-1], f"there are {logits.shape[-1]} classes")
+        if on_host(xp) and cpu_kernels.worth_it(logits):  # rows over the threads
+            return -xp.mean(cpu_kernels.cross_entropy(logits, targets))
         _, shifted, log_sum = stable_log_sum_exp(xp, logits, -1)
         log_probs = shifted - log_sum
         picked = xp.take_along_axis(log_probs, targets[..., None], axis=-1)
