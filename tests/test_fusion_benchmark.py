@@ -1,4 +1,5 @@
-"""benchmarks/fusion.py runs end to end (tiny sizes; the timing itself is not tested)."""
+"""benchmarks/fusion.py and attention_products.py run end to end (tiny sizes or one repeat;
+the timing itself is not tested)."""
 
 import os
 
@@ -26,3 +27,16 @@ def test_fusion_benchmark_runs_and_prints_the_ratios():
         "ratio three / merged (Executor)",
     ):
         assert ratio in out
+
+
+@pytest.mark.skipif(
+    not emulator.emulator_available() and not os.environ.get("CI"),
+    reason="the CPU kernels need g++ on PATH",
+)
+def test_attention_products_benchmark_runs_and_prints_the_ratios():
+    out = run_benchmark("attention_products.py", "--threads", "2", "--repeats", "1")
+    for header in ("--- 1 thread", "--- 2 threads"):
+        assert header in out
+    for product in ("scores", "mix p·v", "mix_t"):
+        ratios = [line for line in out.splitlines() if line.strip().startswith(product)]
+        assert len(ratios) == 2 and all(float(line.split()[-1]) > 0 for line in ratios)
