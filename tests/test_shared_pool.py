@@ -485,3 +485,58 @@ def test_assign_copies_large_arrays_over_the_pool_and_falls_back_to_numpy():
         with pytest.raises(ValueError, match="read-only"):
             cpu_kernels.assign(target, x)
         assert cpu_kernels.pool_runs() == before + 1
+
+
+@needs_kernels
+def test_only_small_products_with_pairs_for_every_thread_take_the_kernel(monkeypatch):
+    """A head whose right-hand matrix would not stay in cache (T = 1024, d = 128), or fewer
+    (batch, kv group) pairs than threads, goes to the grouped matmul, which BLAS blocks and
+    threads; the tiny step's heads take the kernel."""
+    from course_lib.ops.attention import HeadMix, HeadMixT, HeadScores  # noqa: PLC0415
+
+    calls = []
+    real = cpu_kernels.head_products
+    monkeypatch.setattr(cpu_kernels, "head_products", lambda *a: calls.append(1) or real(*a))
+
+    def kernel_calls(batch, t, h, kv, d, threads):
+        rng = np.random.default_rng(0)
+        a = rng.standard_normal((batch, t, h, d), dtype=np.float32)
+        k = rng.standard_normal((batch, t, kv, d), dtype=np.float32)
+        p = rng.standard_normal((batch, h, t, t), dtype=np.float32)
+        calls.clear()
+        with threadpool_limits(threads):
+            HeadScores().compute(np, a, k), HeadMix().compute(np, p, k)
+            HeadMixT().compute(np, p, a, k)
+        return len(calls)
+
+    assert cpu_kernels.head_products_fit(64, 32, 128)
+    assert not cpu_kernels.head_products_fit(1, 128, 1024)
+    assert kernel_calls(4, 64, 4, 2, 32, threads=1) == 3  # the tiny step's shape, smaller
+    assert kernel_calls(1, 1024, 1, 1, 128, threads=1) == 0  # too large for the cache
+    if cpu_kernels.threads_described().startswith("one pool"):
+        assert kernel_calls(1, 64, 4, 2, 32, threads=3) == 0  # 2 pairs for 3 threads
+
+
+@needs_kernels
+def test_cross_entropy_keeps_numpys_errors_and_broadcasting_for_other_target_shapes():
+    """Targets that are not one per row of logits (a graph of unknown shapes lets them
+    through) never reach the row kernel: NumPy's error or broadcast, never a read past the
+    logits; the kernel itself refuses them too."""
+    from course_lib.errors import ShapeError  # noqa: PLC0415
+    from course_lib.ops.nn import CrossEntropy  # noqa: PLC0415
+
+    logits = np.random.default_rng(0).standard_normal((2048, 8)).astype(np.float32)
+    assert cpu_kernels.worth_it(logits)
+    one = CrossEntropy().compute(np, logits, np.zeros(1, np.int64))  # NumPy broadcasts
+    every = CrossEntropy().compute(np, logits, np.zeros(2048, np.int64))
+    np.testing.assert_allclose(one, every, rtol=1e-6)
+    for targets in (np.zeros(4096, np.int64), np.zeros((2048, 1), np.int64)):
+        with pytest.raises((ValueError, IndexError, ShapeError)):
+            CrossEntropy().compute(np, logits, targets)
+        with pytest.raises(ValueError, match="without its last axis"):
+            cpu_kernels.cross_entropy(logits, targets)
+    import course_lib as cl  # noqa: PLC0415
+
+    graph = cl.cross_entropy(cl.variable("logits"), cl.variable("targets"))
+    with pytest.raises(ShapeError, match=r"cross_entropy at node .* targets: \(4096,\)"):
+        cl.evaluate(graph, {"logits": logits, "targets": np.zeros(4096, np.int64)})

@@ -700,7 +700,11 @@ def softmax(x: np.ndarray) -> np.ndarray:
 
 def cross_entropy(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
     """Each row's log-probability of its target, ``log_softmax(logits)[target]``, as a
-    float32 array of the targets' shape. ``targets`` are checked already (``0 <= t < n``)."""
+    float32 array of the targets' shape: one target per row, ``targets.shape ==
+    logits.shape[:-1]`` (else ValueError), each checked already (``0 <= t < n``)."""
+    if targets.shape != logits.shape[:-1]:
+        raise ValueError(f"cross_entropy: targets {targets.shape} must be the logits' shape "
+                         f"{logits.shape} without its last axis")  # fmt: skip
     logits = _rows(logits)
     n = logits.shape[-1]
     targets = np.ascontiguousarray(targets, dtype=np.int64)
@@ -825,6 +829,19 @@ def rms_norm_grad_w(g: np.ndarray, x: np.ndarray, eps: float) -> np.ndarray:
     _library().rms_norm_grad_w(*_pointers(g, x, out, inv, sums), ctypes.c_longlong(rows),
                                ctypes.c_longlong(n), ctypes.c_float(np.float32(eps)))  # fmt: skip
     return out
+
+
+#: The most floats of a product's right-hand matrix (k × n) for :func:`head_products`: its
+#: kernel reads that matrix again for every 6 rows of the left one, so it must stay in a
+#: core's L2 cache (64 KB here); larger products go to BLAS, which blocks for the caches.
+HEAD_PRODUCT_MAX_RIGHT = 2**14
+
+
+def head_products_fit(pairs: int, k: int, n: int) -> bool:
+    """Should ``pairs`` independent groups of products with a k × n right-hand matrix go to
+    :func:`head_products`: that matrix stays in cache, and there are at least as many pairs
+    as threads to share them (fewer, larger products: BLAS's threads and blocking win)?"""
+    return k * n <= HEAD_PRODUCT_MAX_RIGHT and pairs >= _library().pool_threads()
 
 
 def products_worth_it(*arrays) -> bool:

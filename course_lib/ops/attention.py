@@ -56,21 +56,22 @@ def _same(what, label, a, b):
         raise ValueError(f"{what}: {label} differ ({a} vs {b})")
 
 
-def _in_place(xp, *arrays):
-    """The arrays, C-contiguous, where the CPU kernels take the products (float32, large
-    enough, kernels built); else None (the array module's grouped matmul)."""
-    if on_host(xp) and cpu_kernels.products_worth_it(*arrays):
-        return [np.ascontiguousarray(x) for x in arrays]
-    return None
+def _on_kernels(xp, *arrays) -> bool:
+    """May the CPU kernels take the products (host float32 arrays, large enough, kernels
+    built)? Each ``*_in_place`` then still returns None for products too large for them."""
+    return on_host(xp) and cpu_kernels.products_worth_it(*arrays)
 
 
-# On the CPU the products read each head where it lies, one product per (batch, head), the
+# On the CPU small products read each head where it lies, one product per (batch, head), the
 # (batch, kv group) pairs on the pool's threads: no copies into grouped layouts and back
-# (cpu_kernels.head_products; strides in elements).
+# (cpu_kernels.head_products; strides in elements). None: the grouped matmul is faster.
 def _scores_in_place(a, k):
     """(B, T, H, d), (B, S, KV, d) -> (B, H, T, S): item (b, kv, g) is a[b, :, h] @ k[b, :, kv]ᵀ."""
     b, t, h, d = a.shape
     s, kv = k.shape[1], k.shape[2]
+    if not cpu_kernels.head_products_fit(b * kv, d, s):
+        return None
+    a, k = np.ascontiguousarray(a), np.ascontiguousarray(k)
     g = h // kv
     out = np.empty((b, h, t, s), np.float32)
     strides = ((t * h * d, g * d, d), (s * kv * d, d, 0), (h * t * s, g * t * s, t * s))
@@ -83,6 +84,9 @@ def _mix_in_place(p, v):
     """(B, H, T, S), (B, S, KV, d) -> (B, T, H, d): item (b, kv, g) is p[b, h] @ v[b, :, kv]."""
     b, h, t, s = p.shape
     kv, d = v.shape[2], v.shape[3]
+    if not cpu_kernels.head_products_fit(b * kv, s, d):
+        return None
+    p, v = np.ascontiguousarray(p), np.ascontiguousarray(v)
     g = h // kv
     out = np.empty((b, t, h, d), np.float32)
     strides = ((h * t * s, g * t * s, t * s), (s * kv * d, d, 0), (t * h * d, g * d, d))
@@ -96,6 +100,9 @@ def _mix_t_in_place(p, a, kv):
     a[b, :, h] (out's head stride 0: the products add up, heads in order)."""
     b, h, t, s = p.shape
     d = a.shape[3]
+    if not cpu_kernels.head_products_fit(b * kv, t, d):
+        return None
+    p, a = np.ascontiguousarray(p), np.ascontiguousarray(a)
     g = h // kv
     out = np.zeros((b, s, kv, d), np.float32)  # zeros: a group of no heads sums to 0
     strides = ((h * t * s, g * t * s, t * s), (t * h * d, g * d, d), (s * kv * d, d, 0))
@@ -144,9 +151,10 @@ class HeadScores(Op):
         return (a[0], a[2], a[1], k[1])
 
     def compute(self, xp, a, k):
-        if (arrays := _in_place(xp, a, k)) is not None:
+        if _on_kernels(xp, a, k):
             self.infer_shape(a.shape, k.shape)  # raises where the strides would not fit
-            return _scores_in_place(*arrays)
+            if (out := _scores_in_place(a, k)) is not None:
+                return out
         b, t, h, _ = a.shape
         s = k.shape[1]
         kv = k.shape[2]
@@ -184,9 +192,10 @@ class HeadMix(Op):
         return (p[0], p[2], p[1], v[3])
 
     def compute(self, xp, p, v):
-        if (arrays := _in_place(xp, p, v)) is not None:
+        if _on_kernels(xp, p, v):
             self.infer_shape(p.shape, v.shape)  # raises where the strides would not fit
-            return _mix_in_place(*arrays)
+            if (out := _mix_in_place(p, v)) is not None:
+                return out
         b, h, t, s = p.shape
         kv = v.shape[2]
         grouped = xp.ascontiguousarray(p).reshape(b, kv, (h // kv) * t, s)
@@ -230,9 +239,10 @@ class HeadMixT(Op):
 
     def compute(self, xp, p, a, like):
         kv = like.shape[2]
-        if (arrays := _in_place(xp, p, a)) is not None:
+        if _on_kernels(xp, p, a):
             self.infer_shape(p.shape, a.shape, like.shape)  # raises where the strides would not fit
-            return _mix_t_in_place(*arrays, kv)
+            if (out := _mix_t_in_place(p, a, kv)) is not None:
+                return out
         b, h, t, s = p.shape
         grouped = xp.ascontiguousarray(p).reshape(b, kv, (h // kv) * t, s)
         out = xp.matmul(grouped.swapaxes(-1, -2), _queries_by_group(xp, a, kv))  # (B, KV, S, d)

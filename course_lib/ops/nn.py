@@ -102,7 +102,9 @@ class CrossEntropy(Op):
 
     def compute(self, xp, logits, targets):
         check_ids(targets, logits.shape[-1], f"there are {logits.shape[-1]} classes")
-        if on_host(xp) and cpu_kernels.worth_it(logits):  # rows over the threads
+        if (  # rows over the threads; other shapes keep NumPy's broadcasting and errors
+            on_host(xp) and targets.shape == logits.shape[:-1] and cpu_kernels.worth_it(logits)
+        ):
             return -xp.mean(cpu_kernels.cross_entropy(logits, targets))
         _, shifted, log_sum = stable_log_sum_exp(xp, logits, -1)
         log_probs = shifted - log_sum
