@@ -21,6 +21,35 @@ static const int MR = 6, NR = 16;
 static inline v8 load8(const float* p) { v8 v; memcpy(&v, p, sizeof v); return v; }
 static inline void store8(float* p, v8 v) { memcpy(p, &v, sizeof v); }
 
+// 8 × 8 floats transposed in registers: for a product's B stored transposed, and for the tiled
+// copy at the end of this file
+typedef int i8 __attribute__((vector_size(32)));
+#if defined(__clang__)
+#define SHUFFLE(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+#define SHUFFLE(a, b, ...) __builtin_shuffle(a, b, (i8){__VA_ARGS__})
+#endif
+
+// Rows x, x + ldx, ..., x + 7·ldx (8 floats each) written as the columns of 8 rows of out:
+// interleave pairs of rows, then pairs of pairs, then the 128-bit halves
+static inline void transpose_8x8(const float* x, long long ldx, float* out, long long ldo) {
+    v8 r[8], t[8], u[8];
+    for (int q = 0; q < 8; ++q) r[q] = load8(x + q * ldx);
+    for (int q = 0; q < 8; q += 2) {
+        t[q] = SHUFFLE(r[q], r[q + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+        t[q + 1] = SHUFFLE(r[q], r[q + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+    }
+    for (int q = 0; q < 8; q += 4)
+        for (int h = 0; h < 2; ++h) {
+            u[q + 2 * h] = SHUFFLE(t[q + h], t[q + h + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+            u[q + 2 * h + 1] = SHUFFLE(t[q + h], t[q + h + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+        }
+    for (int q = 0; q < 4; ++q) {
+        store8(out + q * ldo, SHUFFLE(u[q], u[q + 4], 0, 1, 2, 3, 8, 9, 10, 11));
+        store8(out + (q + 4) * ldo, SHUFFLE(u[q], u[q + 4], 4, 5, 6, 7, 12, 13, 14, 15));
+    }
+}
+
 // Rows 0 .. R-1 and columns 0 .. cols-1 (cols <= NR) of C = A·B, written (or added, ADD);
 // A(r, p) = a[r·lda + p] (TA: a[p·lda + r]), B(p, j) = b[p·ldb + j]. Multiply-adds fused
 // here only (the other kernels keep NumPy's separate roundings): BLAS fuses them too.
@@ -86,10 +115,18 @@ static void small_matmul(const float* a, const float* b, float* c, long long m, 
         const long long width = (n + NR - 1) / NR * NR;
         packed.resize(k * width);
         float* to = packed.data();
-        if (trans_b)
-            for (long long j = 0; j < n; ++j)
+        if (trans_b) {  // 8 × 8 blocks in registers, then the ragged edges a float at a time
+            long long j = 0;
+            for (; j + 8 <= n; j += 8) {
+                long long p = 0;
+                for (; p + 8 <= k; p += 8)
+                    transpose_8x8(b + j * ldb + p, ldb, to + p * width + j, width);
+                for (; p < k; ++p)
+                    for (long long q = j; q < j + 8; ++q) to[p * width + q] = b[q * ldb + p];
+            }
+            for (; j < n; ++j)
                 for (long long p = 0; p < k; ++p) to[p * width + j] = b[j * ldb + p];
-        else
+        } else
             for (long long p = 0; p < k; ++p) memcpy(to + p * width, b + p * ldb, n * sizeof *b);
         for (long long p = 0; p < k; ++p)
             for (long long j = n; j < width; ++j) to[p * width + j] = 0.0f;
@@ -124,33 +161,6 @@ void head_products(const float* a, const float* b, float* c, const long long* it
 // x[j·rows + i] (a weight's gradient computed as (Wᵀ)'s, then viewed transposed), in 32 × 32
 // tiles of 8 × 8 blocks, each transposed in vector registers (NumPy's copy reads x a float at
 // a time, a column apart: 3 × slower), the rows split over the pool
-typedef int i8 __attribute__((vector_size(32)));
-#if defined(__clang__)
-#define SHUFFLE(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
-#else
-#define SHUFFLE(a, b, ...) __builtin_shuffle(a, b, (i8){__VA_ARGS__})
-#endif
-
-// Rows x, x + ldx, ..., x + 7·ldx (8 floats each) written as the columns of 8 rows of out:
-// interleave pairs of rows, then pairs of pairs, then the 128-bit halves
-static inline void transpose_8x8(const float* x, long long ldx, float* out, long long ldo) {
-    v8 r[8], t[8], u[8];
-    for (int q = 0; q < 8; ++q) r[q] = load8(x + q * ldx);
-    for (int q = 0; q < 8; q += 2) {
-        t[q] = SHUFFLE(r[q], r[q + 1], 0, 8, 1, 9, 4, 12, 5, 13);
-        t[q + 1] = SHUFFLE(r[q], r[q + 1], 2, 10, 3, 11, 6, 14, 7, 15);
-    }
-    for (int q = 0; q < 8; q += 4)
-        for (int h = 0; h < 2; ++h) {
-            u[q + 2 * h] = SHUFFLE(t[q + h], t[q + h + 2], 0, 1, 8, 9, 4, 5, 12, 13);
-            u[q + 2 * h + 1] = SHUFFLE(t[q + h], t[q + h + 2], 2, 3, 10, 11, 6, 7, 14, 15);
-        }
-    for (int q = 0; q < 4; ++q) {
-        store8(out + q * ldo, SHUFFLE(u[q], u[q + 4], 0, 1, 2, 3, 8, 9, 10, 11));
-        store8(out + (q + 4) * ldo, SHUFFLE(u[q], u[q + 4], 4, 5, 6, 7, 12, 13, 14, 15));
-    }
-}
-
 static void transposed_rows(const float* __restrict__ x, float* __restrict__ out, long long lo,
                             long long hi, long long rows, long long cols) {
     const long long tile = 32;
