@@ -683,15 +683,20 @@ def products_worth_it(*arrays) -> bool:
     )
 
 
-def head_products(a, b, out, items, mnk, trans, ld, strides) -> np.ndarray:
-    """Small matrix products read in place from C-contiguous float32 ``a`` and ``b`` into
-    ``out``, each on one thread, split over the pool: ``items`` = (outer, middle, inner)
+def head_products(a, b, out, items, mnk, trans, ld, strides) -> np.ndarray | None:
+    """Small matrix products read in place from float32 ``a`` and ``b`` (made C-contiguous)
+    into ``out``, each on one thread, split over the pool: ``items`` = (outer, middle, inner)
     products, ``mnk`` their sizes, ``trans`` whether ``a``'s and ``b``'s matrices are stored
     transposed, ``ld`` the row strides of ``a``, ``b``, ``out``, ``strides`` three triples (in
     elements) from one item to the next along each of the three item axes, for ``a``, ``b``
     and ``out``; an ``out`` stride 0 on the inner axis adds those products into one matrix.
-    Nothing is checked here: the attention ops compute these numbers from shapes they have
-    checked (``ops/attention.py``)."""
+    None (nothing computed) where they do not fit (:func:`head_products_fit`: the grouped
+    matmul is faster). Nothing else is checked here: the attention ops compute these numbers
+    from shapes they have checked (``ops/attention.py``)."""
+    _, n, k = mnk
+    if not head_products_fit(items[0] * items[1], k, n):
+        return None
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
     _library().head_products(
         *_pointers(a, b, out), _longs(items), *(ctypes.c_longlong(x) for x in mnk),
         *(ctypes.c_int(t) for t in trans), _longs(ld), *(_longs(s) for s in strides),

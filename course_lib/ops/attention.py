@@ -69,9 +69,6 @@ def _scores_in_place(a, k):
     """(B, T, H, d), (B, S, KV, d) -> (B, H, T, S): item (b, kv, g) is a[b, :, h] @ k[b, :, kv]ᵀ."""
     b, t, h, d = a.shape
     s, kv = k.shape[1], k.shape[2]
-    if not cpu_kernels.head_products_fit(b * kv, d, s):
-        return None
-    a, k = np.ascontiguousarray(a), np.ascontiguousarray(k)
     g = h // kv
     out = np.empty((b, h, t, s), np.float32)
     strides = ((t * h * d, g * d, d), (s * kv * d, d, 0), (h * t * s, g * t * s, t * s))
@@ -84,9 +81,6 @@ def _mix_in_place(p, v):
     """(B, H, T, S), (B, S, KV, d) -> (B, T, H, d): item (b, kv, g) is p[b, h] @ v[b, :, kv]."""
     b, h, t, s = p.shape
     kv, d = v.shape[2], v.shape[3]
-    if not cpu_kernels.head_products_fit(b * kv, s, d):
-        return None
-    p, v = np.ascontiguousarray(p), np.ascontiguousarray(v)
     g = h // kv
     out = np.empty((b, t, h, d), np.float32)
     strides = ((h * t * s, g * t * s, t * s), (s * kv * d, d, 0), (t * h * d, g * d, d))
@@ -100,9 +94,6 @@ def _mix_t_in_place(p, a, kv):
     a[b, :, h] (out's head stride 0: the products add up, heads in order)."""
     b, h, t, s = p.shape
     d = a.shape[3]
-    if not cpu_kernels.head_products_fit(b * kv, t, d):
-        return None
-    p, a = np.ascontiguousarray(p), np.ascontiguousarray(a)
     g = h // kv
     out = np.zeros((b, s, kv, d), np.float32)  # zeros: a group of no heads sums to 0
     strides = ((h * t * s, g * t * s, t * s), (t * h * d, g * d, d), (s * kv * d, d, 0))
