@@ -35,6 +35,11 @@ class GraphError(CourseLibError, TypeError):
     """A graph that cannot be built or evaluated as asked (wrong node types, mixing modes)."""
 
 
+class NumericError(CourseLibError, ArithmeticError):
+    """Numbers an op could not compute: a Python division by zero or float overflow (on
+    weakly typed constants), or NumPy's floating-point errors under ``np.errstate(...="raise")``."""
+
+
 class DeviceError(CourseLibError, RuntimeError):
     """A device (CPU/GPU) that is unavailable or was asked for wrongly."""
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import math
 import operator
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from numbers import Number
@@ -23,12 +24,37 @@ from numbers import Number
 import numpy as np
 
 from . import backend, params
-from .errors import CourseLibError, GraphError, ShapeError, describe_shapes
+from .errors import (
+    CourseLibError,
+    GraphError,
+    NumericError,
+    OutOfRangeError,
+    ShapeError,
+    describe_shapes,
+)
 
 Shape = tuple  # a tuple of ints; ``None`` stands for "unknown"
 
 _MAX_AUTO_NAME = 40
 _creation_counter = itertools.count()
+
+
+#: Dimensions of :func:`dtype_by_example`'s arrays: enough for any axis an op names.
+EXAMPLE_NDIM = 8
+
+
+def dtype_by_example(op: Op, dtypes: Sequence) -> np.dtype:
+    """The dtype of ``op`` computed by NumPy on arrays of one element, one of each dtype
+    (``EXAMPLE_NDIM`` axes of size 1): int / int is float64, the sum of int8 is int64, exp of
+    int8 is float16, as on real inputs. Where the example cannot run (an op that needs other
+    shapes), NumPy's promotion of the input dtypes."""
+    examples = [np.ones((1,) * EXAMPLE_NDIM, d) for d in dtypes]
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return np.asarray(op.compute(np, *examples)).dtype
+    except Exception:  # noqa: BLE001  (any failure of the example: fall back to the rule)
+        return np.result_type(*dtypes)
 
 
 class Op:
@@ -77,9 +103,11 @@ class Op:
         return None
 
     def infer_dtype(self, *dtypes):
-        """The output dtype from the input dtypes (``None`` where unknown)."""
-        known = [d for d in dtypes if d is not None]
-        return np.result_type(*known) if known and len(known) == len(dtypes) else None
+        """The output dtype from the input dtypes (``None`` where unknown): NumPy's own answer,
+        the op computed on one element of each dtype (:func:`dtype_by_example`)."""
+        if not dtypes or any(d is None for d in dtypes):
+            return None
+        return dtype_by_example(self, dtypes)
 
     # -- derivatives (both return *nodes*) ----------------------------------------------
     def gradient(self, node: Node, adjoint: Node, needs: Sequence[bool]) -> list[Node | None]:
@@ -849,16 +877,28 @@ def interpret(outputs: Node | Iterable[Node], values: dict, xp) -> dict:
             args = [values[i] for i in node.inputs]
             try:
                 values[node] = node.op.compute(xp, *args)
-            except (ValueError, TypeError, IndexError) as exc:
+            except COMPUTE_ERRORS as exc:
                 raise compute_error(node, args, exc) from exc
     return values
 
 
+#: What an op's compute may raise on bad values; runs turn each into :func:`compute_error`.
+COMPUTE_ERRORS = (ValueError, TypeError, IndexError, ArithmeticError)
+#: The course_lib error for each of them that is not one already (else ShapeError).
+_ERROR_FOR = ((ArithmeticError, NumericError), (TypeError, GraphError),
+              (IndexError, OutOfRangeError))  # fmt: skip
+
+
 def compute_error(node: Node, inputs: Sequence, exc: Exception) -> CourseLibError:
     """The error for ``node``'s op failing on the arrays ``inputs``: it names the op, the node
-    and the input shapes, and keeps a :class:`CourseLibError`'s class (else ShapeError)."""
+    and the input shapes, and keeps a :class:`CourseLibError`'s class; NumPy's and Python's
+    errors become the course_lib error of their kind (an arithmetic error NumericError, a
+    type error GraphError, an index error OutOfRangeError, a value error ShapeError)."""
     shapes = ", ".join(
         f"{i.name}: {tuple(getattr(v, 'shape', ()))}" for i, v in zip(node.inputs, inputs)
     )
     message = f"{node.op.label()} at node {node.name} failed on inputs ({shapes}): {exc}"
-    return type(exc)(message) if isinstance(exc, CourseLibError) else ShapeError(message)
+    if isinstance(exc, CourseLibError):
+        return type(exc)(message)
+    kind = next((error for base, error in _ERROR_FOR if isinstance(exc, base)), ShapeError)
+    return kind(message)

@@ -197,8 +197,8 @@ def test_merged_qkv_equals_three_matmuls_with_gradients():
 
 
 def test_merged_matmuls_sharing_the_right_operand():
-    h = cl.variable("h", (4, 6))
-    wq, wk = cl.variable("Wq", (3, 4)), cl.variable("Wk", (2, 4))
+    h = cl.variable("h", (4, 6), "float64")
+    wq, wk = cl.variable("Wq", (3, 4), "float64"), cl.variable("Wk", (2, 4), "float64")
     merged = passes.merge_matmuls([wq @ h, wk @ h])
     assert sum(isinstance(n.op, MatMul) for n in topological_order(merged)) == 1
     feed = feed_for([h, wq, wk], dtype=np.float64)

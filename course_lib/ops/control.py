@@ -164,8 +164,19 @@ def _branch(pred: Node, taken: bool, fn, operands) -> Node:
     built = [n for n in topological_order([out]) if n.seq > mark]
     outside = {i for n in built for i in n.inputs if i.seq < mark and not i.is_constant}
     outside -= set(gated)
+    outside |= _loose_constants(built, outside | set(gated))
     if not outside:
         return out
     return rebuild(
         [out], {n: switch(n, pred, taken) for n in sorted(outside, key=lambda n: n.seq)}
     )[0]
+
+
+def _loose_constants(built: list[Node], gated: set[Node]) -> set[Node]:
+    """The constants feeding the branch's nodes that no gated value reaches (a part computed
+    from constants only): gated too, so that an untaken branch computes none of it."""
+    reached: set[Node] = set()
+    for n in built:  # in topological order
+        if any(i in gated or i in reached for i in n.inputs):
+            reached.add(n)
+    return {i for n in built if n.inputs and n not in reached for i in n.inputs if i.is_constant}

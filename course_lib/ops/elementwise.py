@@ -406,17 +406,25 @@ class Tanh(Unary):
         return sub(1.0, mul(node, node))
 
 
+def _sigmoid(xp, x):
+    """``1 / (1 + e^−x)``; e^−x overflows to inf far left, giving 0 (no warning). Integers
+    and booleans are taken as float64 first (−x would wrap an unsigned integer)."""
+    if getattr(x, "dtype", np.dtype(float)).kind not in "fc":
+        x = x * 1.0
+    with np.errstate(over="ignore"):
+        return 1.0 / (1.0 + xp.exp(-x))
+
+
 class Sigmoid(Unary):
     name, flops_per_element = "sigmoid", 3
-    templates = {
-        "numexpr": "(0.5 * (tanh(0.5 * {0}) + 1.0))",
-        "cuda": "(0.5f * (tanhf(0.5f * {0}) + 1.0f))",
-    }
+    # 1 / (1 + e^−x), as the CPU kernel and PyTorch: exact to rounding far left too, where
+    # 0.5·(tanh(x/2) + 1) cancels (every digit lost by x = −38 in float64: log(sigmoid) = −inf)
+    templates = {"numexpr": "(1.0 / (1.0 + exp(-{0})))", "cuda": "(1.0f / (1.0f + expf(-{0})))"}
 
     def compute(self, xp, x):
         if on_host(xp) and cpu_kernels.worth_it(x):  # one pass (kernels/cpu_kernels.py)
             return cpu_kernels.sigmoid(x)
-        return 0.5 * (xp.tanh(0.5 * x) + 1.0)  # stable for large |x|, no overflow warning
+        return _sigmoid(xp, x)
 
     def derivative(self, node):
         return mul(node, sub(1.0, node))
@@ -441,14 +449,14 @@ class Silu(Unary):
     family = "nonlinearity and gate"
     flop_rows = ("Swish",)
     templates = {
-        "numexpr": "({0} * (0.5 * (tanh(0.5 * {0}) + 1.0)))",
-        "cuda": "({0} * (0.5f * (tanhf(0.5f * {0}) + 1.0f)))",
+        "numexpr": "({0} * (1.0 / (1.0 + exp(-{0}))))",
+        "cuda": "({0} * (1.0f / (1.0f + expf(-{0}))))",
     }
 
     def compute(self, xp, x):
         if on_host(xp) and cpu_kernels.worth_it(x):  # one pass (kernels/cpu_kernels.py)
             return cpu_kernels.silu(x)
-        return x * (0.5 * (xp.tanh(0.5 * x) + 1.0))
+        return x * _sigmoid(xp, x)
 
     def gradient(self, node, g, needs):
         return [apply(SiluGrad(), g, node.inputs[0])]  # g · silu'(x), one op
@@ -465,16 +473,16 @@ class SiluGrad(Elementwise):
 
     name, flops_per_element = "silu_grad", 8  # sigmoid 3, then 5 multiplies and adds
     templates = {
-        "numexpr": "({0} * ((0.5 * (tanh(0.5 * {1}) + 1.0)) * "
-        "(1.0 + {1} * (1.0 - (0.5 * (tanh(0.5 * {1}) + 1.0))))))",
-        "cuda": "({0} * ((0.5f * (tanhf(0.5f * {1}) + 1.0f)) * "
-        "(1.0f + {1} * (1.0f - (0.5f * (tanhf(0.5f * {1}) + 1.0f))))))",
+        "numexpr": "({0} * ((1.0 / (1.0 + exp(-{1}))) * "
+        "(1.0 + {1} * (1.0 - (1.0 / (1.0 + exp(-{1})))))))",
+        "cuda": "({0} * ((1.0f / (1.0f + expf(-{1}))) * "
+        "(1.0f + {1} * (1.0f - (1.0f / (1.0f + expf(-{1})))))))",
     }
 
     def compute(self, xp, g, x):
         if on_host(xp) and cpu_kernels.worth_it(g, x):  # one pass (kernels/cpu_kernels.py)
             return cpu_kernels.silu_grad(g, x)
-        s = 0.5 * (xp.tanh(0.5 * x) + 1.0)
+        s = _sigmoid(xp, x)
         return g * (s * (1.0 + x * (1.0 - s)))
 
     @staticmethod
@@ -520,11 +528,12 @@ class Rsqrt(Unary):
 
 
 class Cast(Elementwise):
-    """Convert to ``dtype`` (e.g. a boolean mask to floats)."""
+    """Convert to ``dtype`` (e.g. a boolean mask to floats). To a float dtype it is linear; to
+    an integer or boolean one a step function, whose slope is 0 wherever it has one (the
+    derivative finite differences see, and PyTorch's: no gradient flows through it)."""
 
     name, flops_per_element = "cast", 0
     attributes = ("dtype",)
-    linear = True
 
     def __init__(self, dtype):
         super().__init__(dtype=params.dtype(dtype, "cast"))
@@ -536,7 +545,13 @@ class Cast(Elementwise):
         return xp.asarray(x).astype(self.dtype)
 
     def gradient(self, node, g, needs):
-        return [cast(g, node.inputs[0].dtype) if node.inputs[0].dtype is not None else g]
+        x = node.inputs[0]
+        if self.dtype.kind != "f":
+            return [zeros_like(x)]
+        return [cast(g, x.dtype) if x.dtype is not None else g]
+
+    def jvp(self, node, dx):
+        return None if dx is None or self.dtype.kind != "f" else cast(dx, self.dtype)
 
 
 class Fill(Op):

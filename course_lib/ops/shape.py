@@ -169,7 +169,8 @@ def _freeze_index(index):
         if isinstance(i, Node):
             raise TypeError("indexing with a node is not supported; use take(x, indices)")
         if isinstance(i, (list, np.ndarray)):
-            i = np.asarray(i)
+            i = np.array(i)  # a copy: changing the caller's array later changes nothing here
+            i.flags.writeable = False
             if i.dtype == bool:
                 raise TypeError("boolean-mask indexing is not supported; use where(mask, x, 0)")
         out.append(i)

@@ -15,9 +15,10 @@ def fold_constants(outputs: Graph) -> Graph:
     """Replace every node whose inputs are all constants by a constant holding its value.
 
     Python-number results stay weakly typed (``2.0 * 3.0`` folds to the number 6.0, so
-    ``x * (2.0 * 3.0)`` keeps x's dtype). Control-flow ops are left alone, and so is any
-    node whose computation fails or warns: the run reports it as usual.
-    """
+    ``x * (2.0 * 3.0)`` keeps x's dtype); a NumPy result keeps its dtype (``exp(2.0)`` is a
+    float64, so ``x32 * exp(2.0)`` is float64 folded or not). Control-flow ops are left
+    alone, and so is any node whose computation fails or warns (the run reports it as
+    usual), gives complex numbers (no constant holds them) or grows (:func:`_grows`)."""
     outs = output_list(outputs, "fold_constants")
 
     def visit(node: Node, inputs: tuple) -> Node:
@@ -31,13 +32,23 @@ def fold_constants(outputs: Graph) -> Graph:
                     value = node.op.compute(np, *values)
         except (ArithmeticError, ValueError, TypeError, IndexError, Warning):
             return copy_with(node, inputs)
-        if all(i.dtype is None for i in inputs) and np.ndim(value) == 0:
-            value = value.item() if hasattr(value, "item") else value  # stays weakly typed
-        elif node.dtype is not None:
-            value = np.asarray(value, dtype=node.dtype)
+        if np.iscomplexobj(value) or _grows(value, values):
+            return copy_with(node, inputs)
+        if not isinstance(value, (bool, int, float)):  # a Python number stays weakly typed
+            value = np.asarray(value)  # NumPy's dtype, as the run without folding computes it
         return constant(value, name=node.name)
 
     return same_kind(outputs, transform(outs, visit))
+
+
+#: Bytes a folded constant may hold beyond its inputs' (a broadcast is stored in full).
+MAX_GROWTH = 1 << 20
+
+
+def _grows(value, inputs: list) -> bool:
+    """Would storing ``value`` take more than :data:`MAX_GROWTH` bytes beyond its inputs'
+    (``broadcast_to(c, (4000, 4000))`` is a view at run time, 128 MB as a constant)?"""
+    return np.asarray(value).nbytes > MAX_GROWTH + sum(np.asarray(v).nbytes for v in inputs)
 
 
 def _is_control(node: Node) -> bool:

@@ -67,8 +67,10 @@ def _groups(order: list[Node]) -> dict[tuple, list[Node]]:
 
 
 def _one_dtype(ms: list[Node], other_at: int) -> list[Node]:
+    """The products whose other operands have the first one's dtype, known: concatenated
+    operands of unknown dtypes could promote each other (float32 with float64)."""
     dtype = ms[0].inputs[other_at].dtype if ms else None
-    return [m for m in ms if m.inputs[other_at].dtype == dtype]
+    return [m for m in ms if dtype is not None and m.inputs[other_at].dtype == dtype]
 
 
 def _merged(shared: Node, side: str, members: list[Node]) -> list[Node]:

@@ -19,8 +19,16 @@ import numpy as np
 
 from .. import backend, params
 from ..autodiff import reverse
-from ..errors import CourseLibError, GraphError, ShapeError, describe_shapes
-from ..graph import Node, Op, as_node, interpret, set_eager_hook, topological_order
+from ..errors import CourseLibError, GraphError, NumericError, ShapeError, describe_shapes
+from ..graph import (
+    COMPUTE_ERRORS,
+    Node,
+    Op,
+    as_node,
+    interpret,
+    set_eager_hook,
+    topological_order,
+)
 from ..ops.elementwise import Add, Div, Mul, Sub, ones_like, zeros_like
 
 _recording = [True]
@@ -135,7 +143,7 @@ class Tensor(Node):
         values = [n._data if n.is_eager else _value(n, op, xp) for n in inputs]
         try:
             data = op.compute(xp, *values)
-        except (ValueError, TypeError, IndexError) as exc:
+        except COMPUTE_ERRORS as exc:
             raise _eager_error(op, inputs, exc) from exc
         if not hasattr(data, "dtype"):
             data = xp.asarray(data)
@@ -211,8 +219,12 @@ class Tensor(Node):
                 "np.exp, ...) without detaching it from the graph; use course_lib's ops "
                 f"(cl.exp) to keep gradients, or {self.name}.detach().numpy() for the values"
             )
-        # a writable copy, as .numpy(); copy=False gets the read-only value itself
-        return np.array(backend.to_numpy(self._data), dtype=dtype, copy=copy is not False)
+        # a writable copy, as .numpy(); copy=False gets a read-only view of the value
+        array = backend.to_numpy(self._data)
+        if copy is not False:
+            return np.array(array, dtype=dtype, copy=True)
+        view = np.array(array, dtype=dtype, copy=False)  # NumPy's error if it must copy
+        return np.lib.stride_tricks.as_strided(view, writeable=False)  # for good
 
     def __repr__(self) -> str:
         grad = ", requires_grad=True" if self.requires_grad else ""
@@ -239,6 +251,8 @@ def _value(node: Node, op: Op, xp):
 def _eager_error(op: Op, inputs: tuple, exc: Exception) -> CourseLibError:
     if isinstance(exc, CourseLibError):  # already says what is wrong: keep its class
         return type(exc)(f"{op.label()}: {exc}")
+    if isinstance(exc, ArithmeticError):  # the numbers, not the shapes
+        return NumericError(f"{op.label()} on ({describe_shapes(inputs)}): {exc}")
     try:
         op.infer_shape(*(i.shape for i in inputs))
     except (ValueError, IndexError, TypeError) as inferred:

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 from .. import backend, params
 from ..errors import FeedError, GraphError, ShapeError
-from ..graph import Node, compute_error, node_list, topological_order
+from ..graph import COMPUTE_ERRORS, Node, compute_error, node_list, topological_order
 from ..ops.control import DEAD, Switch
 from ..passes import optimize as run_passes
 from .host_memory import keep_freed_memory
@@ -193,7 +193,7 @@ class Executor:
                 for f in frees:
                     live -= _nbytes(values[f])
                     values[f] = None
-        except (ValueError, TypeError, IndexError) as exc:
+        except COMPUTE_ERRORS as exc:
             raise compute_error(step[4], [values[i] for i in step[1]], exc) from exc
         self.peak_bytes = peak
         skipped = self._skipped[0]

@@ -84,6 +84,8 @@ class NumexprProgram:
             result = numexpr.evaluate(self.text, local_dict=names, out=out, casting="same_kind")
         except (TypeError, ValueError, NotImplementedError):  # e.g. a float where(cond)
             return None
+        if result.shape != np.broadcast_shapes(*(np.shape(a) for a in arrays)):
+            return None  # numexpr drops an axis of size 1 against an empty one: op by op
         return result.astype(dtype, copy=False)
 
 

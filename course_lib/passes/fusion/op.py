@@ -14,6 +14,7 @@ node's real inputs. Where it runs:
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -27,6 +28,27 @@ from .codegen import NumexprProgram, cuda_kernel, numexpr_program
 from .cpu_loop import loop_worthy, run_cpu_loop, try_cpu_loop
 
 _DISPLAY = {"+": 1, "-": 1, "*": 2, "/": 2}  # precedence of infix symbols in formulas
+
+
+def is_weak_value(value) -> bool:
+    """A Python number (not bool, not a NumPy scalar): NumPy takes it in the array's dtype."""
+    return type(value) in (int, float)
+
+
+def _one_dtype(body: Node, params: Sequence[Node], examples: list) -> bool:
+    """Does NumPy, computing ``body`` op by op on ``examples``, keep every value in the
+    result's float dtype or bool?"""
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            values = interpret(body, dict(zip(params, examples)), np)
+    except Exception:  # noqa: BLE001  (the example fails: the run reports it, op by op)
+        return False
+    dtype = np.asarray(values[body]).dtype
+    return dtype.kind == "f" and all(
+        np.asarray(v).dtype in (dtype, np.bool_)
+        for n, v in values.items() if n.inputs or n in params and not is_weak_value(v)
+    )  # fmt: skip
 
 
 class Fused(Op):
@@ -50,6 +72,8 @@ class Fused(Op):
         return self.body.dtype
 
     def compute(self, xp, *arrays):
+        if not self.one_dtype(arrays):  # NumPy would change dtype on the way: op by op
+            return self.interpret(xp, *arrays)
         if on_host(xp):
             result = None
             if loop_worthy(arrays):
@@ -90,6 +114,22 @@ class Fused(Op):
             )
         out[...] = result
         return out
+
+    def one_dtype(self, arrays: Sequence) -> bool:
+        """Does NumPy compute the whole body in the dtype of its result for inputs like these
+        (booleans aside: comparisons, masks)? Only then may one expression in that dtype
+        stand for it. ``int32 + float32`` is float64, ``int8 + 100`` stays int8 and ``mask *
+        1.0`` is float64 in NumPy; one float32 expression would round, not wrap, or not
+        promote. Asked of NumPy on one element of each input's dtype, once per dtypes."""
+        key = tuple(type(a) if is_weak_value(a) else np.dtype(a.dtype) for a in arrays)
+        if key not in self._dtypes_checked:
+            examples = [a if is_weak_value(a) else np.ones(1, a.dtype) for a in arrays]
+            self._dtypes_checked[key] = _one_dtype(self.body, self.params, examples)
+        return self._dtypes_checked[key]
+
+    @functools.cached_property
+    def _dtypes_checked(self) -> dict:
+        return {}
 
     def interpret(self, xp, *arrays):
         """Compute the body op by op (the unfused reference, and the fallback)."""
