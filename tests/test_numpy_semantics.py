@@ -209,3 +209,24 @@ def test_folding_leaves_a_large_broadcast_a_view():
     small = cl.variable("s", (4, 4), "float32") * cl.broadcast_to(cl.constant(np.float32(2.0)),
                                                                   (4, 4))  # fmt: skip
     assert fold_constants([small])[0].inputs[1].is_constant
+
+
+@pytest.mark.parametrize("optimize", [False, True])
+def test_outputs_are_the_callers_to_change(optimize):
+    x = cl.variable("x", (4, 3), "float64")
+    c = cl.constant(np.arange(3.0))
+    run = cl.Executor([cl.grad(cl.sum(x), [x])[0], c * 2.0], optimize=optimize)
+    g, doubled = run.run({"x": np.ones((4, 3))})
+    g *= 0.1  # a broadcast gradient and a folded constant: writable copies
+    doubled[0] = 100.0
+    g, doubled = run.run({"x": np.ones((4, 3))})
+    np.testing.assert_array_equal(g, 1.0)
+    np.testing.assert_array_equal(doubled, [0.0, 2.0, 4.0])
+
+
+def test_evaluate_may_be_fed_variables_it_does_not_use():
+    x = cl.variable("x", (3,), "float64")
+    tangent = cl.jvp(x * 2.0, {x: np.ones(3)})  # does not use x
+    with pytest.raises(cl.FeedError, match="do not use"):
+        cl.evaluate(tangent, {"x": np.ones(3)})
+    np.testing.assert_array_equal(cl.evaluate(tangent, {"x": np.ones(3)}, allow_unused=True), 2.0)

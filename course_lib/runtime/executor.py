@@ -207,8 +207,9 @@ class Executor:
             value = values[s]
             if value is DEAD:
                 raise GraphError(f"output {node.name} is on a branch that was not taken")
-            if earlier.aliased_by(xp, value):
-                value = value.copy()  # a fed array (or an earlier output) seen through a view
+            if earlier.aliased_by(xp, value) or not _writable(value):
+                value = value.copy()  # a fed array (or an earlier output) seen through a view,
+                # or a read-only one (a broadcast gradient, a constant): the caller's to change
             earlier.add(value)
             outs.append(value)
         return outs[0] if self.single else outs
@@ -259,10 +260,18 @@ class _Earlier:
         return any(xp.may_share_memory(value, other) for other in self.arrays)
 
 
+def _writable(value) -> bool:
+    """False for a read-only NumPy array (CuPy's arrays and numbers have no such flag)."""
+    return getattr(getattr(value, "flags", None), "writeable", True)
+
+
 def _nbytes(value) -> int:
     return 0 if value is DEAD else getattr(value, "nbytes", 8)
 
 
-def evaluate(nodes: Node | Sequence[Node], feed: Mapping | None = None):
-    """Compute ``nodes`` once for ``feed`` (an :class:`Executor` built and run once)."""
-    return Executor(nodes).run(feed)
+def evaluate(nodes: Node | Sequence[Node], feed: Mapping | None = None, *,
+             allow_unused: bool = False):  # fmt: skip
+    """Compute ``nodes`` once for ``feed`` (an :class:`Executor` built and run once);
+    ``allow_unused=True`` lets the feed name variables the nodes do not use (a tangent that
+    does not depend on x, fed the same feed as the function)."""
+    return Executor(nodes).run(feed, allow_unused=allow_unused)
