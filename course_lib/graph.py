@@ -28,7 +28,6 @@ from .errors import (
     CourseLibError,
     GraphError,
     NumericError,
-    OutOfRangeError,
     ShapeError,
     describe_shapes,
 )
@@ -885,15 +884,15 @@ def interpret(outputs: Node | Iterable[Node], values: dict, xp) -> dict:
 #: What an op's compute may raise on bad values; runs turn each into :func:`compute_error`.
 COMPUTE_ERRORS = (ValueError, TypeError, IndexError, ArithmeticError)
 #: The course_lib error for each of them that is not one already (else ShapeError).
-_ERROR_FOR = ((ArithmeticError, NumericError), (TypeError, GraphError),
-              (IndexError, OutOfRangeError))  # fmt: skip
+_ERROR_FOR = ((ArithmeticError, NumericError), (TypeError, GraphError))
 
 
 def compute_error(node: Node, inputs: Sequence, exc: Exception) -> CourseLibError:
     """The error for ``node``'s op failing on the arrays ``inputs``: it names the op, the node
     and the input shapes, and keeps a :class:`CourseLibError`'s class; NumPy's and Python's
     errors become the course_lib error of their kind (an arithmetic error NumericError, a
-    type error GraphError, an index error OutOfRangeError, a value error ShapeError)."""
+    type error GraphError, else ShapeError: NumPy's value and index errors are mostly shapes
+    that do not fit; course_lib's own range checks raise OutOfRangeError)."""
     shapes = ", ".join(
         f"{i.name}: {tuple(getattr(v, 'shape', ()))}" for i, v in zip(node.inputs, inputs)
     )

@@ -12,7 +12,11 @@ functions stay, as in the repository: the checks refuse an answer that calls the
   at the release's repository;
 - ``course_lib/`` without the instructor tools (the edition generator, the grader, this),
   ``pyproject.toml`` (with the repository's URL), ``README.md`` for students (from
-  ``docs/release/README.md``), ``binder/``, ``environment.yml`` and ``LICENSE``.
+  ``docs/release/README.md``), ``binder/``, ``environment.yml``, ``LICENSE`` and
+  ``benchmarks/notebook_times.py``, which measures the running time every notebook states.
+
+The notebooks name no other file of the repository: ``tests/test_release.py`` checks that every
+path they name is in the release.
 
 The repository is ``--repository``, or else the ``origin`` of DEST when DEST is a git clone;
 without either the notebooks carry their links only. Every file is scanned before anything is
@@ -37,7 +41,9 @@ from .errors import CourseLibError
 from .exercises import edition
 
 MANIFEST = ".course-release"  # in DEST: the files the release wrote, what a rerun replaces
-COPIED = ("LICENSE", "environment.yml", "binder")  # taken as they are (tracked files only)
+# Taken as they are (tracked files only). notebook_times.py is the script each notebook's
+# "Running time" line names; it runs the release's notebooks/ as it runs the repository's.
+COPIED = ("LICENSE", "environment.yml", "binder", "benchmarks/notebook_times.py")
 PACKAGE = "course_lib"
 INSTRUCTOR_TOOLS = (
     "course_lib/exercises/edition.py",

@@ -5,6 +5,7 @@ put in; the rest are written out. Each must fail, be recognised as its mistake, 
 mistake's hint.
 """
 
+import dataclasses
 import math
 import re
 from fractions import Fraction
@@ -467,14 +468,15 @@ ADD_VIEWS = {
     "ignores-offset": lambda ref: _adding(no_offset=True),
     "accepts-mismatch": lambda ref: _adding(no_check=True),
     "column-major-out": lambda ref: _adding(fortran=True),
+    "result-shape": lambda ref: lambda a, b: ref(a, b).ravel(),
 }
 
 
 # -- 06 ---------------------------------------------------------------------------------------
 def _counting(count_stores=True, count_variables=False, per_byte=False, one_flop=False,
-              output_sized=False):  # fmt: skip
+              output_sized=False, distinct=False):  # fmt: skip
     """intensity() with one mistake switched on (each op's FLOPs asked of the op, each input
-    loaded at its own size, otherwise)."""
+    loaded at its own size, otherwise; ``distinct``: x * x loads x once)."""
 
     def intensity(outputs):
         flops = moved = 0
@@ -485,7 +487,8 @@ def _counting(count_stores=True, count_variables=False, per_byte=False, one_flop
                 continue
             shapes = [i.shape for i in node.inputs]
             flops += n if one_flop else node.op.flops(node.shape, *shapes)
-            loads = n * len(shapes) if output_sized else sum(math.prod(s) for s in shapes)
+            loaded = [i.shape for i in set(node.inputs)] if distinct else shapes
+            loads = n * len(shapes) if output_sized else sum(math.prod(s) for s in loaded)
             moved += loads + n * count_stores
         return Fraction(flops, moved * (4 if per_byte else 1))
 
@@ -503,6 +506,7 @@ def _fused(outputs):
 
 
 INTENSITY = {
+    "distinct-inputs": lambda ref: _counting(distinct=True),
     "loads-only": lambda ref: _counting(count_stores=False),
     "variables-as-ops": lambda ref: _counting(count_variables=True),
     "per-byte": lambda ref: _counting(per_byte=True),
@@ -618,22 +622,32 @@ extern "C" __global__ void tiled_matmul(const float* A, const float* B, float* C
     int row = blockIdx.y * TILE + threadIdx.y, col = blockIdx.x * TILE + threadIdx.x;
     if (row < M && col < N) {
         float acc = 0.0f;
-        for (int k = 0; k < K; k++) acc += A[row * K + k] * B[k * N + col];
+        for (int k = 0; k < K; k++) acc += A[row * K + k] * B[col * K + k];
         C[row * N + col] = acc;
     }
 }
 """
 
+
+def _shipped_tiled_matmul(ref=None):
+    """The library's own tiled kernel (C = A @ B, B stored K x N), renamed: the student
+    release ships it, so it must not be the answer."""
+    from course_lib import kernels
+
+    return kernels.kernel_source("matmul_tiled.cu").replace("matmul_tiled", "tiled_matmul")
+
+
+_B_LOAD = "b_tile[tx][ty] = (b_row < N && k0 + tx < K) ? B[b_row * K + k0 + tx] : 0.0f;"
 TILED_MATMUL = {
     "not-tiled": lambda ref: NAIVE_MATMUL,
-    "uncoalesced": _edited(  # the tile of A filled down its columns: lane tx reads row tx
-        "a_tile[ty][tx] = (row < M && k0 + tx < K) ? A[row * K + k0 + tx] : 0.0f;",
-        "a_tile[tx][ty] = (blockIdx.y * TILE + tx < M && k0 + ty < K) ? "
-        "A[(blockIdx.y * TILE + tx) * K + k0 + ty] : 0.0f;"),
+    "uncoalesced": _edited(  # the tile of B filled down B's columns: lane tx reads row col
+        _B_LOAD, "b_tile[ty][tx] = (col < N && k0 + ty < K) ? B[col * K + k0 + ty] : 0.0f;"),
     "missing-barrier": _edited("b_tile[k][tx];\n        __syncthreads();", "b_tile[k][tx];"),
     "ragged-edges": lambda ref: ref.replace(
         "(row < M && k0 + tx < K) ? A[row * K + k0 + tx] : 0.0f", "A[row * K + k0 + tx]").replace(
-        "(k0 + ty < K && col < N) ? B[(k0 + ty) * N + col] : 0.0f", "B[(k0 + ty) * N + col]"),
+        "(b_row < N && k0 + tx < K) ? B[b_row * K + k0 + tx] : 0.0f", "B[b_row * K + k0 + tx]"),
+    "a-times-b": _shipped_tiled_matmul,
+    "tile-not-transposed": _edited("b_tile[tx][ty] =", "b_tile[ty][tx] ="),
     "no-bounds-check": _edited("if (row < M && col < N) C[", "C["),
     "missed-elements": _edited("col = blockIdx.x * TILE + tx", "col = tx"),
     "signature": _edited("float* C, int M, int N, int K", "int M, int N, int K, float* C"),
@@ -666,6 +680,9 @@ WARP_SUM = {
         "for (int j = 0; j < cols; j += blockDim.x) sum += row[j + threadIdx.x];"),
     "adds-to-out": _edited("if (lane == 0) out[blockIdx.x] = sum;",
                            "if (lane == 0) atomicAdd(out + blockIdx.x, sum);"),
+    "unwritten-shared": _edited(
+        "sum = warp_total(lane < blockDim.x / 32 ? warp_totals[lane] : 0.0f);",
+        "sum = warp_total(warp_totals[lane]);"),
     "missed-elements": _edited("out[blockIdx.x] = sum", "out[threadIdx.x] = sum"),
     "signature": _edited("int rows, int cols", "int rows, long long cols"),
     "input-written": lambda ref: ref.replace("const float* x", "float* x").replace(
@@ -967,6 +984,20 @@ def test_an_assignment_says_so_where_no_emulator_counts_its_launches(
     stub = re.sub(r"// BEGIN SOLUTION.*?// END SOLUTION", "", right, flags=re.DOTALL)
     assert verify(exercise_id, stub).status == "not done"
 
+
+@needs_gxx("running the tiled matmul in the emulator")
+def test_the_librarys_tiled_matmul_renamed_is_not_the_answer():
+    """07.tiled_matmul is C = A B^T with B stored N x K: matmul_tiled.cu (C = A @ B, shipped in
+    the student release), renamed, reads B's floats as K x N and fails, told why."""
+    assert verify("07.tiled_matmul", _reference("07.tiled_matmul")).passed
+    shipped = _shipped_tiled_matmul()
+    assert "B[(k0 + ty) * N + col]" in shipped  # the A @ B kernel the review found
+    verdict = verify("07.tiled_matmul", shipped)
+    assert verdict.status == "failed", verdict.message
+    assert verdict.mistake == "a-times-b", verdict.message
+    assert "M, N, K = 48, 48, 48" in verdict.message and "C is off by" in verdict.message
+
+
 @pytest.mark.parametrize(("source", "want"), [
     ('extern "C" __global__ void k(const float* __restrict__ x, /* n, */ int n) {}',
      ("float32*", "int32")),
@@ -1090,3 +1121,99 @@ def test_op_rule_mistakes_made_another_way_get_their_hint(exercise_id, answer, m
 def test_op_rule_answers_of_the_wrong_form_are_told_so(exercise_id, answer, says):
     verdict = verify(exercise_id, answer(_reference(exercise_id)))
     assert verdict.status == "failed" and says in verdict.message, verdict.message
+
+
+# -- the grader's blind spots a student review found --------------------------------------------
+def _reference_edited(exercise_id, old, new):
+    """The reference answer of ``exercise_id`` with ``old`` replaced by ``new`` in its code."""
+    exercise = notebook_exercises()[exercise_id]
+    code = tuple(source.replace(old, new) for source in exercise.code)
+    assert code != exercise.code, f"{old!r} is not in {exercise_id}'s reference answer"
+    return reference_answer(dataclasses.replace(exercise, code=code))
+
+
+@needs_gxx("running the row sum in the emulator")
+def test_warp_sum_reading_warp_totals_nobody_wrote_fails():
+    """The first warp reads all 32 warp totals, written only for the block's warps: on a GPU
+    the others hold stale data, and the emulator's shared memory starts as NaN, not 0."""
+    right = _reference("07.warp_sum")
+    guarded = "sum = warp_total(lane < blockDim.x / 32 ? warp_totals[lane] : 0.0f);"
+    assert guarded in right
+    verdict = verify("07.warp_sum", right.replace(guarded, "sum = warp_total(warp_totals[lane]);"))
+    assert verdict.status == "failed", verdict.message
+    assert "out gives [nan" in verdict.message
+    assert verdict.mistake == "unwritten-shared"
+
+
+def test_intensity_counting_distinct_inputs_is_told_apart_from_loads_only():
+    """x * x counted as one load and one store and as two loads give the same 1/2; the answer
+    on C = A + B decides which mistake it is."""
+    from course_lib.exercises import fusion
+
+    a = cl.variable("a", (16,), np.float32)
+    report = cl.perf.arithmetic_intensity([a * a])
+    wrong = fusion._wrong_intensities([a * a], report)
+    for mistake, answer in (("distinct-inputs", _counting(distinct=True)),
+                            ("loads-only", _counting(count_stores=False))):  # fmt: skip
+        got = answer([a * a])
+        assert got == Fraction(1, 2)
+        assert fusion._intensity_mistake(answer, got, wrong).name == mistake
+    verdict = verify("06.intensity", _counting(distinct=True))
+    assert verdict.mistake == "distinct-inputs" and "intensity([(A*A)])" in verdict.message
+
+
+def test_gradient_looking_up_an_unused_input_gets_the_unused_input_hint():
+    answer = _reference_edited("03.gradient",
+                               "return [adjoint.get(x, cl.zeros_like(x)) for x in wrt]",
+                               "return [adjoint[x] for x in wrt]")  # fmt: skip
+    verdict = verify("03.gradient", answer)
+    assert verdict.status == "failed" and verdict.mistake == "unused-input", verdict.message
+    assert "raised KeyError" in verdict.message
+    assert "z is an input the output does not use" in verdict.message
+
+
+def test_gradient_key_error_for_a_used_node_is_still_the_walk_order():
+    def forward_walk(out, wrt):
+        adjoint = {}
+        for node in cl.topological_order(out):  # the first node has no adjoint yet
+            adjoint[node] = cl.sum_n(adjoint[node], cl.ones_like(node))
+        return [adjoint[x] for x in wrt]
+
+    verdict = verify("03.gradient", forward_walk)
+    assert verdict.status == "failed" and verdict.mistake == "walk-order", verdict.message
+
+
+@pytest.mark.parametrize(("finish", "shapes"), [
+    (np.ravel, "has shape (6,), expected (2, 3)"),
+    (np.ascontiguousarray, "has shape (1,), expected ()"),
+])  # fmt: skip
+def test_add_views_in_the_wrong_shape_gets_the_shape_hint(finish, shapes):
+    right = _reference("05.add_views")
+    verdict = verify("05.add_views", lambda a, b: finish(right(a, b)))
+    assert verdict.status == "failed" and verdict.mistake == "result-shape", verdict.message
+    assert shapes in verdict.message
+
+
+def test_norm_backward_with_eps_outside_the_root_in_the_closed_form_gets_its_hint():
+    """The usual slip: r = 1/(sqrt(var) + ε) put into the right closed form (whose dr/dvar
+    = −r³/2 holds for ε inside the root), off by about 1e-5."""
+    answer = _reference_edited(
+        "04.norm_backward",
+        "r = 1.0 / np.sqrt((centred * centred).mean(axis=-1, keepdims=True) + eps)",
+        "r = 1.0 / (np.sqrt((centred * centred).mean(axis=-1, keepdims=True)) + eps)")
+    verdict = verify("04.norm_backward", answer)
+    assert verdict.status == "failed" and verdict.mistake == "eps-outside-root", verdict.message
+
+
+@pytest.mark.parametrize(("old", "new", "says"), [
+    ("block = 4 * b * s * h +", "block = 2 * b * s * h +",
+     "per block: 817,889,280 elements, expected 851,443,712, a difference of −2·bsh elements; "
+     "once (final RMSNorm, logits, softmax): 295,698,432 elements, right"),
+    ("final = 2 * b * s * h + 2 * b * s * v", "final = b * s * h + b * s * v",
+     "per block: 851,443,712 elements, right; once (final RMSNorm, logits, softmax): "
+     "147,849,216 elements, expected 295,698,432, a difference of −bsh − bsv elements"),
+])  # fmt: skip
+def test_training_memory_says_which_stage_of_the_activations_differs(old, new, says):
+    verdict = verify("09.training_memory", _reference_edited("09.training_memory", old, new))
+    assert verdict.status == "failed" and verdict.mistake is None, verdict.message
+    assert "['activations'] is" in verdict.message and says in verdict.message

@@ -1,9 +1,11 @@
 """`make release` (course_lib.release): the student release holds the student edition and
 no solution, is the same tree when made twice, and refuses destinations it could damage."""
 
+import fnmatch
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -47,7 +49,8 @@ def test_the_release_holds_what_a_student_needs(released):
     files = set(_tree(released))
     for needed in ("README.md", "LICENSE", "environment.yml", "pyproject.toml",
                    "binder/postBuild", "binder/environment.yml", "course_lib/__init__.py",
-                   "course_lib/exercises/core.py", "course_lib/kernels/vector_add.cu"):  # fmt: skip
+                   "course_lib/exercises/core.py", "course_lib/kernels/vector_add.cu",
+                   "benchmarks/notebook_times.py"):  # fmt: skip
         assert needed in files
     names = {p.name for p in NOTEBOOKS.glob("*.ipynb")}
     assert {f.removeprefix("notebooks/") for f in files if f.startswith("notebooks/")} == names
@@ -79,6 +82,49 @@ def test_the_release_notebooks_are_the_student_edition_linked_for_the_release(re
         text = release.read_text()
         assert f"someone/ml-systems-student/main?labpath=notebooks%2F{student.name}" in text
         assert "git+https://github.com/someone/ml-systems-student@main" in text
+
+
+def _named_paths(text: str, top: set[str]) -> list[str]:
+    """The repository paths ``text`` names: a path under one of the repository's top-level
+    folders, one of its top-level files, or a `make` target (the Makefile). A URL names none,
+    so a link to the repository is fine. ``../`` (from notebooks/) goes to the top."""
+    text = re.sub(r"https?://\S+", "", text)
+    folders = "|".join(re.escape(t) for t in sorted(top) if (ROOT / t).is_dir())
+    files = "|".join(re.escape(t) for t in sorted(top) if (ROOT / t).is_file())
+    path = re.compile(rf"(?<![\w./-])(?:\.\./)?((?:{folders})/[\w./*-]*|(?:{files})(?![\w.-]))")
+    named = [m.rstrip(".,") for m in path.findall(text)]
+    return named + ["Makefile"] * len(re.findall(r"`make \w", text))
+
+
+def _missing(paths: list[str], files: set[str]) -> list[str]:
+    """The paths no file of ``files`` is: exactly, under that folder, or by that glob."""
+
+    def found(path):
+        if "*" in path:
+            return any(fnmatch.fnmatch(f, path) for f in files)
+        return path in files or any(f.startswith(path.rstrip("/") + "/") for f in files)
+
+    return [p for p in paths if not found(p)]
+
+
+def test_the_release_notebooks_name_no_file_the_release_lacks(released):
+    tracked = subprocess.run(["git", "-C", str(ROOT), "ls-files"], capture_output=True,
+                             text=True, check=True).stdout.split()  # fmt: skip
+    top = {path.split("/")[0] for path in tracked}
+    files = set(_tree(released))
+    # the scan finds what it must: docs, benchmarks, tests and `make` targets, not URLs
+    sample = ("see `docs/gpu_lab.md`, `make gpu-check` and [here](../tests/test_x.py); "
+              "`course_lib/kernels/*.cu`, [home](../README.md), "
+              "https://github.com/someone/ml-systems-student/blob/main/docs/a.md")  # fmt: skip
+    assert _missing(_named_paths(sample, top), files) == [
+        "docs/gpu_lab.md", "tests/test_x.py", "Makefile"]  # fmt: skip
+    problems = []
+    for notebook in sorted((released / "notebooks").glob("*.ipynb")):
+        cells = nbformat.read(notebook, as_version=nbformat.NO_CONVERT).cells
+        for index, cell in enumerate(cells):  # what the cells say; outputs are the library's
+            for path in _missing(_named_paths(cell.source, top), files):
+                problems.append(f"{notebook.name}, cell {index}: {path}")
+    assert not problems, "paths the student release lacks:\n" + "\n".join(problems)
 
 
 def test_the_release_readme_links_reach_its_files(released):

@@ -381,7 +381,7 @@ def _ended(status: int) -> str:
 
 
 def _unexpected(error: BaseException) -> str:
-    text = f"checking your answer raised {_describe(error)}"
+    text = f"checking your answer raised {describe_error(error)}"
     if not _answer_frames(error):
         text += (
             " inside the checker; if your answer looks right, this may be a bug in "
@@ -542,7 +542,7 @@ def call(label: str, fn, *args, errors: Iterable[tuple[type, str, Mistake]] = ()
         found = next(
             (m for kind, text, m in errors if isinstance(error, kind) and text in str(error)), None
         )
-        raise Wrong(f"{label} raised {_describe(error)}", found) from None
+        raise Wrong(f"{label} raised {describe_error(error)}", found) from None
     for k, copy in before.items():
         require(np.array_equal(args[k], copy, equal_nan=True) and args[k].shape == copy.shape,
                 f"{label} changed its argument {k + 1} in place", changed)  # fmt: skip
@@ -575,7 +575,7 @@ def exact(label: str, value, depth: int = 0):
     return value
 
 
-def _describe(error: BaseException) -> str:
+def describe_error(error: BaseException) -> str:
     """``ZeroDivisionError: division by zero (line: `return a / b`)``: the type, the message
     and the innermost line of the answer's own code (not course_lib's, not NumPy's)."""
     text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__

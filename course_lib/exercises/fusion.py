@@ -42,6 +42,11 @@ from .core import (
     show,
 )
 
+DISTINCT_INPUTS = Mistake(
+    "distinct-inputs",
+    "each OPERAND is loaded, not each distinct input: x * x loads x twice (two loads and one "
+    "store, AI = 1/3). Sum math.prod(i.shape) over node.inputs, repeats included.",
+)
 NO_STORES = Mistake(
     "loads-only",
     "only the loads are counted: every kernel also STORES its output, one more access per "
@@ -101,10 +106,12 @@ def _wrong_intensities(outputs, report) -> list[tuple[Mistake, Fraction]]:
     nodes = topological_order(outputs)
     ops = [node for node in nodes if node.inputs]
     stored = sum(math.prod(node.shape) for node in ops)
+    distinct = sum(math.prod(i.shape) for node in ops for i in set(node.inputs))
     variables = sum(math.prod(node.shape) for node in nodes if not node.inputs)
     output_sized = sum((len(node.inputs) + 1) * math.prod(node.shape) for node in ops)
     fused = variables + sum(math.prod(node.shape) for node in set(outputs))
     return [
+        (DISTINCT_INPUTS, Fraction(report.flops, distinct + stored)),
         (NO_STORES, Fraction(report.flops, report.elements - stored)),
         (VARIABLES_AS_OPS, Fraction(report.flops + variables, report.elements + variables)),
         (PER_BYTE, Fraction(report.flops, 4 * report.elements)),
@@ -114,9 +121,22 @@ def _wrong_intensities(outputs, report) -> list[tuple[Mistake, Fraction]]:
     ]
 
 
+def _intensity_mistake(answer, got, wrong) -> Mistake | None:
+    """The mistake whose intensity ``got`` is. Distinct inputs and loads only can give the same
+    (x * x: one load and one store, or two loads and no store); then C = A + B tells them
+    apart: distinct inputs count it right (1/3), loads only gives 1/2."""
+    matches = [m for m, value in wrong if got == value]
+    if DISTINCT_INPUTS in matches and NO_STORES in matches:
+        a, b = (variable(name, (8,), np.float32) for name in "AB")
+        both = call("intensity([A + B]), to tell two mistakes apart", answer, [a + b])
+        return NO_STORES if both == Fraction(1, 2) else DISTINCT_INPUTS
+    return matches[0] if matches else None
+
+
 @exercise(
     "06.intensity", "intensity(outputs) -> Fraction: FLOPs per element moved, one kernel per op",
-    mistakes=(NO_STORES, VARIABLES_AS_OPS, PER_BYTE, FUSED, FLOAT, ONE_FLOP, OUTPUT_SIZED),
+    mistakes=(DISTINCT_INPUTS, NO_STORES, VARIABLES_AS_OPS, PER_BYTE, FUSED, FLOAT, ONE_FLOP,
+              OUTPUT_SIZED),  # fmt: skip
     forbidden=("course_lib.perf.counts.arithmetic_intensity", "course_lib.perf.counts.op_cost"),
 )
 def check_intensity(answer) -> str:
@@ -136,10 +156,8 @@ def check_intensity(answer) -> str:
         )
         if got != want:
             wrong = _wrong_intensities(outputs, perf.arithmetic_intensity(outputs))
-            raise Wrong(
-                f"{label} returned {got}, expected {want}",
-                next((m for m, value in wrong if got == value), None),
-            )
+            raise Wrong(f"{label} returned {got}, expected {want}",
+                        _intensity_mistake(answer, got, wrong))  # fmt: skip
     return (
         f"right on {len(programs)} graphs: C = A + B, the lecture's Program 1, random graphs "
         "with shared nodes, broadcast inputs and ops of several FLOPs"

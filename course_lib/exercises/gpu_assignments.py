@@ -1,4 +1,5 @@
-"""Notebook 07's two assignments: a shared-memory tiled matmul and a warp-shuffle row sum.
+"""Notebook 07's two assignments: a shared-memory tiled matmul (C = A B^T, B stored N x K)
+and a warp-shuffle row sum.
 
 Both answers are CUDA C source, checked like :mod:`.gpu_kernels`' (on the GPU, or in the CPU
 emulator; ragged sizes; a marker-filled padded output). Besides the numbers, the verdict rests
@@ -40,16 +41,17 @@ EPS32 = float(np.finfo(np.float32).eps)
 
 NOT_TILED = Mistake(
     "not-tiled",
-    "every thread reads its whole row of A and column of B from global memory (2K loads per "
+    "every thread reads its whole row of A and row of B from global memory (2K loads per "
     "output). Copy a TILE x TILE tile of A and of B into __shared__ arrays (one element per "
     "thread), __syncthreads(), and take the TILE products of each step from shared memory.",
 )
 UNCOALESCED = Mistake(
     "uncoalesced",
-    "neighbouring threads (threadIdx.x, x+1, ...) must read neighbouring addresses: in the "
-    "loads of both tiles the column grows with threadIdx.x and the row with threadIdx.y "
-    "(A[row * K + k0 + threadIdx.x] into tile[threadIdx.y][threadIdx.x]), never the other "
-    "way round.",
+    "neighbouring threads (threadIdx.x, x+1, ...) must read neighbouring addresses: k, the "
+    "index along a row of A and of B, grows with threadIdx.x in the loads of both tiles, and "
+    "the row with threadIdx.y. For B that is B[(blockIdx.x * TILE + threadIdx.y) * K + k0 + "
+    "threadIdx.x], stored transposed, into b_tile[threadIdx.x][threadIdx.y]; "
+    "B[col * K + k0 + threadIdx.y] reads down a column of B, its lanes K floats apart.",
 )
 MISSING_BARRIER = Mistake(
     "missing-barrier",
@@ -60,8 +62,21 @@ MISSING_BARRIER = Mistake(
 RAGGED = Mistake(
     "ragged-edges",
     "right when M, N and K are multiples of TILE, wrong otherwise: a tile element outside A "
-    "or B (row >= M, column >= K, ...) must be stored as 0.0f, and only threads with "
-    "row < M and col < N write C.",
+    "or B (a row >= M of A, a row >= N of B, a k >= K) must be stored as 0.0f, and only "
+    "threads with row < M and col < N write C.",
+)
+A_TIMES_B = Mistake(
+    "a-times-b",
+    "C is A @ B, with B's N x K floats read as a K x N matrix (B[k * N + col]). Here B is "
+    "N x K, like attention's keys in Q K^T: C[row][col] = sum over k of A[row * K + k] * "
+    "B[col * K + k], a row of A times a row of B.",
+)
+TILE_NOT_TRANSPOSED = Mistake(
+    "tile-not-transposed",
+    "the tile of B is read the way it was stored: the load puts B[n][k] (k growing with "
+    "threadIdx.x) at b_tile[n][k], and the products then take b_tile[k][threadIdx.x], an "
+    "element of another row of B. Store it transposed, b_tile[threadIdx.x][threadIdx.y], or "
+    "read b_tile[threadIdx.x][k].",
 )
 
 _MATMUL = ("float32*", "float32*", "float32*", "int32", "int32", "int32")
@@ -70,12 +85,38 @@ _MATMUL_SIZES = [(48, 48, 48), (16, 32, 80), (1, 1, 1), (15, 20, 37), (33, 47, 1
                  (50, 3, 70), (7, 64, 16)]  # fmt: skip  (M, N, K: whole tiles first)
 
 
+def _product(a: np.ndarray, b: np.ndarray, pattern: str | None = None):
+    """``a @ b`` (or ``einsum(pattern, a, b)``) and the same of ``|a|`` and ``|b|``."""
+    if pattern is None:
+        return a @ b, np.abs(a) @ np.abs(b)
+    return np.einsum(pattern, a, b), np.einsum(pattern, np.abs(a), np.abs(b))
+
+
+def _close(got: np.ndarray, want: tuple, k: int) -> bool:
+    """``got`` is ``want`` (sums of K products, and of their sizes) within the float32 rounding
+    of K products: K·eps·Σ|products|. NaN is never close."""
+    value, size = want
+    return bool(np.all(np.abs(got - value) <= k * EPS32 * size + 1e-30))
+
+
+def _layout_mistake(got: np.ndarray, a: np.ndarray, b: np.ndarray) -> Mistake | None:
+    """The mistake about B's layout whose C is ``got``, for A (M, K) and B (N, K)."""
+    (m, k), n = a.shape, b.shape[0]
+    wrong = [(A_TIMES_B, lambda: _product(a, b.reshape(k, n)))]  # B's floats read as K x N
+    if not (m % TILE or n % TILE or k % TILE):
+        # b_tile[i][j] = B[bx * TILE + i][k0 + j], read as b_tile[k][threadIdx.x]
+        strips, tiles = a.reshape(m, k // TILE, TILE), b.reshape(n // TILE, TILE, k // TILE, TILE)
+        wrong.append((TILE_NOT_TRANSPOSED, lambda: tuple(
+            c.reshape(m, n) for c in _product(strips, tiles, "rsi,xisj->rxj"))))  # fmt: skip
+    return first_match(got, wrong, lambda got, want: _close(got, want, k))
+
+
 def _run_matmul(device: _Device, kernel, size: tuple, rng, first: bool, mistake) -> None:
-    """One launch of ``tiled_matmul`` on random A (M, K) and B (K, N); ``mistake()`` names a
-    wrong C. C is right within the float32 rounding of K products: K·eps·(|A| |B|)."""
+    """One launch of ``tiled_matmul`` on random A (M, K) and B (N, K); a wrong C = A B^T is
+    a mistake about B's layout, or the one ``mistake()`` names."""
     m, n, k = size
     a = rng.standard_normal((m, k), dtype=np.float32)
-    b = rng.standard_normal((k, n), dtype=np.float32)
+    b = rng.standard_normal((n, k), dtype=np.float32)
     grid = (-(-n // TILE), -(-m // TILE))
     label = (f"tiled_matmul with M, N, K = {m}, {n}, {k} on {grid[0]} x {grid[1]} blocks of "
              f"{TILE} x {TILE} threads")  # fmt: skip
@@ -83,10 +124,10 @@ def _run_matmul(device: _Device, kernel, size: tuple, rng, first: bool, mistake)
     got = launch_padded(device, kernel, label, (grid, (TILE, TILE)), {"A": a, "B": b}, m * n,
                         (np.int32(m), np.int32(n), np.int32(k)), first, pad=pad)  # fmt: skip
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    want, got = a64 @ b64, got.reshape(m, n).astype(np.float64)
-    bound = k * EPS32 * (np.abs(a64) @ np.abs(b64)) + 1e-30
-    if not np.all(np.abs(got - want) <= bound):  # NaN fails too
-        raise Wrong(f"{label}: C {mismatch(got, want)}", mistake())
+    want, got = _product(a64, b64.T), got.reshape(m, n).astype(np.float64)
+    if not _close(got, want, k):
+        raise Wrong(f"{label}: C {mismatch(got, want[0])}",
+                    _layout_mistake(got, a64, b64) or mistake())  # fmt: skip
 
 
 def _count_matmul(device: _Device, kernel, source: str, rng) -> str:
@@ -116,9 +157,10 @@ def _count_matmul(device: _Device, kernel, source: str, rng) -> str:
 
 
 @kernel_exercise(
-    "07.tiled_matmul", "CUDA tiled_matmul(A, B, C, M, N, K): C = A @ B through shared tiles",
-    mistakes=(NOT_TILED, UNCOALESCED, MISSING_BARRIER, RAGGED, NO_GUARD, MISSED, SIGNATURE,
-              INPUT_WRITTEN),  # fmt: skip
+    "07.tiled_matmul",
+    "CUDA tiled_matmul(A, B, C, M, N, K): C = A @ B^T, B stored N x K, through shared tiles",
+    mistakes=(NOT_TILED, UNCOALESCED, MISSING_BARRIER, RAGGED, A_TIMES_B, TILE_NOT_TRANSPOSED,
+              NO_GUARD, MISSED, SIGNATURE, INPUT_WRITTEN),  # fmt: skip
     points=5.0,
 )
 def check_tiled_matmul(answer) -> str:
@@ -161,6 +203,13 @@ NO_COLUMN_GUARD = Mistake(
     "a lane whose column is >= cols must contribute 0: what lies after the row is the next "
     "row (or past the end of x), not yours. Loop for (j = threadIdx.x; j < cols; "
     "j += blockDim.x).",
+)
+UNWRITTEN_SHARED = Mistake(
+    "unwritten-shared",
+    "out holds NaN for finite x: a thread read shared memory that no thread wrote (the "
+    "emulator fills it with NaN before each block; a GPU leaves stale data there). With 96 "
+    "threads there are 3 warp totals: lanes 3 to 31 of the first warp must take 0, not "
+    "t[lane] (threadIdx.x < blockDim.x / 32 ? t[threadIdx.x] : 0.0f).",
 )
 ADDS_TO_OUT = Mistake(
     "adds-to-out",
@@ -230,8 +279,11 @@ def _run_row_sum(device: _Device, kernel, shape: tuple, rng, first: bool, intege
     want = x64.sum(axis=1)
     bound = cols * EPS32 * np.abs(x64).sum(axis=1)
     if not np.all(np.abs(got - want) <= bound):
-        raise Wrong(f"{label}: out {mismatch(got, want)}",
-                    _row_sum_mistake(got, x64, block) if integers else None)  # fmt: skip
+        if np.isnan(got).any():
+            mistake = UNWRITTEN_SHARED
+        else:
+            mistake = _row_sum_mistake(got, x64, block) if integers else None
+        raise Wrong(f"{label}: out {mismatch(got, want)}", mistake)
 
 
 def _count_row_sum(device: _Device, kernel, source: str, rng) -> str:
@@ -257,7 +309,7 @@ def _count_row_sum(device: _Device, kernel, source: str, rng) -> str:
 @kernel_exercise(
     "07.warp_sum", "CUDA row_sum(x, out, rows, cols): one block per row, warp shuffles",
     mistakes=(NO_SHUFFLE, SHUFFLE_OFFSETS, WARPS_NOT_COMBINED, NO_COLUMN_GUARD, ADDS_TO_OUT,
-              MISSED, SIGNATURE, INPUT_WRITTEN),  # fmt: skip
+              UNWRITTEN_SHARED, MISSED, SIGNATURE, INPUT_WRITTEN),  # fmt: skip
     points=4.0,
 )
 def check_warp_sum(answer) -> str:

@@ -5,10 +5,14 @@ Checked against ``flops_table`` (the lecture's convention), ``param_count`` (Hug
 ``LlamaForCausalLM``), ``training_memory``, ``kv_cache_bytes`` and ``parallel_memory`` on
 LLaMA-2-7B, the demo model and random configurations with multi-head, grouped-query and
 multi-query attention. A mistake is recognised when the answer equals the mistake's value on
-every configuration.
+every configuration. Activations that match no mistake are split by stage (per block, and
+once: the answer asked again with one more layer), each stage's difference written in b·s·h,
+b·s·i, ... where one whole-number sum fits every configuration.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
@@ -326,6 +330,83 @@ def _part_mistake(got: list[dict], wrong: list[list[tuple]], tolerance: float) -
     return None
 
 
+#: The sizes the activations are made of (b batch, s sequence, h hidden, n_kv·d key/value
+#: width, i SwiGLU size, n heads, v vocabulary): what a stage's difference is written in.
+ACTIVATION_TERMS = {
+    "bsh": lambda c, b, s: b * s * c.dim,
+    "bs·n_kv·d": lambda c, b, s: b * s * c.n_kv_heads * c.head_dim,
+    "bsi": lambda c, b, s: b * s * c.ffn_dim,
+    "b·n·s²": lambda c, b, s: b * c.n_heads * s * s,
+    "bsv": lambda c, b, s: b * s * c.vocab_size,
+}
+_ONCE = {"none": "once (final RMSNorm, logits, softmax)",
+         "selective": "once (final RMSNorm, logits, softmax)",
+         "full": "once (the block recomputed for its backward, final RMSNorm, logits, softmax)"}
+
+
+def _stages(activations, case) -> tuple[int, int]:
+    """(per block, once): the bytes of activations one more layer adds, and the rest;
+    ``activations(case)``: the bytes of activations of a case."""
+    config, *rest = case
+    deeper = dataclasses.replace(config, n_layers=config.n_layers + 1)
+    shallow = activations(case)
+    per_block = activations((deeper, *rest)) - shallow
+    return per_block, shallow - config.n_layers * per_block
+
+
+def _as_terms(differences: list, cases: list, terms: dict) -> str | None:
+    """``differences`` (bytes, one per case) as a whole-number sum of ``terms`` elements that
+    holds on every case, written out ("−2·bsh"); None when there is none."""
+    rows = [[term(c, b, s) * d for term in terms.values()] for c, b, s, d, _ in cases]
+    fit = np.linalg.lstsq(np.array(rows, float), np.array(differences, float), rcond=None)[0]
+    whole = [int(round(k)) for k in fit]
+    if not any(whole) or any(sum(k * x for k, x in zip(whole, row)) != diff
+                             for row, diff in zip(rows, differences)):  # fmt: skip
+        return None
+    return _signed_sum(dict(zip(terms, whole)))
+
+
+def _signed_sum(coefficients: dict[str, int]) -> str:
+    """{"bsh": -2, "bsv": 1} -> "−2·bsh + bsv" (zero terms left out)."""
+    text = ""
+    for name, k in coefficients.items():
+        if k:
+            size = name if abs(k) == 1 else f"{abs(k)}·{name}"
+            sign = (" − " if k < 0 else " + ") if text else ("−" if k < 0 else "")
+            text += sign + size
+    return text
+
+
+def _elements(nbytes: int, dtype_bytes: int) -> str:
+    count, rest = divmod(nbytes, dtype_bytes)
+    return f"{count:,}" if rest == 0 else f"{nbytes / dtype_bytes:,.1f}"
+
+
+def _stage_report(answer, cases: list, i: int) -> str:
+    """Which stage of case ``i``'s activations differs: per block or once, each difference
+    written in the terms of :data:`ACTIVATION_TERMS` when one sum fits every case of the same
+    recompute policy."""
+    def answers(case):
+        config, b, s, d, r = case
+        label = (f"memory_budget(LlamaConfig({_short(config)}), {b}, {s}, dtype_bytes={d}, "
+                 f"recompute={r!r})")  # fmt: skip
+        return _budget_answer(label, call(label, answer, *case))["activations"]
+
+    mode = cases[i][4]
+    alike = [case for case in cases if case[4] == mode]
+    got = [_stages(answers, case) for case in alike]
+    want = [_stages(lambda case: _budget(*case)["activations"], case) for case in alike]
+    k, d, reports = alike.index(cases[i]), cases[i][3], []
+    for stage, name in enumerate(("per block", _ONCE[mode])):
+        g, w = got[k][stage], want[k][stage]
+        terms = ACTIVATION_TERMS if stage else dict(list(ACTIVATION_TERMS.items())[:4])
+        formula = _as_terms([a[stage] - b[stage] for a, b in zip(got, want)], alike, terms)
+        verdict = "right" if g == w else f"expected {_elements(w, d)}" + (
+            f", a difference of {formula} elements" if formula else "")
+        reports.append(f"{name}: {_elements(g, d)} elements, {verdict}")
+    return "; ".join(reports)
+
+
 @exercise(
     "09.training_memory",
     "memory_budget(config, batch, seq, dtype_bytes=2, recompute='none') -> dict: the bytes of "
@@ -362,8 +443,12 @@ def check_training_memory(answer) -> str:
         if part is None:
             continue
         wrong = [_wrong_budget(w_, *case) for w_, case in zip(want, cases)]
-        raise Wrong(f"{labels[i]}[{part!r}] is {g[part]:,}, expected {w[part]:,}",
-                    _part_mistake(got, wrong, 0))
+        mistake = _part_mistake(got, wrong, 0)
+        stages = "" if mistake or part != "activations" else (
+            f". By stage (the answer asked again with one more layer): "
+            f"{_stage_report(answer, cases, i)}")
+        raise Wrong(f"{labels[i]}[{part!r}] is {g[part]:,}, expected {w[part]:,}{stages}",
+                    mistake)
     return (
         f"right on {len(cases)} configurations (multi-head, grouped-query and multi-query "
         "attention; bf16 and fp32; no, selective and full recomputation): LLaMA-2-7B at b = 1, "

@@ -22,6 +22,7 @@ from .core import (
     Wrong,
     call,
     close,
+    describe_error,
     exercise,
     mismatch,
     require,
@@ -89,14 +90,34 @@ USES_GRAD = Mistake(
 )
 
 
+def _unused_lookups(answer, label: str, unused: list):
+    """``answer``, with a KeyError for an input in ``unused`` (``out`` does not use it: the
+    walk never reaches it) turned into :class:`Wrong` with the unused-input mistake, not
+    walk-order's."""
+
+    def gradient(out, wrt):
+        try:
+            return answer(out, wrt)
+        except KeyError as error:
+            missing = next((x for x in unused if error.args and error.args[0] is x), None)
+            if missing is None:
+                raise
+            raise Wrong(f"{label} raised {describe_error(error)}: {missing.name} is an input "
+                        "the output does not use, so the walk never gives it an adjoint",
+                        UNUSED_INPUT) from None  # fmt: skip
+
+    return gradient
+
+
 def _gradients(answer, label: str, out: Node, wrt: list) -> list:
     errors = [(GraphError, "is not differentiable", LEAF_RULE), (KeyError, "", WALK_ORDER)]
-    got = call(label, answer, out, wrt, errors=errors)
+    used = set(topological_order(out))
+    unused = [x for x in wrt if x not in used]
+    got = call(label, _unused_lookups(answer, label, unused), out, wrt, errors=errors)
     require(
         isinstance(got, list | tuple) and len(got) == len(wrt),
         f"{label} returned {show(got)}; it must return a list of {len(wrt)} nodes",
     )
-    used = set(topological_order(out))
     for node, x in zip(got, wrt):
         require(
             isinstance(node, Node),

@@ -40,6 +40,12 @@ COLUMN_MAJOR_OUT = Mistake(
     "the result holds the sums in row-major order: out[i, j, ...] = a[i, j, ...] + b[i, j, ...], "
     "last index fastest.",
 )
+RESULT_SHAPE = Mistake(
+    "result-shape",
+    "return the sums in the broadcast shape (the shapes lined up from the right, each axis the "
+    "larger length; () for two 0-d views): no .ravel() or .flatten() at the end, and no "
+    "np.ascontiguousarray, which turns a 0-d array into shape (1,).",
+)
 
 
 def _gather(view: StridedView, shape: tuple, strides: tuple, offset: int) -> np.ndarray | None:
@@ -110,15 +116,15 @@ def _describe(view: StridedView) -> str:
 
 def _mistake(a, b, got, want) -> Mistake | None:
     shape = want.shape
-    if np.shape(got) == shape:
-        for mistake, wrong in ((NO_STRIDE_ZERO, _sum(a, b, shape, zero=False)),
-                               (IGNORES_OFFSET, _sum(a, b, shape, offsets=False))):  # fmt: skip
-            if wrong is not None and np.array_equal(got, wrong):
-                return mistake
-    flat = np.ravel(got)
-    if flat.size == want.size and (np.array_equal(flat, want.ravel(order="F"))
-                                   or np.array_equal(np.ravel(got, order="F"), want.ravel())):
-        return COLUMN_MAJOR_OUT  # fmt: skip
+    if np.shape(got) != shape:
+        return RESULT_SHAPE
+    for mistake, wrong in ((NO_STRIDE_ZERO, _sum(a, b, shape, zero=False)),
+                           (IGNORES_OFFSET, _sum(a, b, shape, offsets=False))):  # fmt: skip
+        if wrong is not None and np.array_equal(got, wrong):
+            return mistake
+    if np.array_equal(np.ravel(got), want.ravel(order="F")) or np.array_equal(
+            np.ravel(got, order="F"), want.ravel()):  # fmt: skip
+        return COLUMN_MAJOR_OUT
     return None
 
 
@@ -166,7 +172,8 @@ def _first_difference(got, want) -> str:
 @exercise(
     "05.add_views",
     "add_views(a, b) -> ndarray: a + b for two StridedViews, broadcast with stride 0",
-    mistakes=(LEFT_ALIGNED, NO_STRIDE_ZERO, IGNORES_OFFSET, ACCEPTS_MISMATCH, COLUMN_MAJOR_OUT),
+    mistakes=(LEFT_ALIGNED, NO_STRIDE_ZERO, IGNORES_OFFSET, ACCEPTS_MISMATCH, COLUMN_MAJOR_OUT,
+              RESULT_SHAPE),  # fmt: skip
     points=5.0,
     forbidden=tuple(f"course_lib.strides.StridedView.{name}" for name in (
         "to_numpy", "compact", "__getitem__", "broadcast_to", "element_offsets",

@@ -267,17 +267,19 @@ NORM_KINDS = ("layer", "rms")
 
 
 def _numpy_norm_grads(kind, dy, x, gamma, eps, *, centre=None, mean_term=True,
-                      variance_term=True, eps_outside=False, ddof=0, gamma_in_dx=True,
-                      summed=True) -> dict:  # fmt: skip
+                      variance_term=True, eps_outside=False, exact_dr=True, ddof=0,
+                      gamma_in_dx=True, summed=True) -> dict:  # fmt: skip
     """The gradients of sum(dy · norm(x)) in closed form, with one mistake switched on: the
-    mistakes' results (the right ones come from ``cl.grad``)."""
+    mistakes' results (the right ones come from ``cl.grad``). ``eps_outside``: r = 1/(sqrt(var)
+    + ε), differentiated as such, or (``exact_dr=False``) put into the right closed form,
+    whose dr/dvar = −r³/2 holds only for ε inside the root."""
     centre = kind == "layer" if centre is None else centre
     n = x.shape[-1]
     xc = x - x.mean(axis=-1, keepdims=True) if centre else x
     var = (xc * xc).sum(axis=-1, keepdims=True) / (n - ddof)
     if eps_outside:
         r = 1 / (np.sqrt(var) + eps)
-        dr = -r * r / (2 * np.sqrt(var))
+        dr = -r * r / (2 * np.sqrt(var)) if exact_dr else -(r**3) / 2
     else:
         r = 1 / np.sqrt(var + eps)
         dr = -(r**3) / 2
@@ -312,6 +314,7 @@ def _norm_grads_mistake(kind, got: dict, dy, x, gamma, eps, close_enough) -> Mis
         (NO_MEAN_TERM, dict(mean_term=False)),
         (NO_VARIANCE_TERM, dict(variance_term=False)),
         (EPS_OUTSIDE_ROOT, dict(eps_outside=True)),
+        (EPS_OUTSIDE_ROOT, dict(eps_outside=True, exact_dr=False)),
         (UNBIASED_VARIANCE, dict(ddof=1)),
         (RMS_AS_LAYER, dict(centre=True)),
         (NO_GAMMA_IN_DX, dict(gamma_in_dx=False)),

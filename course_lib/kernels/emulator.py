@@ -393,8 +393,9 @@ class EmulatedKernel:
         pointers = (ctypes.c_void_p * max(len(values), 1))(
             *[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in values]
         )
-        # Fresh shared memory is filled with NaN bit patterns: reading it before writing shows.
-        # It starts on a 128-byte boundary, so its first word sits in bank 0, as on a GPU.
+        # The dynamic shared buffer starts on a 128-byte boundary, so its first word sits in
+        # bank 0, as on a GPU. The library fills it (and the static __shared__ variables) with
+        # 0xFF bytes before each block: a word read before any thread wrote it is NaN (or -1).
         shared = np.full(max(shared_mem, 1) + 128, 0xFF, dtype=np.uint8)
         address = shared.ctypes.data + (-shared.ctypes.data) % 128
         counting = bool(build.counter_names)
@@ -406,7 +407,8 @@ class EmulatedKernel:
         launch.restype = ctypes.c_int
         status = launch(
             (ctypes.c_uint * 3)(*grid3), (ctypes.c_uint * 3)(*block3),
-            ctypes.c_void_p(address), pointers, int(self.uses_barriers), error,
+            ctypes.c_void_p(address), ctypes.c_size_t(shared_mem), pointers,
+            int(self.uses_barriers), error,
             ctypes.c_size_t(len(error)),
         )  # fmt: skip
         counters = None

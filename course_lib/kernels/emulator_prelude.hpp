@@ -11,9 +11,11 @@
 // wait at warp-level calls they exchange their values and continue; when every thread of the
 // block waits at the same barrier they all continue. __shared__ variables become function
 // statics (one copy, shared by the block's threads; blocks run in turn, so one copy is
-// enough) in their own section, each on a 128-byte boundary (bank 0); dynamic
+// enough) in their own section, clemu_shared, each on a 128-byte boundary (bank 0); dynamic
 // `extern __shared__` arrays become pointers into a per-launch buffer
-// (course_lib.kernels.emulator rewrites them).
+// (course_lib.kernels.emulator rewrites them). Before each block runs, both are filled with
+// 0xFF bytes (poison_shared): a word nobody wrote reads as NaN (a float) or -1 (an int), as
+// a GPU's stale shared memory would give garbage, instead of a zero that hides the bug.
 //
 // With -DCLEMU_COUNT (the library profile() uses) emulator_counting.hpp counts every access to
 // global and shared memory; without it, no counting code is compiled in.
@@ -39,7 +41,7 @@
 #define __forceinline__ inline
 #define __noinline__ __attribute__((noinline))
 #define __restrict__ __restrict
-#define __shared__ static __attribute__((aligned(128)))
+#define __shared__ static __attribute__((aligned(128), section("clemu_shared")))
 #define __constant__ static __attribute__((section("clemu_constant")))
 #define __align__(n) alignas(n)
 #define __launch_bounds__(...)
@@ -425,9 +427,28 @@ template <class Run> CLEMU_PLAIN inline bool run_block_threads(std::size_t n, Ru
     return true;
 }
 
+}  // namespace clemu
+
+// The __shared__ variables' section (see the __shared__ macro); weak: a unit may have none.
+extern "C" char __start_clemu_shared[] __attribute__((weak, visibility("hidden")));
+extern "C" char __stop_clemu_shared[] __attribute__((weak, visibility("hidden")));
+
+namespace clemu {
+
+// A block's shared memory is not cleared on a GPU: it holds whatever the previous block (or
+// kernel) left there. Each block here starts with every byte 0xFF instead (float NaN, int
+// -1), the static __shared__ variables and the launch's `dynamic_bytes` of dynamic shared
+// memory alike, so reading a word before any thread wrote it shows in the result.
+CLEMU_PLAIN inline void poison_shared(std::size_t dynamic_bytes) {
+    const std::size_t bytes = static_cast<std::size_t>(__stop_clemu_shared - __start_clemu_shared);
+    if (bytes > 0) std::memset(__start_clemu_shared, 0xFF, bytes);
+    if (dynamic_bytes > 0) std::memset(builtin.dynamic_shared, 0xFF, dynamic_bytes);
+}
+
 template <class... A>
 CLEMU_PLAIN inline int launch(void (*kernel)(A...), const unsigned* grid, const unsigned* block,
-                  void* shared, void** args, int use_fibers, char* error, std::size_t size) {
+                  void* shared, std::size_t shared_bytes, void** args, int use_fibers,
+                  char* error, std::size_t size) {
     error_text = error;
     error_size = size;
     builtin.grid_dim = dim3{grid[0], grid[1], grid[2]};
@@ -455,6 +476,7 @@ CLEMU_PLAIN inline int launch(void (*kernel)(A...), const unsigned* grid, const 
         for (unsigned by = 0; by < builtin.grid_dim.y; ++by)
             for (unsigned bx = 0; bx < builtin.grid_dim.x; ++bx) {
                 builtin.block_idx = dim3{bx, by, bz};
+                poison_shared(shared_bytes);
                 if (use_fibers ? !run_block_fibers(n) : !run_block_threads(n, run)) return 1;
             }
     if (count::failure() != nullptr) {
@@ -513,8 +535,9 @@ CLEMU_PLAIN inline void syncwarp(int line, unsigned mask = 0xffffffffu) { warp_s
 // Appended after the kernel source, once per __global__ function.
 #define CLEMU_EXPORT(name) \
     extern "C" __attribute__((visibility("default"))) int clemu_launch_##name(const unsigned* grid, const unsigned* block, \
-                                       void* shared, void** args, int use_fibers, char* error, \
-                                       std::size_t size) { \
-        return ::clemu::launch(&name, grid, block, shared, args, use_fibers, error, size); \
+                                       void* shared, std::size_t shared_bytes, void** args, \
+                                       int use_fibers, char* error, std::size_t size) { \
+        return ::clemu::launch(&name, grid, block, shared, shared_bytes, args, use_fibers, error, \
+                               size); \
     } \
     extern "C" __attribute__((visibility("default"))) const char* clemu_signature_##name() { return ::clemu::signature(&name); }
