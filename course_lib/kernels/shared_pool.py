@@ -10,8 +10,9 @@ may (threadpoolctl and :func:`course_lib.perf.limit_threads` set that count: one
 
 Where NumPy's BLAS is not a pthreads OpenBLAS with that function (MKL, Accelerate, an older
 OpenBLAS), or ``COURSE_LIB_SHARED_POOL=0`` is set, nothing is registered and the kernels run
-on one thread, as before. Results do not depend on the thread count: rows are independent,
-and elementwise parts are whole blocks of 64 floats.
+on one thread, as before. A kernel's results do not depend on the thread count: rows are
+independent, and elementwise parts are whole blocks of 64 floats (OpenBLAS's products do
+depend on it; docs/architecture.md, "Threads").
 """
 
 from __future__ import annotations
