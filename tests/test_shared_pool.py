@@ -217,15 +217,20 @@ def test_attention_products_check_shapes_before_reading_in_place():
 
 @needs_kernels
 @needs_pool
-def test_lapacks_lu_on_openblas_threads_beside_products_on_the_pool():
+@pytest.mark.parametrize("raised_once", [False, True])
+def test_lapacks_lu_on_openblas_threads_beside_products_on_the_pool(raised_once):
     """np.linalg.solve (getrf: OpenBLAS's own threads, not the callback) in one thread while
     another multiplies on the pool: both finish, with their serial results (the pool's jobs
-    use other OpenBLAS thread slots)."""
+    use other OpenBLAS thread slots). After a BLAS limit of 64 (OpenBLAS then keeps 63
+    threads in slots the pool's jobs took), the products go back to OpenBLAS's threads: the
+    two used to hang."""
     run = _python("""
-        import threading, time, numpy as np
+        import sys, threading, time, numpy as np
         from threadpoolctl import threadpool_limits
         from course_lib.kernels import cpu_kernels
         cpu_kernels._library()
+        if sys.argv[1] == "True":
+            threadpool_limits(64)
         threadpool_limits(2)
         rng = np.random.default_rng(0)
         a, b = rng.standard_normal((1200, 1200)), rng.standard_normal((1200, 4))
@@ -248,9 +253,12 @@ def test_lapacks_lu_on_openblas_threads_beside_products_on_the_pool():
         for t in threads:
             t.join(20)
         print(all(n > 0 for n in done), bad, [t.is_alive() for t in threads])
-    """)
+        print(cpu_kernels.threads_described())
+    """, str(raised_once))
     assert run.returncode == 0, run.stderr
-    assert run.stdout.strip() == "True [] [False, False]"
+    result, described = run.stdout.strip().splitlines()
+    assert result == "True [] [False, False]"
+    assert described.startswith("the kernels' pool beside" if raised_once else "one pool")
 
 
 def test_attention_products_on_the_array_module_below_the_size():

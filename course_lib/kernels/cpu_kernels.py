@@ -430,8 +430,15 @@ def vector_exp() -> bool:
 
 def threads_described() -> str:
     """How the kernels use threads in this process (``kernels/shared_pool.py``): "one pool
-    with NumPy's BLAS, …", or "one thread (why)"."""
-    return _library().pool if _built() else "one thread (no CPU kernels)"
+    with NumPy's BLAS, …", "the kernels' pool beside …" once a BLAS limit above half of
+    OpenBLAS's thread slots sent its products back to its own threads, or "one thread (why)"."""
+    if not _built():
+        return "one thread (no CPU kernels)"
+    library = _library()
+    if library.pool_stepped_aside():
+        return ("the kernels' pool beside OpenBLAS's own threads (a BLAS limit above half its "
+                "thread slots sent NumPy's products back to them)")
+    return library.pool
 
 
 def pool_workers() -> int:

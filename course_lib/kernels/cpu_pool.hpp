@@ -11,7 +11,9 @@
 // * one run at a time (run_lock); a run started from inside a job runs its jobs one after the
 //   other on that thread, so a job must never call BLAS (none of the kernels does);
 // * OpenBLAS's own threads still exist and still run LAPACK's LU: the pool's jobs use other
-//   per-thread slots of OpenBLAS's (slot_of);
+//   per-thread slots of OpenBLAS's (slot_of); once OpenBLAS has more threads than leave room
+//   for them (a BLAS limit above half its slots: its thread count never shrinks), the pool
+//   steps aside for good and OpenBLAS runs its products on its own threads (step_aside);
 // * a thread that worked spins 50 µs for the next run, then sleeps on a condition variable:
 //   an idle pool costs nothing on a shared machine (OpenBLAS's own threads spin ~0.1 s);
 // * after fork() the child starts a fresh pool (its threads are created when first needed);
@@ -34,6 +36,8 @@ namespace pool {
 typedef void (*Job)(void* context, int job);
 typedef void (*BlasDojob)(int thread, void* job_data, int dojob_data);
 typedef int (*ThreadCount)(void);
+typedef void (*SetCallback)(void* callback);
+typedef int (*ExecBlas)(long jobs, void* queue);
 
 struct Team {
     std::mutex lock;
@@ -52,6 +56,9 @@ static thread_local bool inside_job = false;
 static ThreadCount blas_thread_count = nullptr;  // OpenBLAS's thread count: the one knob
 static int blas_slots = 0;                       // OpenBLAS's per-thread slots (MAX_THREADS)
 static const int* blas_own_threads = nullptr;    // OpenBLAS's blas_num_threads
+static SetCallback blas_set_callback = nullptr;  // openblas_set_threads_callback_function
+static ExecBlas blas_exec = nullptr;             // OpenBLAS's exec_blas (its jobs' runner)
+static std::atomic<bool> stepped_aside{false};   // the products went back to OpenBLAS
 static std::atomic<long> runs_split{0};          // runs handed to the workers (for tests)
 
 // Spin this long for the next run before sleeping: back-to-back calls (an op's matmul, then
@@ -184,28 +191,37 @@ struct BlasRun {
     BlasDojob dojob;
     char* data;
     size_t size;
-    int argument, jobs;
+    int argument;
 };
 
 // OpenBLAS's per-thread slot (buffer, status) for job j. Its own threads keep slots
-// 0 .. blas_num_threads-2 and still run LAPACK's LU (getrf calls them directly, not through
-// the callback), so the pool's jobs take the top slots whenever those do not overlap.
-static int slot_of(int j, int jobs) {
-    if (blas_slots && blas_own_threads && blas_slots - jobs >= *blas_own_threads - 1)
-        return blas_slots - 1 - j;
-    return j;
-}
+// 0 .. blas_num_threads-2 and still run LAPACK's LU (getrf hands them its jobs directly, not
+// through the callback): a job in a slot one of them is using would share its buffer and its
+// status word, and both hang or compute garbage. The pool's jobs take the top slots, which
+// are free while OpenBLAS's threads fit below them (slots_free).
+static int slot_of(int j) { return blas_slots - 1 - j; }
+
+static bool slots_free(int jobs) { return blas_slots - jobs >= *blas_own_threads - 1; }
 
 static void blas_job(void* context, int j) {
     const BlasRun* r = (const BlasRun*)context;
-    r->dojob(slot_of(j, r->jobs), r->data + j * r->size, r->argument);
+    r->dojob(slot_of(j), r->data + j * r->size, r->argument);
+}
+
+// OpenBLAS's thread count grew past slots_free (it never shrinks): unregister the callback
+// and run this product as OpenBLAS runs it without one, on its own threads. The kernels stay
+// on the pool (they use no slots).
+static void step_aside(int jobs, void* data) {
+    if (!stepped_aside.exchange(true)) blas_set_callback(nullptr);
+    blas_exec(jobs, data);
 }
 
 // OpenBLAS's threads callback: its `jobs` jobs of `size` bytes each, job j on thread j.
 static void blas_callback(int sync, BlasDojob dojob, int jobs, size_t size, void* data,
                           int argument) {
     (void)sync;  // OpenBLAS waits for its jobs in any case: so does run()
-    BlasRun r{dojob, (char*)data, size, argument, jobs};
+    if (!slots_free(jobs)) return step_aside(jobs, data);
+    BlasRun r{dojob, (char*)data, size, argument};
     run(jobs, blas_job, &r, true);
 }
 
@@ -221,11 +237,13 @@ static void after_fork_child() {
 extern "C" __attribute__((visibility("default")))
 void* pool_blas_callback() { return (void*)&pool::blas_callback; }
 
-// Connect the kernels to OpenBLAS: its thread count, its slot count and own-thread count
-// (see slot_of), and `workers` threads started now. 0 on success, -1 if the system refused a
-// thread (then nothing is connected).
+// Connect the kernels to OpenBLAS: its slot count and own-thread count (see slot_of),
+// `workers` threads started now, and its functions: the thread count, the callback setter
+// and exec_blas (see step_aside). 0 on success, -1 if the system refused a thread (then
+// nothing is connected).
 extern "C" __attribute__((visibility("default")))
-int pool_follow(void* thread_count, int slots, const int* own_threads, int workers) {
+int pool_follow(int slots, const int* own_threads, int workers, void* thread_count,
+                void* set_callback, void* exec_blas) {
     static std::once_flag fork_handlers;
     std::call_once(fork_handlers, [] {
         pthread_atfork(pool::before_fork, pool::after_fork_parent, pool::after_fork_child);
@@ -238,8 +256,14 @@ int pool_follow(void* thread_count, int slots, const int* own_threads, int worke
     pool::blas_thread_count = (pool::ThreadCount)thread_count;
     pool::blas_slots = slots;
     pool::blas_own_threads = own_threads;
+    pool::blas_set_callback = (pool::SetCallback)set_callback;
+    pool::blas_exec = (pool::ExecBlas)exec_blas;
     return 0;
 }
+
+// Whether the products went back to OpenBLAS's own threads (step_aside).
+extern "C" __attribute__((visibility("default")))
+int pool_stepped_aside() { return pool::stepped_aside.load(); }
 
 // The threads a kernel called now would use.
 extern "C" __attribute__((visibility("default")))

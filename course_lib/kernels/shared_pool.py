@@ -27,9 +27,10 @@ ENV = "COURSE_LIB_SHARED_POOL"
 #: names), then a system OpenBLAS (plain names).
 FLAVOURS = (
     {"callback": "scipy_openblas_set_threads_callback_function64_",
-     "threads": "scipy_openblas_get_num_threads64_", "config": "scipy_openblas_get_config64_"},
+     "threads": "scipy_openblas_get_num_threads64_", "config": "scipy_openblas_get_config64_",
+     "exec": "exec_blas"},
     {"callback": "openblas_set_threads_callback_function", "threads": "openblas_get_num_threads",
-     "config": "openblas_get_config"},
+     "config": "openblas_get_config", "exec": "exec_blas"},
 )  # fmt: skip
 #: OpenBLAS's count of its own threads (+1), a global of its thread server in both flavours.
 OWN_THREADS = "blas_num_threads"
@@ -97,7 +98,8 @@ def _connect(kernels: ctypes.CDLL) -> str:
     if 2 * own.value - 1 > slots:  # the pool's jobs need slots OpenBLAS's threads do not use
         return f"one thread (OpenBLAS has {slots} thread slots for {own.value} threads)"
     workers = min(max(own.value, os.cpu_count() or 1), slots - own.value + 1) - 1
-    if kernels.pool_follow(_address(blas["threads"]), slots, ctypes.byref(own), workers) != 0:
+    functions = (_address(blas[role]) for role in ("threads", "callback", "exec"))
+    if kernels.pool_follow(slots, ctypes.byref(own), workers, *functions) != 0:
         return f"one thread (the system refused {workers} threads)"
     kernels.pool_blas_callback.restype = ctypes.c_void_p
     blas["callback"].restype = None
