@@ -74,11 +74,12 @@ class NumexprProgram:
         """
         import numexpr  # noqa: PLC0415  (a dependency; imported on first use)
 
-        arrays = [a if _weak(a) else host_array(a, "an input of a numexpr program") for a in arrays]
+        where = "an input of a numexpr program"
+        arrays = [a if is_weak_value(a) else host_array(a, where) for a in arrays]
         dtype = np.result_type(*arrays)  # a Python number stays weak, as in NumPy's operators
         if dtype.kind != "f" or dtype.itemsize not in (4, 8):
             return None
-        names = {f"x{k}": dtype.type(a) if _weak(a) else a for k, a in enumerate(arrays)}
+        names = {f"x{k}": dtype.type(a) if is_weak_value(a) else a for k, a in enumerate(arrays)}
         names.update({f"c{j}": dtype.type(v) for j, v in enumerate(self.constants)})
         try:  # numexpr's maximum works in float64: same_kind casts it back into ``out``
             result = numexpr.evaluate(self.text, local_dict=names, out=out, casting="same_kind")
@@ -89,7 +90,7 @@ class NumexprProgram:
         return result.astype(dtype, copy=False)
 
 
-def _weak(value) -> bool:
+def is_weak_value(value) -> bool:
     """Is ``value`` a Python number (an op such as ``count`` returns one), which NumPy's
     operators take in the array's dtype rather than as float64?"""
     return type(value) in (int, float)  # not bool, not NumPy scalars (they are strong)

@@ -24,15 +24,10 @@ from ...autodiff import grad, jvp
 from ...backend import host_array, is_gpu, on_host
 from ...errors import ShapeError
 from ...graph import Node, Op, interpret, is_weak_scalar, rebuild, topological_order, variable
-from .codegen import NumexprProgram, cuda_kernel, numexpr_program
+from .codegen import NumexprProgram, cuda_kernel, is_weak_value, numexpr_program
 from .cpu_loop import loop_worthy, run_cpu_loop, try_cpu_loop
 
 _DISPLAY = {"+": 1, "-": 1, "*": 2, "/": 2}  # precedence of infix symbols in formulas
-
-
-def is_weak_value(value) -> bool:
-    """A Python number (not bool, not a NumPy scalar): NumPy takes it in the array's dtype."""
-    return type(value) in (int, float)
 
 
 def _one_dtype(body: Node, params: Sequence[Node], examples: list) -> bool:
