@@ -89,6 +89,8 @@ def _every_kernel(scores, x, rows, w, rope_x, cos, sin) -> dict:
             "sum_of": k.sum_of(x, x[::-1], np.roll(x, 3)),
             "product": k.product(x, x[::-1]),
             "rows_added_at": k.rows_added_at(rows, np.arange(1100) % 7, 7),
+            # most rows to one id, none to the table's first and last rows
+            "rows_added_at_skewed": k.rows_added_at(rows, 1 + (np.arange(1100) % 9 == 0) * 3, 6),
             "transposed": k.transposed(rows.T),
             "softmax": k.softmax(scores),
             "cross_entropy": k.cross_entropy(scores, np.arange(4 * 8 * 64).reshape(4, 8, 64) % 67),
@@ -108,6 +110,9 @@ def test_every_kernel_gives_the_same_bits_on_any_number_of_threads(threads):
     assert cpu_kernels.pool_runs() >= before + len(split), "each kernel split its work"
     for name, expected in alone.items():
         assert split[name].tobytes() == expected.tobytes(), name
+    table = np.zeros((6, 131), np.float32)
+    np.add.at(table, 1 + (np.arange(1100) % 9 == 0) * 3, arrays[2])
+    assert split["rows_added_at_skewed"].tobytes() == table.tobytes(), "np.add.at's bits"
 
 
 @needs_kernels

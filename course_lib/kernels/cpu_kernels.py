@@ -240,25 +240,39 @@ void rms_norm_grad_x(const float* g, const float* x, const float* w, float* out,
     EACH_ROW_RANGE(rows, n, rms_norm_grad_x_rows(g, x, w, out, lo, hi, n, eps));
 }
 
-// RMSNorm's weight adjoint: Σ over rows of g·(x·r), each row's r first (rows split; into
-// inv[rows]), then the column sums in double (into sums[n]; columns split in blocks of 16)
+// RMSNorm's weight adjoint: Σ over rows of g·(x·r). The rows go in blocks of rows_per_part(n)
+// (a thread reads whole rows), each block's column sums in double into a row of `partial`
+// (blocks split over the threads), then each column's block sums are added in block order
+// (columns split) and rounded once. The blocks depend on the shape only: the same bits on any
+// thread count.
 extern "C" __attribute__((visibility("default")))
-void rms_norm_grad_w(const float* g, const float* x, float* out, float* inv, double* sums,
-                     long long rows, long long n, float eps) {
-    EACH_ROW_RANGE(rows, n, for (long long i = lo; i < hi; ++i) inv[i] = inv_rms(x + i * n, n,
-                                                                                  eps));
-    pool::parallel_for(n, rows_per_part(rows), 16,  // columns of `rows` floats
-                       [=](long long lo, long long hi) {
-        double* __restrict__ total = sums + lo;
-        for (long long j = 0; j < hi - lo; ++j) total[j] = 0.0;
-        for (long long i = 0; i < rows; ++i) {
-            const float* __restrict__ gi = g + i * n + lo;
-            const float* __restrict__ xi = x + i * n + lo;
-            const float ri = inv[i];
-            #pragma omp simd
-            for (long long j = 0; j < hi - lo; ++j) total[j] += (double)(gi[j] * (xi[j] * ri));
+void rms_norm_grad_w(const float* g, const float* x, float* out, long long rows, long long n,
+                     float eps) {
+    const long long per = rows_per_part(n), blocks = (rows + per - 1) / per;
+    std::vector<double> sums((size_t)(blocks * n));
+    double* partial = sums.data();
+    pool::parallel_for(blocks, 1, 1, [=](long long lo, long long hi) {
+        for (long long b = lo; b < hi; ++b) {
+            double* __restrict__ total = partial + b * n;
+            for (long long j = 0; j < n; ++j) total[j] = 0.0;
+            const long long end = (b + 1) * per < rows ? (b + 1) * per : rows;
+            for (long long i = b * per; i < end; ++i) {
+                const float* __restrict__ gi = g + i * n;
+                const float* __restrict__ xi = x + i * n;
+                const float ri = inv_rms(xi, n, eps);
+                #pragma omp simd
+                for (long long j = 0; j < n; ++j) total[j] += (double)(gi[j] * (xi[j] * ri));
+            }
         }
-        for (long long j = lo; j < hi; ++j) out[j] = (float)sums[j];
+    });
+    pool::parallel_for(n, rows_per_part(blocks), 16, [=](long long lo, long long hi) {
+        double* __restrict__ first = partial;
+        for (long long b = 1; b < blocks; ++b) {
+            const double* __restrict__ block = partial + b * n;
+            #pragma omp simd
+            for (long long j = lo; j < hi; ++j) first[j] += block[j];
+        }
+        for (long long j = lo; j < hi; ++j) out[j] = blocks ? (float)first[j] : 0.0f;
     });
 }
 
@@ -301,26 +315,42 @@ void product(const float* x, const float* y, float* out, long long n) {
     EACH_ELEMENT_RANGE(n, product_part(x + lo, y + lo, out + lo, hi - lo));
 }
 
-// The embedding's adjoint: out[ids[i]] += g[i] for the rows i in order (np.add.at's order),
-// each thread on its own block of 16-float columns
+// The embedding's adjoint: out[ids[i]] += g[i] for the rows i in order (np.add.at's order and
+// bits). The threads split the table's rows: each adds, in order, the rows of g whose id falls
+// in its range and writes no other row; the ranges end where as many rows of g as possible
+// have been counted for each part (ids checked already: 0 <= id < table_rows).
 static void rows_added_at_part(const float* __restrict__ g, const long long* __restrict__ ids,
                                float* __restrict__ out, long long rows, long long width,
-                               long long lo, long long hi) {
+                               long long first, long long end) {
     for (long long i = 0; i < rows; ++i) {
-        const float* gi = g + i * width;
-        float* target = out + ids[i] * width;
+        if (ids[i] < first || ids[i] >= end) continue;
+        const float* __restrict__ gi = g + i * width;
+        float* __restrict__ target = out + ids[i] * width;
         #pragma omp simd
-        for (long long j = lo; j < hi; ++j) target[j] += gi[j];
+        for (long long j = 0; j < width; ++j) target[j] += gi[j];
     }
 }
 
 extern "C" __attribute__((visibility("default")))
 void rows_added_at(const float* g, const long long* ids, float* out, long long rows,
-                   long long width) {
-    pool::parallel_for(width, rows_per_part(rows), 16,  // columns of `rows` floats
-                       [=](long long lo, long long hi) {
-                           rows_added_at_part(g, ids, out, rows, width, lo, hi);
-                       });
+                   long long width, long long table_rows) {
+    long long parts = pool::threads();
+    if (rows * width / MIN_PART < parts) parts = rows * width / MIN_PART;
+    if (parts <= 1) return rows_added_at_part(g, ids, out, rows, width, 0, table_rows);
+    std::vector<long long> count((size_t)table_rows, 0);  // rows of g for each id
+    for (long long i = 0; i < rows; ++i) ++count[(size_t)ids[i]];
+    std::vector<long long> bounds((size_t)parts + 1, table_rows);
+    bounds[0] = 0;
+    long long seen = 0, part = 1;
+    for (long long id = 0; id < table_rows && part < parts; ++id) {
+        seen += count[(size_t)id];
+        if (seen * parts >= part * rows) bounds[(size_t)part++] = id + 1;
+    }
+    const long long* b = bounds.data();
+    pool::parallel_for(parts, parts, 1, 1, [=](long long lo, long long hi) {
+        for (long long p = lo; p < hi; ++p)
+            rows_added_at_part(g, ids, out, rows, width, b[p], b[p + 1]);
+    });
 }
 
 // sigmoid(x) = 1 / (1 + exp(−x)); SiLU x·sigmoid(x) = x / (1 + exp(−x))
@@ -651,7 +681,7 @@ def rows_added_at(g: np.ndarray, ids: np.ndarray, rows: int) -> np.ndarray:
     ids = np.ascontiguousarray(ids, dtype=np.int64)
     out = np.zeros((rows, width), np.float32)
     _library().rows_added_at(*_pointers(g, ids, out), ctypes.c_longlong(ids.size),
-                             ctypes.c_longlong(width))  # fmt: skip
+                             ctypes.c_longlong(width), ctypes.c_longlong(rows))  # fmt: skip
     return out
 
 
@@ -661,8 +691,8 @@ def rms_norm_grad_w(g: np.ndarray, x: np.ndarray, eps: float) -> np.ndarray:
     g, x = _rows(g), _rows(x)
     n = x.shape[-1]
     rows = x.size // max(n, 1)
-    out, inv, sums = np.empty(n, np.float32), np.empty(rows, np.float32), np.empty(n, np.float64)
-    _library().rms_norm_grad_w(*_pointers(g, x, out, inv, sums), ctypes.c_longlong(rows),
+    out = np.empty(n, np.float32)
+    _library().rms_norm_grad_w(*_pointers(g, x, out), ctypes.c_longlong(rows),
                                ctypes.c_longlong(n), ctypes.c_float(np.float32(eps)))  # fmt: skip
     return out
 
