@@ -14,8 +14,9 @@
 //   per-thread slots of OpenBLAS's (slot_of); once OpenBLAS has more threads than leave room
 //   for them (a BLAS limit above half its slots: its thread count never shrinks), the pool
 //   steps aside for good and OpenBLAS runs its products on its own threads (step_aside);
-// * a thread that worked spins 50 µs for the next run, then sleeps on a condition variable:
-//   an idle pool costs nothing on a shared machine (OpenBLAS's own threads spin ~0.1 s);
+// * a thread that worked spins 50 µs for the next run, then sleeps on a condition variable of
+//   its own: an idle pool costs nothing on a shared machine (OpenBLAS's own threads spin
+//   ~0.1 s), and a run wakes only the threads it needs;
 // * after fork() the child starts a fresh pool (its threads are created when first needed);
 // * the pool is never destroyed: at exit its threads are blocked and the process ends them.
 #include <pthread.h>
@@ -26,6 +27,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <system_error>
 #include <thread>
@@ -39,15 +41,21 @@ typedef int (*ThreadCount)(void);
 typedef void (*SetCallback)(void* callback);
 typedef int (*ExecBlas)(long jobs, void* queue);
 
+// The run the workers take part in. Written by run() under `lock` as a sequence lock: the
+// generation is odd while the fields change, and one more (even) for each new run; a worker
+// reads the fields without the lock (read_run), so that fifteen spinning workers do not queue
+// on one mutex, and the spinners' generation, the finishers' pending count and the fields lie
+// on cache lines of their own.
 struct Team {
-    std::mutex lock;
-    std::condition_variable wake, done;
-    std::vector<std::thread> workers;  // worker w is thread w + 1
-    std::atomic<long> generation{0};   // one more for each run
-    std::atomic<int> pending{0};       // jobs of this run not finished on the workers
-    int jobs = 0;
-    Job job = nullptr;
-    void* context = nullptr;
+    std::mutex lock;                     // taken to sleep, to wake and to publish a run
+    std::condition_variable done;        // the caller sleeps here for the last job
+    std::vector<std::thread> workers;    // worker w is thread w + 1
+    std::vector<std::unique_ptr<std::condition_variable>> wake;  // worker w sleeps on wake[w]
+    alignas(64) std::atomic<long> generation{0};
+    alignas(64) std::atomic<int> pending{0};  // jobs of this run not finished on the workers
+    alignas(64) std::atomic<int> jobs{0};
+    std::atomic<Job> job{nullptr};
+    std::atomic<void*> context{nullptr};
 };
 
 static Team* team = new Team;          // never deleted (see above)
@@ -72,22 +80,43 @@ static bool spin_until(const std::function<bool()>& ready) {
     }
 }
 
-static void work(Team* t, int index) {
+struct Run {
+    long generation;
+    int jobs;
+    Job job;
+    void* context;
+};
+
+// The run published last, read without the lock (see Team): retried while run() writes it.
+static Run read_run(Team* t) {
+    for (;;) {
+        const long before = t->generation.load(std::memory_order_acquire);
+        if (before & 1) {
+            __builtin_ia32_pause();
+            continue;
+        }
+        Run r{before, t->jobs.load(std::memory_order_relaxed),
+              t->job.load(std::memory_order_relaxed), t->context.load(std::memory_order_relaxed)};
+        std::atomic_thread_fence(std::memory_order_acquire);
+        if (t->generation.load(std::memory_order_relaxed) == before) return r;
+    }
+}
+
+static void work(Team* t, int index, std::condition_variable* wake) {
     long seen = 0;
     bool took_part = true;  // only a thread that worked spins for the next run
     for (;;) {
-        if (took_part)
-            spin_until([&] { return t->generation.load(std::memory_order_acquire) != seen; });
-        std::unique_lock<std::mutex> hold(t->lock);
-        t->wake.wait(hold, [&] { return t->generation.load() != seen; });
-        seen = t->generation.load();  // read with the run's fields, under the lock
-        took_part = index < t->jobs;
+        const auto changed = [&] { return t->generation.load(std::memory_order_acquire) != seen; };
+        if (!took_part || !spin_until(changed)) {
+            std::unique_lock<std::mutex> hold(t->lock);
+            wake->wait(hold, changed);
+        }
+        const Run r = read_run(t);
+        seen = r.generation;
+        took_part = index < r.jobs;  // a run of fewer jobs leaves this thread asleep
         if (!took_part) continue;
-        Job job = t->job;
-        void* context = t->context;
-        hold.unlock();
         inside_job = true;
-        job(context, index);
+        r.job(r.context, index);
         inside_job = false;
         if (t->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
             std::lock_guard<std::mutex> last(t->lock);
@@ -100,8 +129,10 @@ static void work(Team* t, int index) {
 static bool add_workers(Team* t, int count) {
     try {
         while ((int)t->workers.size() < count) {
-            const int index = (int)t->workers.size() + 1;
-            t->workers.emplace_back(work, t, index);
+            std::unique_ptr<std::condition_variable> wake(new std::condition_variable);
+            std::thread worker(work, t, (int)t->workers.size() + 1, wake.get());
+            t->wake.push_back(std::move(wake));
+            t->workers.push_back(std::move(worker));
         }
     } catch (const std::system_error&) {
         return false;
@@ -133,13 +164,15 @@ static void run(int jobs, Job job, void* context, bool together) {
             return;
         }
         ++runs_split;
-        t->jobs = jobs;
-        t->job = job;
-        t->context = context;
-        t->pending.store(jobs - 1);
-        t->generation.fetch_add(1, std::memory_order_release);
+        t->generation.fetch_add(1, std::memory_order_relaxed);  // odd: the fields change
+        std::atomic_thread_fence(std::memory_order_release);
+        t->jobs.store(jobs, std::memory_order_relaxed);
+        t->job.store(job, std::memory_order_relaxed);
+        t->context.store(context, std::memory_order_relaxed);
+        t->pending.store(jobs - 1, std::memory_order_relaxed);
+        t->generation.fetch_add(1, std::memory_order_release);  // even: a new run
     }
-    t->wake.notify_all();
+    for (int w = 0; w < jobs - 1; ++w) t->wake[w]->notify_one();  // only the run's threads
     inside_job = true;
     job(context, 0);
     inside_job = false;
