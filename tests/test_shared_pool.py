@@ -558,3 +558,29 @@ def test_cross_entropy_keeps_numpys_errors_and_broadcasting_for_other_target_sha
     graph = cl.cross_entropy(cl.variable("logits"), cl.variable("targets"))
     with pytest.raises(ShapeError, match=r"cross_entropy at node .* targets: \(4096,\)"):
         cl.evaluate(graph, {"logits": logits, "targets": np.zeros(4096, np.int64)})
+
+
+@needs_kernels
+@needs_pool
+def test_a_run_wakes_only_the_threads_it_needs():
+    """After an 8-thread run, 2-part runs wake one worker: the six others sleep on (a run
+    that woke every worker cost each of them the lock on a 16-core machine)."""
+    run = _python("""
+        import ctypes, time, numpy as np
+        from threadpoolctl import threadpool_limits
+        from course_lib.kernels import cpu_kernels
+        library = cpu_kernels._library()
+        library.pool_idle_wakeups.restype = ctypes.c_long
+        threadpool_limits(8)
+        cpu_kernels.silu(np.ones(8 * 16384, np.float32))  # starts 7 workers
+        before, runs = library.pool_idle_wakeups(), cpu_kernels.pool_runs()
+        for _ in range(50):
+            time.sleep(0.002)  # every worker asleep again
+            cpu_kernels.silu(np.ones(2 * 16384, np.float32))
+        print(cpu_kernels.pool_workers(), cpu_kernels.pool_runs() - runs,
+              library.pool_idle_wakeups() - before)
+    """)
+    assert run.returncode == 0, run.stderr
+    workers, runs, idle = map(int, run.stdout.split())
+    assert (workers, runs) == (7, 50)
+    assert idle <= 5, f"{idle} sleeping workers woken for no job in 50 two-part runs"

@@ -68,6 +68,7 @@ static SetCallback blas_set_callback = nullptr;  // openblas_set_threads_callbac
 static ExecBlas blas_exec = nullptr;             // OpenBLAS's exec_blas (its jobs' runner)
 static std::atomic<bool> stepped_aside{false};   // the products went back to OpenBLAS
 static std::atomic<long> runs_split{0};          // runs handed to the workers (for tests)
+static std::atomic<long> idle_wakeups{0};        // sleeping workers woken for no job (tests)
 
 // Spin this long for the next run before sleeping: back-to-back calls (an op's matmul, then
 // its kernel) find the threads awake, and an idle pool sleeps after 50 µs.
@@ -107,14 +108,18 @@ static void work(Team* t, int index, std::condition_variable* wake) {
     bool took_part = true;  // only a thread that worked spins for the next run
     for (;;) {
         const auto changed = [&] { return t->generation.load(std::memory_order_acquire) != seen; };
-        if (!took_part || !spin_until(changed)) {
+        const bool slept = !took_part || !spin_until(changed);
+        if (slept) {
             std::unique_lock<std::mutex> hold(t->lock);
             wake->wait(hold, changed);
         }
         const Run r = read_run(t);
         seen = r.generation;
         took_part = index < r.jobs;  // a run of fewer jobs leaves this thread asleep
-        if (!took_part) continue;
+        if (!took_part) {
+            if (slept) ++idle_wakeups;
+            continue;
+        }
         inside_job = true;
         r.job(r.context, index);
         inside_job = false;
@@ -315,6 +320,10 @@ void pool_parallel_for(long long count, long long grain, long long align, Range 
 // How many runs went to the workers so far (for tests).
 extern "C" __attribute__((visibility("default")))
 long pool_runs() { return pool::runs_split.load(); }
+
+// How many times a sleeping worker was woken for a run without a job for it (for tests).
+extern "C" __attribute__((visibility("default")))
+long pool_idle_wakeups() { return pool::idle_wakeups.load(); }
 
 // How many threads the pool has started (for tests): the caller's thread not counted.
 extern "C" __attribute__((visibility("default")))
