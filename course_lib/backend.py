@@ -145,11 +145,15 @@ def device_of(array) -> str | None:
 def to_device(value, what: str = "an array"):
     """``value`` as an array of the current device: host data (a number, a list, a NumPy
     array) is copied there; an array already there is returned as it is; an array of another
-    device is refused, naming both devices and ``what`` it was meant for."""
+    device is refused, naming both devices and ``what`` it was meant for. A list or tuple may
+    hold arrays of the current device (losses collected step by step): it is gathered on the
+    host, then copied."""
     device = get_device()
     found = device_of(value)
     if found == device:
         return value
+    if type(value) in (list, tuple):
+        value = _host_sequence(value, what, refuse_foreign)
     refuse_foreign(value, what)
     if device == "cpu":
         return numpy.asarray(value)
@@ -168,18 +172,48 @@ def refuse_foreign(value, what: str = "an array") -> None:
 
 
 def host_array(value, what: str = "an array") -> numpy.ndarray:
-    """Host data as a NumPy array (a torch CPU tensor too); a device array is refused.
+    """Host data as a NumPy array (a torch CPU tensor too); a device array is refused, in a
+    list or tuple too.
 
     The one check of what is CPU-only by nature and takes NumPy arrays on every device:
     :class:`~course_lib.strides.StridedView` (it reads the host memory of its buffer), the
     CPU emulator of the kernels, and the native loops of ``perf``.
     """
+    if type(value) in (list, tuple):
+        return _host_sequence(value, what, _refuse_device)
+    _refuse_device(value, what)
+    return numpy.asarray(value)
+
+
+def _refuse_device(value, what: str) -> None:
     if device_of(value) not in (None, "cpu"):
         raise DeviceError(
             f"{what} is on the {device_of(value)!r} device, but this runs on the CPU only "
             "(host memory); pass course_lib.to_numpy(array)"
         )
-    return numpy.asarray(value)
+
+
+def _host_sequence(values, what: str, refuse=None) -> numpy.ndarray:
+    """A list or tuple as a NumPy array. NumPy reads host data itself; a device array in it
+    refuses that (TypeError: no implicit conversion), so then each element passes
+    ``refuse(element, what)`` (which raises for a device it may not come from) and the
+    device arrays are copied to the host one by one."""
+    try:
+        return numpy.asarray(values)  # host data only: the fast path
+    except TypeError:
+        if refuse is not None:
+            for v in _elements(values):
+                refuse(v, f"an element of {what}")
+        return numpy.asarray(to_host(values))
+
+
+def _elements(values):
+    """The elements of nested lists and tuples."""
+    for v in values:
+        if type(v) in (list, tuple):
+            yield from _elements(v)
+        else:
+            yield v
 
 
 def to_host(value):
@@ -193,11 +227,13 @@ def to_host(value):
 
 def to_numpy(array):
     """A NumPy array on the host from any device's array (a copy from a device; a NumPy
-    array itself), a number or a list: the way out of the device boundary."""
+    array itself), a number, or a list or tuple of these: the way out of the device boundary."""
     if isinstance(array, numpy.ndarray):
         return array
     if device_of(array) in ("gpu", "strict"):
         return array.get()
+    if type(array) in (list, tuple):
+        return _host_sequence(array, "to_numpy")  # any device's arrays, as above
     return numpy.asarray(array)
 
 

@@ -86,10 +86,11 @@ def central_difference(f, x: float, eps: float) -> float:
 
 
 def difference_errors(f, exact: float, x: float, eps_values) -> dict[str, np.ndarray]:
-    """Absolute errors of both difference quotients against the ``exact`` derivative."""
+    """Absolute errors of both difference quotients against the ``exact`` derivative, on the
+    host (``f`` may return device scalars, such as ``evaluate`` of a 0-d node)."""
     return {
-        "forward": np.array([abs(forward_difference(f, x, e) - exact) for e in eps_values]),
-        "central": np.array([abs(central_difference(f, x, e) - exact) for e in eps_values]),
+        "forward": to_numpy([abs(forward_difference(f, x, e) - exact) for e in eps_values]),
+        "central": to_numpy([abs(central_difference(f, x, e) - exact) for e in eps_values]),
     }
 
 

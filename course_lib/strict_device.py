@@ -7,7 +7,8 @@ not allowed"). ``COURSE_LIB_DEVICE=strict`` runs course_lib on this module inste
 
 * :class:`StrictArray` wraps a NumPy array that only this module may touch. Operators and
   methods work as on CuPy arrays; an operand that is a NumPy array is refused (NumPy
-  *scalars* and Python numbers are accepted, as CuPy accepts them);
+  *scalars* and Python numbers are accepted, as CuPy accepts them), and so is a Python list
+  where CuPy wants an array (a ufunc's operand, ``dot``'s, the first argument of ``sum``...);
 * ``np.asarray(a)``, ``np.array(a)`` and NumPy functions given a StrictArray raise
   ``TypeError``; the ways out are CuPy's: ``a.get()``, ``asnumpy(a)``, ``a.item()``,
   ``a.tolist()``, ``float(a)`` of one element;
@@ -126,6 +127,7 @@ def _unary(name: str):
 def _method(name: str):
     def method(self, *args, **kwargs):
         what = f"StrictArray.{name}"
+        _refuse_lists(name, None, (self, *args), "StrictArray")  # a.dot(b) as dot(a, b)
         return _wrap(getattr(self._a, name)(*_unwrap(args, what), **_unwrap(kwargs, what)))
 
     method.__name__ = name
@@ -225,6 +227,7 @@ class StrictArray:
         if not all(issubclass(t, (StrictArray, np.ndarray)) for t in types):
             return NotImplemented
         what = f"numpy.{func.__name__}"
+        _refuse_lists(func.__name__, func, args, "numpy")
         return _wrap(func(*_unwrap(args, what), **_unwrap(kwargs, what)))
 
     # -- operators -------------------------------------------------------------------------
@@ -268,14 +271,31 @@ for _name in (
 _TAKE_HOST_VALUES = frozenset({
     "zeros", "ones", "empty", "full", "arange", "linspace", "logspace", "eye", "identity",
     "tri", "indices", "result_type", "promote_types", "can_cast", "min_scalar_type", "finfo",
-    "iinfo", "isscalar", "ndim", "shape", "size", "concatenate", "einsum", "atleast_1d",
-    "atleast_2d", "atleast_3d", "broadcast_shapes", "isdtype", "issubdtype",
+    "iinfo", "isscalar", "ndim", "shape", "size", "atleast_1d", "atleast_2d", "atleast_3d",
+    "broadcast_shapes", "isdtype", "issubdtype",
 })  # fmt: skip
+
+#: Functions that take a sequence of arrays (CuPy takes the list or tuple itself). ``einsum``
+#: copies its operands with ``cupy.asarray``, so a list or a number is an operand there too.
+_TAKE_SEQUENCES = frozenset({
+    "concatenate", "stack", "hstack", "vstack", "dstack", "column_stack", "row_stack", "block",
+    "select", "lexsort", "ravel_multi_index", "broadcast_arrays", "meshgrid", "ix_", "einsum",
+})  # fmt: skip
+
+#: Of those, the ones whose sequence must hold device arrays only ("Only cupy arrays can be
+#: concatenated"; ``stack`` calls ``expand_dims`` on each).
+_JOIN_ARRAYS_ONLY = frozenset({"concatenate", "stack"})
+
+#: How many leading arguments CuPy's function wants as arrays where that is not one (a
+#: ufunc's are its ``nin`` inputs): ``where`` and ``clip`` pass theirs to a ufunc, ``dot``
+#: and its kin take ``ndarray`` only.
+_ARRAY_OPERANDS = {"where": 3, "clip": 3, "dot": 2, "vdot": 2, "inner": 2, "outer": 2,
+                   "tensordot": 2}  # fmt: skip
 
 
 def _takes_an_array_first(name: str, func, args, kwargs) -> None:
     """Refuse a number or NumPy scalar where CuPy's function wants a device array."""
-    if isinstance(func, np.ufunc) or name in _TAKE_HOST_VALUES:
+    if isinstance(func, np.ufunc) or name in _TAKE_HOST_VALUES or name in _TAKE_SEQUENCES:
         return
     first = args[0] if args else next(iter(kwargs.values()), None)
     if isinstance(first, (numbers.Number, np.generic)):
@@ -285,10 +305,34 @@ def _takes_an_array_first(name: str, func, args, kwargs) -> None:
         )
 
 
+def _refuse_lists(name: str, func, args, where: str = "strict_device") -> None:
+    """Refuse a Python list or tuple where CuPy's function wants a device array (NumPy would
+    turn it into an array silently; CuPy raises)."""
+    if name in _JOIN_ARRAYS_ONLY and args and type(args[0]) in (list, tuple):
+        for value in args[0]:
+            if not isinstance(value, (StrictArray, np.ndarray)):  # NumPy arrays: _unwrap says
+                raise TypeError(
+                    f"{where}.{name} joins device arrays only, not "
+                    f"{type(value).__name__} (CuPy refuses it too); make one with "
+                    "xp.asarray(value) first"
+                )
+    if name in _TAKE_HOST_VALUES or name in _TAKE_SEQUENCES:
+        return
+    count = func.nin if isinstance(func, np.ufunc) else _ARRAY_OPERANDS.get(name, 1)
+    for value in args[:count]:  # positional only: a keyword's meaning is not known here
+        if isinstance(value, (list, tuple)):
+            raise TypeError(
+                f"{where}.{name} takes device arrays, not a Python "
+                f"{type(value).__name__} (CuPy refuses it too); make one with "
+                "xp.asarray(value) first"
+            )
+
+
 def _function(name: str, func):
     def call(*args, **kwargs):
         what = f"strict_device.{name}"
         _takes_an_array_first(name, func, args, kwargs)
+        _refuse_lists(name, func, args)
         return _wrap(func(*_unwrap(args, what), **_unwrap(kwargs, what)))
 
     call.__name__ = name
@@ -316,6 +360,7 @@ def array(value, dtype=None, copy=True, order="K", ndmin=0):
 
 def ascontiguousarray(value, dtype=None):
     _takes_an_array_first("ascontiguousarray", ascontiguousarray, (value,), {})
+    _refuse_lists("ascontiguousarray", ascontiguousarray, (value,))
     return StrictArray(np.ascontiguousarray(_unwrap(value, "ascontiguousarray"), dtype=dtype))
 
 

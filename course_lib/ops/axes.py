@@ -1,6 +1,6 @@
 """Axis and index arithmetic shared by the op families: which axes an ``axis`` argument
-names, the shape left after reducing or indexing (``None`` where unknown), and the check
-that integer ids fall inside their range.
+names, the shape left after reducing or indexing (``None`` where unknown), the check
+that integer ids fall inside their range, and :func:`as_array` for inputs that may be numbers.
 
 Broadcasting has its own module, :mod:`course_lib.ops.broadcast`.
 """
@@ -11,6 +11,14 @@ import numpy as np
 
 from ..errors import GraphError, OutOfRangeError
 from ..graph import is_static
+
+
+def as_array(xp, x):
+    """``x`` as an array of ``xp``: a plain number (a scalar constant's value, a number seed
+    of ``grad`` or ``jvp``) becomes a 0-d array. NumPy's ``sum``, ``reshape``, ``where``...
+    take numbers; CuPy's refuse them. Elementwise arithmetic takes numbers everywhere, so
+    only the other ops call this, on each input that may be a number."""
+    return x if isinstance(x, xp.ndarray) else xp.asarray(x)
 
 
 def normalize_axes(axis, ndim: int) -> tuple[int, ...]:

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from .. import params
 from ..errors import GraphError
 from ..graph import Node, Op, apply, is_static
+from .axes import as_array
 
 
 def broadcast_shapes(*shapes):
@@ -119,9 +120,7 @@ class BroadcastTo(ToShape):
         return self.shape
 
     def compute(self, xp, x, like=None):
-        if not hasattr(x, "shape"):  # a number (a scalar constant): CuPy wants an array
-            x = xp.asarray(x)
-        return xp.broadcast_to(x, self.target(like))
+        return xp.broadcast_to(as_array(xp, x), self.target(like))  # x may be a number
 
 
 class SumTo(ToShape):
@@ -135,6 +134,7 @@ class SumTo(ToShape):
         return self.shape
 
     def compute(self, xp, x, like=None):
+        x = as_array(xp, x)  # a number (a scalar constant, a number seed)
         shape = tuple(self.target(like))
         if x.shape == shape:
             return x

@@ -18,6 +18,7 @@ from .. import params
 from ..backend import on_host
 from ..graph import Node, Op, apply
 from ..kernels import cpu_kernels
+from .axes import as_array
 from .broadcast import broadcast_shapes, broadcast_tangent, unbroadcast
 
 
@@ -241,7 +242,9 @@ class Where(Elementwise):
         return Op.infer_dtype(self, x, y)
 
     def compute(self, xp, c, x, y):
-        return xp.where(c, x, y)
+        # CuPy's where wants the condition as an array; x and y may stay numbers (weakly
+        # typed, as in arithmetic: where(c, x32, 0.0) stays float32)
+        return xp.where(as_array(xp, c), x, y)
 
     def gradient(self, node, g, needs):
         c = node.inputs[0]
@@ -574,9 +577,7 @@ class Fill(Op):
         return shape
 
     def compute(self, xp, x):
-        if not hasattr(x, "dtype"):  # a number (a scalar constant): CuPy's full_like wants an array
-            x = xp.asarray(x)
-        return xp.full_like(x, self.value)
+        return xp.full_like(as_array(xp, x), self.value)  # x may be a number
 
     def gradient(self, node, g, needs):
         return [None]

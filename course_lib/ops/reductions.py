@@ -7,14 +7,15 @@ import math
 
 from .. import params
 from ..graph import Node, Op, apply
-from .axes import normalize_axes, reduced
+from .axes import as_array, normalize_axes, reduced
 from .elementwise import div, equal, exp, mul, sub, where
 
 
 class Reduce(Op):
     """A reduction over ``axis`` (None: all axes), optionally keeping reduced dims.
 
-    Costs ``flops_per_element`` per *input* element.
+    Costs ``flops_per_element`` per *input* element. The input may be a number (a scalar
+    constant): each ``compute`` takes it :func:`as_array`.
     """
 
     attributes = ("axis", "keepdims")
@@ -38,7 +39,7 @@ class Sum(Reduce):
     linear = True
 
     def compute(self, xp, x):
-        return xp.sum(x, axis=self.axis, keepdims=self.keepdims)
+        return xp.sum(as_array(xp, x), axis=self.axis, keepdims=self.keepdims)
 
     def gradient(self, node, g, needs):
         return [unreduce(g, node.inputs[0], self.axis, self.keepdims)]
@@ -49,7 +50,7 @@ class Mean(Reduce):
     linear = True
 
     def compute(self, xp, x):
-        return xp.mean(x, axis=self.axis, keepdims=self.keepdims)
+        return xp.mean(as_array(xp, x), axis=self.axis, keepdims=self.keepdims)
 
     def gradient(self, node, g, needs):
         return [unreduce(g, node.inputs[0], self.axis, self.keepdims, mean=True)]
@@ -61,7 +62,7 @@ class Max(Reduce):
     name = "max"
 
     def compute(self, xp, x):
-        return xp.max(x, axis=self.axis, keepdims=self.keepdims)
+        return xp.max(as_array(xp, x), axis=self.axis, keepdims=self.keepdims)
 
     def _weights(self, node):
         # the positions equal to the maximum share the gradient; where the maximum is NaN,
@@ -102,6 +103,7 @@ class LogSumExp(Reduce):
     name, flops_per_element = "logsumexp", 4
 
     def compute(self, xp, x):
+        x = as_array(xp, x)
         m, _, log_sum = stable_log_sum_exp(xp, x, self.axis)
         out = log_sum + m
         if not self.keepdims:
@@ -123,7 +125,8 @@ class LogSumExp(Reduce):
 class Unreduce(Op):
     """Broadcast a reduced array ``g`` back to the shape of ``like`` (the reduction's adjoint).
 
-    With ``mean=True`` it also divides by the number of reduced elements.
+    With ``mean=True`` it also divides by the number of reduced elements. ``g`` may be a
+    number (a number seed of ``grad``), ``like`` a scalar constant's number.
     """
 
     name = "unreduce"
@@ -140,6 +143,7 @@ class Unreduce(Op):
         return g_dtype
 
     def compute(self, xp, g, like):
+        g, like = as_array(xp, g), as_array(xp, like)
         ndim = like.ndim
         axes = normalize_axes(self.axis, ndim)
         if not self.keepdims and self.axis is not None:

@@ -16,7 +16,7 @@ from ..backend import on_host, scatter_add
 from ..errors import ShapeError
 from ..graph import Node, Op, apply, is_static
 from ..kernels import cpu_kernels
-from .axes import check_ids, index_on, indexed_shape, normalize_axes
+from .axes import as_array, check_ids, index_on, indexed_shape, normalize_axes
 from .broadcast import ToShape, to_shape
 from .elementwise import zeros_like
 
@@ -40,7 +40,7 @@ class Reshape(ToShape):
         return out
 
     def compute(self, xp, x, like=None):
-        return xp.reshape(x, self.target(like))
+        return xp.reshape(as_array(xp, x), self.target(like))  # x may be a number
 
 
 Reshape.adjoint = Reshape  # x̄ = reshape(ȳ, to x's shape)
@@ -64,7 +64,7 @@ class Permute(Op):
         return tuple(shape[a] for a in self.axes)
 
     def compute(self, xp, x):
-        return xp.transpose(x, self.axes)
+        return xp.transpose(as_array(xp, x), self.axes)  # x may be a number
 
     def inverse(self):
         if self.axes is None:
@@ -223,7 +223,7 @@ class GetItem(Op):
         return (0,), 0
 
     def compute(self, xp, x):
-        return x[index_on(xp, self.index)]
+        return as_array(xp, x)[index_on(xp, self.index)]  # x may be a number: x[()]
 
     def gradient(self, node, g, needs):
         return [apply(ScatterLike(self.index), g, node.inputs[0])]
@@ -252,6 +252,7 @@ class ScatterLike(Op):
         return g_dtype
 
     def compute(self, xp, g, like):
+        g, like = as_array(xp, g), as_array(xp, like)  # numbers where x[()] is a number
         out = xp.zeros(like.shape, dtype=g.dtype)
         index = index_on(xp, self.index)
         if _gathers(self.index):
@@ -281,6 +282,7 @@ class Take(Op):
         return table_dtype
 
     def compute(self, xp, table, indices):
+        indices = as_array(xp, indices)  # take(table, 2): a number
         check_ids(indices, table.shape[0], f"the table has {table.shape[0]} rows")
         return xp.take(table, indices, axis=0)
 
@@ -302,6 +304,7 @@ class TakeAdjoint(Op):
         return g_dtype
 
     def compute(self, xp, g, indices, table):
+        g, indices = as_array(xp, g), as_array(xp, indices)  # numbers for take(vector, 2)
         check_ids(indices, table.shape[0], f"the table has {table.shape[0]} rows")
         rows_of_g = len(table.shape) == 2 and g.shape == (*indices.shape, table.shape[1])
         if on_host(xp) and rows_of_g and cpu_kernels.worth_it(g):
