@@ -273,9 +273,19 @@ class Node:
         setter(self, "dtype", dtype)
 
     def __setattr__(self, key, value):
-        raise GraphError(
-            f"node {self.name} is immutable; build a new node instead of setting {key!r}"
-        )
+        name = getattr(self, "name", "<node>")  # a node being unpickled may have none yet
+        raise GraphError(f"node {name} is immutable; build a new node instead of setting {key!r}")
+
+    # -- copies: a node never changes, so a copy is the node itself ----------------------
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __reduce__(self):
+        """Pickle a node as its op, inputs, name, shape and dtype (it gets a new ``seq``)."""
+        return type(self), (self.op, self.inputs, self.name, self.shape, self.dtype)
 
     def __bool__(self):
         raise GraphError(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import params
+from .. import backend, params
 from ..errors import ParameterError, ShapeError
 
 
@@ -48,10 +48,17 @@ def load_text(path: str | Path) -> str:
     return Path(path).read_text(encoding="utf-8", errors="replace")
 
 
+def host_tokens(tokens, what: str) -> np.ndarray:
+    """Token ids on the host: host data as it is, an array of the current device copied
+    back (windows are cut on the host), another device's refused."""
+    backend.refuse_foreign(tokens, what)
+    return backend.to_numpy(tokens)
+
+
 def split_tokens(tokens: np.ndarray, held_out: float = 0.1) -> tuple[np.ndarray, np.ndarray]:
     """(training, validation): the last ``held_out`` fraction of ``tokens`` is held out, in
     one piece, so no training window overlaps a validation window."""
-    tokens = np.asarray(tokens)
+    tokens = host_tokens(tokens, "split_tokens: tokens")
     if tokens.ndim != 1:
         raise ShapeError(f"split_tokens needs a 1-D token array, got shape {tokens.shape}")
     if not 0 < params.real(held_out, "split_tokens: held_out") < 1:
@@ -67,7 +74,7 @@ def split_tokens(tokens: np.ndarray, held_out: float = 0.1) -> tuple[np.ndarray,
 
 def random_windows(tokens: np.ndarray, batch: int, seq: int, rng: np.random.Generator):
     """``batch`` windows of ``seq`` consecutive tokens at random offsets: (batch, seq)."""
-    tokens = np.asarray(tokens)
+    tokens = host_tokens(tokens, "tokens")
     if tokens.ndim != 1 or tokens.size < seq:
         raise ShapeError(
             f"need a 1-D token array of at least seq={seq} tokens, got shape {tokens.shape}"

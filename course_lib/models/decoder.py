@@ -7,15 +7,16 @@ forward graph is wired (:meth:`DecoderLM.build_logits`); the rest is here.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import backend
+from .. import backend, params
 from ..autodiff import grad
 from ..backend import to_numpy
-from ..errors import DeviceError, FeedError, ShapeError
+from ..errors import DeviceError, FeedError, GraphError, ShapeError
 from ..graph import Node, variable
 from ..ops import cross_entropy, reshape
 from ..runtime import Executor
@@ -61,26 +62,32 @@ class DecoderLM:
 
     The parameters live on the device current at construction (``device``);
     :meth:`to` moves them (and nothing else: make the optimiser after moving the model).
+    A copy or a pickle of a model holds its parameters, not its compiled graphs.
 
     Parameters
     ----------
     config : LlamaConfig
         The sizes, and the architecture switches a subclass may read.
     seed : int
-        Seeds the initialisation (``numpy.random.default_rng(seed)``).
+        Seeds the initialisation (``numpy.random.default_rng(seed)``), an integer >= 0.
     dtype : numpy dtype
-        float32 for training, float64 for gradient checks.
+        A floating-point dtype: float32 for training, float64 for gradient checks.
     init_std : float
-        Standard deviation of the normal initialisation of matrices (HF's
+        Standard deviation (finite, >= 0) of the normal initialisation of matrices (HF's
         ``initializer_range``); norm weights start at 1, biases at 0.
     """
 
     def __init__(self, config: LlamaConfig, seed: int = 0, dtype=np.float32, init_std=0.02):
+        what = type(self).__name__
         if not isinstance(config, LlamaConfig):
-            raise TypeError(f"{type(self).__name__} needs a LlamaConfig, got {type(config)}")
+            raise TypeError(f"{what} needs a LlamaConfig, got {type(config)}")
         self.config = config
-        self.dtype = np.dtype(dtype)
-        rng = np.random.default_rng(seed)
+        self.dtype = params.dtype(dtype, f"{what}: dtype")
+        if self.dtype.kind != "f":
+            raise GraphError(f"{what}: dtype must be a floating-point dtype (float32, float64), "
+                             f"got {self.dtype}")  # fmt: skip
+        init_std = params.in_range(init_std, f"{what}: init_std", 0.0)
+        rng = np.random.default_rng(params.count(seed, f"{what}: seed", 0))
         self.device = backend.get_device()
         self.params: dict = {}  # name -> array on self.device
         for name, (shape, kind) in self.parameter_specs().items():
@@ -90,8 +97,26 @@ class DecoderLM:
                 value = np.full(shape, 1.0 if kind == "ones" else 0.0)
             value = np.ascontiguousarray(value, dtype=self.dtype)  # drawn on the host: seeded
             self.params[name] = backend.to_device(value, f"parameter {name}")
+        self._forget_compiled()
+
+    def _forget_compiled(self) -> None:
+        """Start with no graphs and no executors (each is built again on first use)."""
         self._graphs: dict[tuple, ForwardGraph] = {}
         self._executors: dict[tuple, Executor] = {}
+        # executors of an owner (a training step's optimiser), forgotten with it
+        self._owned: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def __getstate__(self) -> dict:
+        """What ``copy.deepcopy`` and ``pickle`` keep: the parameters and settings, not the
+        compiled graphs (built again on first use)."""
+        state = self.__dict__.copy()
+        for compiled in ("_graphs", "_executors", "_owned"):
+            state.pop(compiled, None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._forget_compiled()
 
     # -- what a subclass defines -----------------------------------------------------------
     def parameter_specs(self) -> dict[str, tuple[tuple[int, ...], str]]:
@@ -126,10 +151,7 @@ class DecoderLM:
         key = (int(batch), int(seq))
         if key not in self._graphs:
             if key[0] < 1 or not 1 <= key[1] <= self.config.max_seq_len:
-                raise ShapeError(
-                    f"{type(self).__name__}: need batch >= 1 and 1 <= seq <= "
-                    f"max_seq_len={self.config.max_seq_len}, got batch={batch}, seq={seq}"
-                )
+                raise self.shape_error(batch, seq)
             tokens = variable("tokens", key, np.int64)
             p = {name: variable(name, a.shape, self.dtype) for name, a in self.params.items()}
             logits, attention = self.build_logits(tokens, p)
@@ -137,15 +159,24 @@ class DecoderLM:
             self._graphs[key] = ForwardGraph(tokens, logits, loss, p, attention)
         return self._graphs[key]
 
+    def shape_error(self, batch: int, seq: int) -> ShapeError:
+        """The error for a token batch of a shape no graph of this model takes."""
+        return ShapeError(
+            f"{type(self).__name__}: need batch >= 1 and 1 <= seq <= "
+            f"max_seq_len={self.config.max_seq_len}, got batch={batch}, seq={seq}"
+        )
+
     def executor(
-        self, key: tuple, build: Callable[[], list[Node]], optimize: bool = False
+        self, key: tuple, build: Callable[[], list[Node]], optimize: bool = False, owner=None
     ) -> Executor:
         """An executor cached under ``key`` (built from ``build()`` the first time, after the
-        graph optimisation passes when ``optimize``)."""
+        graph optimisation passes when ``optimize``). With an ``owner`` (the optimiser of a
+        training step) it is cached only as long as the owner lives."""
+        cache = self._executors if owner is None else self._owned.setdefault(owner, {})
         key = (*key, optimize)
-        if key not in self._executors:
-            self._executors[key] = Executor(build(), optimize=optimize)
-        return self._executors[key]
+        if key not in cache:
+            cache[key] = Executor(build(), optimize=optimize)
+        return cache[key]
 
     def feed(self, graph: ForwardGraph, tokens) -> dict:
         """The feed for ``graph``: the checked tokens and every parameter array."""

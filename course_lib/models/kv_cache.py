@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import backend
 from ..errors import ShapeError
 from ..runtime import Tensor
 
@@ -25,7 +26,8 @@ from ..runtime import Tensor
 @dataclass(frozen=True)
 class KVCache:
     """Per layer, the keys (after RoPE) and values (batch, length, n_kv, d) of the tokens
-    seen so far, and the parameters (eager tensors) that computed them.
+    seen so far, the parameters (eager tensors) that computed them, and the device they
+    live on (the current one when the cache was made).
 
     A decoding step returns a new cache and leaves this one as it is, so one prefix can be
     continued in several ways.
@@ -34,6 +36,7 @@ class KVCache:
     params: dict = field(repr=False)
     keys: tuple = ()
     values: tuple = ()
+    device: str = field(default_factory=backend.get_device)
 
     @classmethod
     def empty(cls, arrays: dict[str, np.ndarray]) -> KVCache:

@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import backend, params
 from ..backend import to_numpy
-from ..errors import FeedError, ShapeError
+from ..errors import DeviceError, FeedError, ShapeError
 from ..graph import constant
 from ..ops import layer_norm, reshape, rms_norm, take
 from ..runtime import Tensor, no_grad
@@ -141,7 +141,16 @@ class Llama(DecoderLM):
         self.check_device()
         tokens = self.check_tokens(tokens)
         cache = KVCache.empty(self.params) if cache is None else cache
-        cache.check_room(tokens.shape[0], tokens.shape[1], self.config.max_seq_len)
+        if cache.device != backend.get_device():
+            raise DeviceError(
+                f"this KVCache was made on the {cache.device!r} device, but course_lib runs on "
+                f"{backend.get_device()!r}; prefill again (decode without a cache) after "
+                "model.to(...)"
+            )
+        batch, seq = tokens.shape
+        if batch < 1 or (seq < 1 and not cache.length):
+            raise self.shape_error(batch, seq)
+        cache.check_room(batch, seq, self.config.max_seq_len)
         with no_grad():
             logits, _, present = self.build_decoder(Tensor(tokens), cache.params, cache.past())
         keys, values = zip(*present)
@@ -181,7 +190,9 @@ def interleaved_to_half_split(weight, n_heads: int) -> np.ndarray:
 def load_hf_state_dict(model: Llama, state_dict: Mapping) -> Llama:
     """Copy a Hugging Face ``LlamaForCausalLM`` state dict into ``model`` (in place).
 
-    Values may be torch tensors or arrays; they are converted to the model's dtype.
+    Values may be torch tensors or arrays; they are converted to the model's dtype and
+    always copied: each parameter gets its own writable array, so training changes neither
+    the caller's tensors nor, for tied weights (one tensor under two names), the twin.
     Missing or unexpected keys raise :class:`FeedError`, wrong shapes :class:`ShapeError`.
     """
     model.check_device()
@@ -205,7 +216,7 @@ def load_hf_state_dict(model: Llama, state_dict: Mapping) -> Llama:
                 f"state dict entry {name} has shape {array.shape}, "
                 f"the model expects {model.params[name].shape}"
             )
-        array = np.ascontiguousarray(array, dtype=model.dtype)
+        array = np.array(array, dtype=model.dtype, order="C", copy=True)
         params.finite_array(array, f"state dict entry {name}")
         arrays[name] = backend.to_device(array, f"state dict entry {name}")
     model.params.update(arrays)

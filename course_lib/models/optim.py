@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import backend, params
 from ..backend import on_host, to_numpy
-from ..errors import FeedError, GraphError, ParameterError, ShapeError
+from ..errors import DeviceError, FeedError, GraphError, ParameterError, ShapeError
 from ..graph import Node, Op, apply, variable
 from ..kernels import cpu_kernels
 from ..kernels.dispatch import run_on_gpu
@@ -152,6 +152,21 @@ def _floating(dtype, what: str) -> None:
                          "parameters only (convert it with .astype(np.float32))")  # fmt: skip
 
 
+def _check_target(what: str, label: str, target, value) -> None:
+    """An error naming ``label`` unless ``value`` can be written into ``target`` in place."""
+    if not hasattr(target, "shape"):
+        raise GraphError(f"{what}: {label} is a {type(target).__name__}, not an array")
+    if isinstance(target, np.ndarray) and not target.flags.writeable:
+        raise ParameterError(
+            f"{what}: the array of {label} is read-only, so the step cannot be stored; "
+            "nothing was written (give the model writable arrays: np.array(a) copies one)"
+        )
+    if tuple(getattr(value, "shape", ())) != tuple(target.shape):
+        raise ShapeError(f"{what}: the new value of {label} has shape "
+                         f"{tuple(getattr(value, 'shape', ()))}, its array "
+                         f"{tuple(target.shape)}; nothing was written")  # fmt: skip
+
+
 def _factor(scalar, like):
     """A scalar factor (a 0-d array computed in float64 from the fed lr and step) in the
     parameters' dtype, left on the device: reading it into a Python float would wait for
@@ -192,22 +207,32 @@ class Optimizer:
     def write_back(self, arrays: dict[str, np.ndarray], values: Sequence) -> None:
         """Store one run's results of :meth:`update_nodes` (same order): the new parameters
         into ``arrays`` (in place, so the model sees them), the new state into the optimiser.
-        A target array on the host gets a host copy of its value (a device's result)."""
-        names = self._names
-        if len(values) != len(names) + len(self._state_arrays_in_order()):
+        A target array on the host gets a host copy of its value (a device's result).
+
+        All or nothing: every target is checked (it exists, is writable and has its value's
+        shape) before any is written, so a refused step leaves everything as it was."""
+        what = f"{type(self).__name__}.write_back"
+        state = self._state_arrays_in_order()
+        if len(values) != len(self._names) + len(state):
             raise ShapeError(
-                f"{type(self).__name__}.write_back: {len(values)} values for the update nodes "
-                f"of {len(names)} parameter(s); pass the results of exactly the nodes "
-                "update_nodes returned, in order"
+                f"{what}: {len(values)} values for the update nodes of {len(self._names)} "
+                "parameter(s); pass the results of exactly the nodes update_nodes returned, "
+                "in order"
             )
-        targets = [arrays[name] for name in names] + self._state_arrays_in_order()
-        for target, value in zip(targets, values):
+        missing = [name for name in self._names if name not in arrays]
+        if missing:
+            raise FeedError(f"{what}: no array for parameter(s) {missing}")
+        targets = [(f"parameter {n}", arrays[n]) for n in self._names] + state
+        for (label, target), value in zip(targets, values):
+            _check_target(what, label, target, value)
+        for (_, target), value in zip(targets, values):
             if isinstance(target, np.ndarray):
                 cpu_kernels.assign(target, to_numpy(value))  # large copies split over threads
             else:
                 target[...] = value
 
-    def _state_arrays_in_order(self) -> list[np.ndarray]:
+    def _state_arrays_in_order(self) -> list[tuple[str, np.ndarray]]:
+        """(label, array) of the optimiser's state, in the order of its update nodes."""
         return []
 
 
@@ -240,6 +265,7 @@ class AdamW(Optimizer):
         self.eps = params.in_range(eps, "AdamW: eps", 0.0)
         self.weight_decay = params.in_range(weight_decay, "AdamW: weight_decay", 0.0)
         xp = backend.xp()  # the moments live where the parameters do
+        self.device = backend.get_device()
         arrays = {n: backend.to_device(a, f"AdamW: parameter {n}") for n, a in arrays.items()}
         for n, a in arrays.items():
             _floating(a.dtype, f"AdamW: parameter {n}")
@@ -273,9 +299,16 @@ class AdamW(Optimizer):
         return list(self._new_moments[name])
 
     def _state_arrays_in_order(self):
-        return [a for name in self._names for a in (self.m[name], self.v[name])]
+        return [(f"{moment}({name})", state[name]) for name in self._names
+                for moment, state in (("m", self.m), ("v", self.v))]  # fmt: skip
 
     def feed(self, lr=None):
+        current = backend.get_device()
+        if current != self.device:
+            raise DeviceError(
+                f"AdamW: its moments are on the {self.device!r} device, but course_lib runs on "
+                f"{current!r}; create the optimiser after model.to({current!r})"
+            )
         feed = super().feed(lr)
         feed[self.step_var] = np.int64(self.step_count)
         for name, (m, v) in self._state_vars.items():

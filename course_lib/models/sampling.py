@@ -8,34 +8,42 @@ cache each step feeds only the new token (:mod:`~course_lib.models.kv_cache`).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 
 import numpy as np
 
-from .. import params
-from ..errors import GraphError, ShapeError
+from .. import backend, params
+from ..errors import FeedError, GraphError, NumericError, ShapeError
 from .decoder import DecoderLM
 from .tokenizer import ByteTokenizer
 
 
 def next_token_distribution(logits: np.ndarray, temperature: float, top_k: int | None):
     """Probabilities from one logits row: divided by ``temperature``, only the ``top_k``
-    largest kept. ``temperature == 0`` puts all mass on the argmax (greedy decoding)."""
+    largest kept. ``temperature == 0`` puts all mass on the argmax (greedy decoding).
+    Logits with a NaN or +inf (a model whose numbers diverged) are a :class:`NumericError`."""
     logits = np.asarray(logits, dtype=np.float64)
     temperature = params.in_range(temperature, "sampling: temperature", 0.0)
     if top_k is not None:
         top_k = params.count(top_k, "sampling: top_k", 1, logits.size)
+    if np.isnan(logits).any() or not np.isfinite(logits.max()):
+        raise NumericError(
+            f"sampling: the logits hold {int(np.isnan(logits).sum())} NaN and "
+            f"{int(np.isinf(logits).sum())} infinite value(s) (the model's numbers diverged: "
+            "a learning rate too high?), so no token can be drawn"
+        )
     if temperature == 0:
         probs = np.zeros_like(logits)
         probs[np.argmax(logits)] = 1.0
         return probs
-    scaled = logits / temperature
+    with np.errstate(over="ignore"):  # a tiny temperature: -inf far from the maximum
+        scaled = (logits - logits.max()) / temperature  # at most 0: exp cannot overflow
     if top_k is not None:
         keep = np.argpartition(scaled, -top_k)[-top_k:]  # exactly k indices, even with ties
         kept = np.full_like(scaled, -np.inf)
         kept[keep] = scaled[keep]
         scaled = kept
-    scaled -= scaled.max()
     probs = np.exp(scaled)
     return probs / probs.sum()
 
@@ -68,7 +76,13 @@ def generate(
     params.flag(kv_cache, "generate: kv_cache")
     tokenizer = ByteTokenizer()
     as_text = isinstance(prompt, str)
-    ids = list(tokenizer.encode(prompt)) if as_text else [int(i) for i in prompt]
+    vocab = model.config.vocab_size
+    if as_text and vocab > 256:
+        raise FeedError(
+            f"generate: a text prompt needs a byte-level model (vocab_size 256), but this one "
+            f"has vocab_size={vocab} and may sample ids that are no byte; pass token ids"
+        )
+    ids = _prompt_ids(tokenizer.encode(prompt) if as_text else prompt, vocab)
     if not ids:
         raise ShapeError("generate needs a prompt of at least one token")
     next_logits = _cached_logits(model) if kv_cache else _recomputed_logits(model)
@@ -77,6 +91,29 @@ def generate(
         probs = next_token_distribution(next_logits(ids), temperature, top_k)
         ids.append(int(rng.choice(probs.size, p=probs)))
     return tokenizer.decode(ids) if as_text else ids
+
+
+def _prompt_ids(prompt, vocab_size: int) -> list[int]:
+    """The prompt as a list of Python ints, each checked: an integer (not a bool or a
+    float) in ``[0, vocab_size)``; a :class:`FeedError` naming the first that is not."""
+    if backend.device_of(prompt) is not None:  # an array: ids of the host or this device
+        backend.refuse_foreign(prompt, "generate: prompt")
+        prompt = backend.to_numpy(prompt)
+    try:
+        tokens = list(prompt)
+    except TypeError:
+        raise GraphError(f"generate: the prompt must be a str or a sequence of token ids, "
+                         f"got {type(prompt).__name__}") from None  # fmt: skip
+    ids = []
+    for position, token in enumerate(tokens):
+        if isinstance(token, (bool, np.bool_)) or not hasattr(token, "__index__"):
+            raise FeedError(f"generate: prompt[{position}] = {token!r} is not a token id "
+                            "(an integer)")  # fmt: skip
+        ids.append(operator.index(token))
+        if not 0 <= ids[-1] < vocab_size:
+            raise FeedError(f"generate: prompt[{position}] = {ids[-1]} is not a token id in "
+                            f"[0, {vocab_size})")  # fmt: skip
+    return ids
 
 
 def _recomputed_logits(model: DecoderLM):

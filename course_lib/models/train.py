@@ -33,6 +33,7 @@ class TrainHistory:
 
     def smoothed(self, window: int = 10) -> np.ndarray:
         """The losses averaged over the last ``window`` steps (fewer at the start)."""
+        window = params.positive_size(window, "TrainHistory.smoothed: window")
         losses = np.asarray(self.losses, dtype=np.float64)
         sums = np.cumsum(np.concatenate([[0.0], losses]))
         lo = np.maximum(0, np.arange(1, losses.size + 1) - window)
@@ -43,15 +44,14 @@ def training_step(
     model: DecoderLM, optimizer: Optimizer, batch: int, seq: int, optimize: bool = False
 ) -> Executor:
     """The executor of one step (outputs: loss, then the optimiser's update nodes, whose
-    results go to ``optimizer.write_back``), cached on the model; ``optimize`` runs the
-    graph optimisation passes on it first."""
+    results go to ``optimizer.write_back``), cached on the model as long as the optimiser
+    lives; ``optimize`` runs the graph optimisation passes on it first."""
 
     def build():
         graph, grads = model.loss_graph(batch, seq)
         return [graph.loss, *optimizer.update_nodes(graph.params, grads)]
 
-    key = ("train", optimizer, batch, seq)  # the key keeps the optimiser alive
-    return model.executor(key, build, optimize)
+    return model.executor(("train", batch, seq), build, optimize, owner=optimizer)
 
 
 class ProgressBar:
@@ -109,9 +109,10 @@ def seconds_per_step(
     """The median wall time of one training step of :func:`train` with these arguments, to
     say how long a training run will take before it starts.
 
-    The step is compiled (and cached for :func:`train`) and run ``repeats`` times without
-    writing its results back: the graph is pure, so the model and the optimiser (its step
-    count restored) are exactly as before.
+    The step is compiled and run ``repeats`` times without writing its results back: the
+    graph is pure, so the model and the optimiser (its step count restored) are exactly as
+    before. The compiled step is kept for a later :func:`train` with the same
+    ``optimizer``; without one, a fresh :class:`AdamW` is timed and forgotten with it.
     """
     optimizer = AdamW(model.params) if optimizer is None else optimizer
     run = training_step(model, optimizer, batch, seq, optimize)
@@ -173,8 +174,13 @@ def train(
     bar = ProgressBar(steps, "training", progress)
     for step in bar:
         lr = optimizer.lr if lr_schedule is None else lr_schedule(step)
-        loss, *new_values = run.run(_step_feed(model, optimizer, tokens, batch, seq, rng, lr))
-        optimizer.write_back(model.params, new_values)  # the graph is pure: state changes here
+        step_count = optimizer.step_count
+        try:
+            loss, *new_values = run.run(_step_feed(model, optimizer, tokens, batch, seq, rng, lr))
+            optimizer.write_back(model.params, new_values)  # the graph is pure: changes here
+        except Exception:
+            optimizer.step_count = step_count  # a failed step did not happen
+            raise
         loss = float(loss)
         history.losses.append(loss)
         history.lrs.append(lr)

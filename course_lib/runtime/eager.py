@@ -19,7 +19,14 @@ import numpy as np
 
 from .. import backend, params
 from ..autodiff import reverse
-from ..errors import CourseLibError, GraphError, NumericError, ShapeError, describe_shapes
+from ..errors import (
+    CourseLibError,
+    DeviceError,
+    GraphError,
+    NumericError,
+    ShapeError,
+    describe_shapes,
+)
 from ..graph import (
     COMPUTE_ERRORS,
     Node,
@@ -87,7 +94,10 @@ class Tensor(Node):
     """An eager array that remembers how it was computed.
 
     A tensor's value never changes: ``.data`` is read-only (on the CPU), so no later write
-    can change what ``backward()`` computes; ``.numpy()`` gives a writable copy.
+    can change what ``backward()`` computes; ``.numpy()`` gives a writable copy. A tensor
+    lives on the device current when it was made (``.device``); an op on a tensor of
+    another device is a :class:`DeviceError`. A copy (``copy.copy``, ``copy.deepcopy``,
+    ``pickle``) is a new leaf tensor with the same value, ``requires_grad`` and name.
 
     Parameters
     ----------
@@ -100,24 +110,23 @@ class Tensor(Node):
         A label used in graphs and error messages.
     """
 
-    __slots__ = ("_data", "requires_grad", "grad")
+    __slots__ = ("_data", "device", "requires_grad", "grad")
     is_eager = True
 
     def __init__(self, array, requires_grad: bool = False, name: str | None = None):
-        requires_grad = params.flag(requires_grad, "Tensor: requires_grad")
         name = params.name(name, "Tensor")
         xp = backend.xp()
         value = array._data if isinstance(array, Tensor) else array
         data = xp.array(backend.to_device(value, "the data of a Tensor"), copy=True)
         params.numeric_array(data, "Tensor")
-        if requires_grad and data.dtype.kind not in "fc":
-            raise GraphError(f"only floating-point tensors can require gradients, not {data.dtype}")
-        self._init(_LEAF, (), name or "tensor", data, requires_grad)
+        requires_grad = _requires_grad(requires_grad, data.dtype)
+        self._init(_LEAF, (), name or "tensor", data, requires_grad, backend.get_device())
 
-    def _init(self, op, inputs, name, data, requires_grad):
+    def _init(self, op, inputs, name, data, requires_grad, device):
         Node.__init__(self, op, inputs, name, data.shape, data.dtype)
         setter = object.__setattr__
         setter(self, "_data", data)
+        setter(self, "device", device)  # the device data lives on
         setter(self, "requires_grad", requires_grad)
         setter(self, "grad", None)
 
@@ -132,14 +141,38 @@ class Tensor(Node):
         return np.lib.stride_tricks.as_strided(self._data, writeable=False)
 
     def __setattr__(self, key, value):
-        if key not in ("grad", "requires_grad"):
+        """Only ``requires_grad`` (True or False; floating-point tensors only) and ``grad``
+        (None or a tensor of this shape) may change."""
+        if key == "requires_grad":
+            value = _requires_grad(value, self.dtype)
+        elif key == "grad":
+            if value is not None and (not isinstance(value, Tensor) or value.shape != self.shape):
+                got = getattr(value, "shape", type(value).__name__)
+                raise GraphError(f"{self.name}.grad must be None or a Tensor of shape "
+                                 f"{self.shape}, got {got}")  # fmt: skip
+        else:
             Node.__setattr__(self, key, value)
         object.__setattr__(self, key, value)
+
+    # -- copies and pickles: a new leaf with the value (nodes themselves are shared) ------
+    def __reduce__(self):
+        return Tensor, (self.numpy(), self.requires_grad, self.name)
+
+    def __copy__(self):  # on this tensor's device, which may no longer be the current one
+        copy = Tensor.__new__(Tensor)
+        copy._init(_LEAF, (), self.name, self._data.copy(), self.requires_grad, self.device)
+        return copy
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()
 
     @classmethod
     def apply_eager(cls, op: Op, inputs: tuple, name: str | None):
         """Run ``op`` on the inputs' values now; record the inputs if gradients may flow."""
-        xp = backend.xp()
+        xp, device = backend.xp(), backend.get_device()
+        for n in inputs:
+            if n.is_eager and n.device != device:
+                raise _foreign(op, n, device)
         values = [n._data if n.is_eager else _value(n, op, xp) for n in inputs]
         try:
             data = op.compute(xp, *values)
@@ -151,9 +184,9 @@ class Tensor(Node):
         if _recording[-1] and data.dtype.kind == "f":  # no gradient flows through ints or bools
             for n in inputs:
                 if n.is_eager and n.requires_grad:
-                    out._init(op, inputs, name or op.name, data, True)
+                    out._init(op, inputs, name or op.name, data, True, device)
                     return out
-        out._init(_LEAF, (), name or op.name, data, False)
+        out._init(_LEAF, (), name or op.name, data, False, device)
         return out
 
     # -- arithmetic fast paths (the same ops as Node's operators, minus the dispatch) -----
@@ -206,6 +239,16 @@ class Tensor(Node):
     def __float__(self) -> float:
         return float(self._data)
 
+    def __int__(self) -> int:
+        return int(self._data)
+
+    def __index__(self) -> int:
+        """An integer 0-d tensor as a Python int (``range(t)``, ``x[t]``)."""
+        if self.ndim != 0 or np.dtype(self.dtype).kind not in "iu":
+            raise GraphError(f"only an integer tensor of shape () is an index, not {self.name} "
+                             f"({self.dtype}, shape {self.shape}); use int(...)")  # fmt: skip
+        return int(self._data)
+
     def __bool__(self) -> bool:
         return bool(self._data)
 
@@ -246,6 +289,23 @@ def _value(node: Node, op: Op, xp):
             f"{node.name}; use Tensors only, or variables and an Executor"
         )
     return interpret(node, {}, xp)[node]
+
+
+def _requires_grad(value, dtype) -> bool:
+    """``requires_grad`` checked: True or False, and True for floating-point tensors only."""
+    value = params.flag(value, "Tensor: requires_grad")
+    if value and np.dtype(dtype).kind not in "fc":
+        raise GraphError(f"only floating-point tensors can require gradients, not {dtype}")
+    return value
+
+
+def _foreign(op: Op, tensor: Tensor, device: str) -> DeviceError:
+    """The error for ``tensor``, made on another device, reaching ``op``."""
+    return DeviceError(
+        f"{op.label()}: tensor {tensor.name} is on the {tensor.device!r} device, but "
+        f"course_lib runs on {device!r}; make it again after set_device "
+        f"(Tensor(t.numpy())), or go back with set_device({tensor.device!r})"
+    )
 
 
 def _eager_error(op: Op, inputs: tuple, exc: Exception) -> CourseLibError:

@@ -40,7 +40,7 @@ class JitFunction:
         if not isinstance(dynamic, (Mapping, type(None))):
             raise GraphError(f"jit: dynamic must map argument indices to axes, got {dynamic!r}")
         self.dynamic = {
-            params.integer(k, "jit: dynamic argument index"): params.axes(v, "jit: dynamic axes")
+            params.count(k, "jit: dynamic argument index", 0): params.axes(v, "jit: dynamic axes")
             for k, v in (dynamic or {}).items()
         }
         self.optimize = params.flag(optimize, "jit: optimize")
@@ -67,11 +67,19 @@ class JitFunction:
         else:
             self.stats["hits"] += 1
         executor, variables, single = entry
-        result = executor.run(dict(zip(variables, arrays)))
+        # an argument the function ignores (or the optimiser removes) is a variable no
+        # output uses
+        result = executor.run(dict(zip(variables, arrays)), allow_unused=True)
         return result if single else tuple(result)
 
     def _guard(self, args) -> tuple[tuple, list]:
         """The cache key (shapes, dtypes, constants) and the array arguments."""
+        unknown = [i for i in self.dynamic if i >= len(args)]
+        if unknown:
+            raise ParameterError(
+                f"jit({self.__name__}): dynamic names argument(s) {unknown}, but the call "
+                f"passes {len(args)} argument(s)"
+            )
         key, arrays = [], []
         for i, arg in enumerate(args):
             if isinstance(arg, Node) and not arg.is_eager:
@@ -80,6 +88,9 @@ class JitFunction:
             if array is not None:
                 key.append(("array", self._dims(i, array), str(array.dtype)))
                 arrays.append(array)
+            elif i in self.dynamic:
+                raise GraphError(f"jit({self.__name__}): dynamic names axes of argument {i}, "
+                                 f"a {type(arg).__name__}, not an array")  # fmt: skip
             else:
                 try:
                     hash(arg)
@@ -113,9 +124,18 @@ class JitFunction:
 
     def _dims(self, i: int, array) -> tuple:
         """The shape argument ``i`` is traced with: its dynamic axes unknown (None)."""
-        return tuple(None if a in self.dynamic.get(i, ()) else d for a, d in enumerate(array.shape))
+        ndim = len(array.shape)
+        axes = self.dynamic.get(i, ())
+        if any(not -ndim <= a < ndim for a in axes):
+            raise ShapeError(f"jit({self.__name__}): dynamic axes {list(axes)} of argument {i} "
+                             f"do not fit its shape {tuple(array.shape)}")  # fmt: skip
+        axes = {a % ndim for a in axes}
+        return tuple(None if a in axes else d for a, d in enumerate(array.shape))
 
     def _outputs(self, out) -> list[Node]:
+        if isinstance(out, Mapping):
+            raise GraphError(f"jit({self.__name__}) returned a {type(out).__name__}; return a "
+                             "node or a tuple of nodes (tuple(d.values()), say)")  # fmt: skip
         return node_list(out, f"jit({self.__name__}) (what the function returns)")
 
     def _trace(self, args):
@@ -151,7 +171,9 @@ def jit(
     Parameters
     ----------
     dynamic : {argument index: [axes]}
-        Axes whose size may change without a re-trace (e.g. the batch axis).
+        Axes whose size may change without a re-trace (e.g. the batch axis); a negative
+        axis counts from the end. An index or axis that the call's arguments do not have
+        is an error.
     optimize : bool, optional
         Apply the graph optimisation passes (:func:`course_lib.passes.optimize`: constant
         folding, CSE, merged matmuls, elementwise fusion) to each traced graph.
@@ -159,7 +181,9 @@ def jit(
         At most this many traced graphs (None: no limit). Once they are cached, a call that
         misses every guard runs ``fn`` eagerly on Tensors instead of tracing again.
 
-    The jitted function returns NumPy (or CuPy) arrays; ``.stats`` counts traces, cache hits,
+    The function returns a node or a tuple of nodes (not a dict); an array argument it
+    does not use is fine. The jitted function returns NumPy (or CuPy) arrays; ``.stats``
+    counts traces, cache hits,
     eager runs and the seconds spent tracing. Python ``if`` on a traced value raises a
     ``GraphError`` that points to :func:`course_lib.cond`.
     """
