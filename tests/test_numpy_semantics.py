@@ -230,3 +230,22 @@ def test_evaluate_may_be_fed_variables_it_does_not_use():
     with pytest.raises(cl.FeedError, match="do not use"):
         cl.evaluate(tangent, {"x": np.ones(3)})
     np.testing.assert_array_equal(cl.evaluate(tangent, {"x": np.ones(3)}, allow_unused=True), 2.0)
+
+
+def test_a_gradient_has_its_variables_float_dtype():
+    """NumPy promotes float32 · a float64 scalar to float64 inside the op; the gradient goes
+    back to the variable's dtype (PyTorch's and JAX's rule), symbolic and eager alike, so a
+    float32 parameter updated with its gradient stays float32."""
+    from course_lib.runtime import Tensor
+
+    x = cl.variable("x", (3,), np.float32)
+    g = cl.grad(cl.sum(x * np.float64(2)), x)
+    assert g.dtype == np.float32
+    for optimize in (False, True):
+        (value,) = cl.Executor([g], optimize=optimize).run({"x": np.ones(3, np.float32)})
+        assert value.dtype == np.float32 and np.array_equal(value, [2, 2, 2])
+    t = Tensor(np.ones(3, np.float32), requires_grad=True)
+    cl.sum(t * np.float64(2)).backward()
+    assert t.grad.dtype == np.float32
+    w = cl.variable("w", (3,), np.float64)  # a float64 variable stays float64
+    assert cl.grad(cl.sum(w * np.float32(2)), w).dtype == np.float64

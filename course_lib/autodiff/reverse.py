@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from ..errors import GraphError, ShapeError
 from ..graph import Node, as_node, node_list, same_kind, topological_order
-from ..ops import ones_like, sum_n, zeros_like
+from ..ops import cast, ones_like, sum_n, zeros_like
 from .trace import Trace, remember
 
 
@@ -51,6 +51,9 @@ def gradient(out: Node, wrt: list[Node], seed: Node, order: list[Node], observer
             node_to_grad.setdefault(k, []).append(vki_bar)  # append v̄(k→i) to node_to_grad[k]
             if observer is not None:
                 observer.on_partial(i, k, vki_bar)
+    for k in wrt:  # each gradient in its variable's float dtype, as in PyTorch and JAX
+        if k in adjoints and _promoted(adjoints[k], k):
+            adjoints[k] = cast(adjoints[k], k.dtype)
     return adjoints
 
 
@@ -143,6 +146,14 @@ def _targets(out: Node, wrt) -> list[Node]:
 
 def _gradients(adjoints: dict, targets: list[Node]) -> list[Node]:
     return [adjoints[t] if t in adjoints else zeros_like(t) for t in targets]
+
+
+def _promoted(adjoint: Node, variable: Node) -> bool:
+    """Is ``adjoint`` in another float dtype than its float ``variable``? NumPy promotes
+    inside an op (float32 · a float64 scalar is float64), and the adjoint follows; the
+    gradient goes back to the variable's dtype (a float32 parameter stays float32)."""
+    a, v = adjoint.dtype, variable.dtype  # (``None in`` would ask dtype == None: float64)
+    return a is not None and v is not None and a != v and a.kind == v.kind == "f"
 
 
 def _depends_on(order: list[Node], targets: list[Node]) -> set[Node]:
