@@ -48,6 +48,7 @@ PACKAGE = "course_lib"
 INSTRUCTOR_TOOLS = (
     "course_lib/exercises/edition.py",
     "course_lib/exercises/grade.py",
+    "course_lib/exercises/guard.py",
     "course_lib/release.py",
 )
 README_TEMPLATE = Path("docs/release/README.md")

@@ -35,6 +35,20 @@ class _YesTuple(tuple):
     __hash__ = tuple.__hash__
 
 
+class _Disguised(int):
+    """An int subclass that says it is a builtin (review round 3: exact trusted __module__)."""
+
+    __module__ = "builtins"
+
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+    __hash__ = int.__hash__
+
+
 class _Mine(BaseException):
     pass
 
@@ -61,6 +75,8 @@ def _raises(error):
         ("09.count_params", lambda config: _Yes(0), "a subclass of int made by your code"),
         ("05.contiguous_strides", lambda shape: _YesTuple(), "a subclass of tuple"),
         ("05.contiguous_strides", lambda shape: (_Yes(1),) * len(shape), "a subclass of int"),
+        ("05.contiguous_strides", lambda shape: (_Disguised(0),) * len(shape),
+         "a subclass of int made by your code"),
         ("05.contiguous_strides", _raises(_Mine("no")), "raised _Mine: no"),
         ("05.contiguous_strides", _raises(GeneratorExit()), "raised GeneratorExit"),
         ("05.contiguous_strides", _raises(KeyboardInterrupt), "raised KeyboardInterrupt"),

@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 import traceback
+import types
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -199,20 +200,27 @@ def verify(exercise_id: str, answer, *, time_limit: float | None = None) -> Verd
         known = ", ".join(sorted(EXERCISES))
         return Verdict(str(exercise_id), UNKNOWN, f"there is no such exercise; known: {known}")
     seconds = found.time_limit if time_limit is None else time_limit
+    early = None
     if answer is None or answer is Ellipsis:
-        return Verdict(exercise_id, NOT_DONE, "not done yet: the answer is still empty")
-    if found.function and not callable(answer):
+        early = Verdict(exercise_id, NOT_DONE, "not done yet: the answer is still empty")
+    elif found.function and not callable(answer):
         signature = found.task.split(" -> ")[0]
-        return Verdict(
+        early = Verdict(
             exercise_id, FAILED, f"the answer must be a function {signature}, got {_kind(answer)}"
         )
+    if early is not None:
+        sys.audit(VERDICT_EVENT, found.id, found, early.status, early.message, None)
+        return early
     if _can_fork():
         return _verify_in_child(found, answer, seconds)
     try:
         with _time_limit(seconds):
-            return _run_checker(found, answer)
+            verdict = _run_checker(found, answer)
     except OutOfTime:
-        return _out_of_time(exercise_id, seconds)
+        verdict = _out_of_time(exercise_id, seconds)
+    # to the grader's audit hook, if there is one (guard.py): the verdict, from this code
+    sys.audit(VERDICT_EVENT, found.id, found, verdict.status, verdict.message, verdict.mistake)
+    return verdict
 
 
 def _out_of_time(exercise_id: str, seconds: float) -> Verdict:
@@ -245,6 +253,9 @@ def _run_checker(found: Exercise, answer) -> Verdict:
 
 
 _GUARDED = ("builtins", "math", "operator", "fractions", "numpy", "numpy.linalg", "numpy.random")
+#: The events by which course_lib's verdict code reports to the grader's audit hook (guard.py);
+#: without a hook (a student's own notebook) raising them costs nothing.
+VERDICT_EVENT, CHECKPOINT_EVENT = "course_lib.grade.verdict", "course_lib.grade.checkpoint"
 
 
 def _snapshot() -> dict:
@@ -256,22 +267,71 @@ def _snapshot() -> dict:
     }
 
 
+def _function_of(value):
+    """The plain function behind ``value`` (a function, static or class method, property)."""
+    value = getattr(value, "__func__", value)
+    value = getattr(value, "fget", value)
+    return value if isinstance(value, types.FunctionType) else None
+
+
+def collect(modules: dict, skip: Iterable[str] = ()) -> tuple[list, list]:
+    """``(class attributes, functions)`` of ``modules`` (``name -> module``) as they are now.
+
+    Class attributes are ``(class namespace, key, value, label)`` for every class a course_lib
+    module defines; functions are ``(function, __code__, __defaults__, __kwdefaults__,
+    label)`` for every function in the modules and in those classes (swapping a function's
+    ``__code__`` in place leaves the module's attribute the same object)."""
+    attributes, functions, seen = [], [], set()
+    for name, module in modules.items():
+        ours = name.split(".")[0] == "course_lib"
+        for key, value in list(vars(module).items()):
+            if f"{name}.{key}" in skip:
+                continue
+            members = [(key, value)]
+            if ours and isinstance(value, type) and value.__module__ == name:
+                space = vars(value)
+                for attr, member in list(space.items()):
+                    attributes.append((space, attr, member, f"{name}.{key}.{attr}"))
+                    members.append((f"{key}.{attr}", member))
+            for label, member in members:
+                fn = _function_of(member)
+                if fn is not None and id(fn) not in seen:
+                    seen.add(id(fn))
+                    functions.append(
+                        (fn, fn.__code__, fn.__defaults__, fn.__kwdefaults__, f"{name}.{label}")
+                    )
+    return attributes, functions
+
+
 _KERNEL_OWNED = {"builtins.input", "builtins.raw_input", "builtins.display", "builtins.exit",
                  "builtins.quit", "builtins.get_ipython", "builtins.help"}  # fmt: skip
 _RECORDS: dict = {}  # copies of the registered exercises, as they were
 _ORIGINAL: dict = {}  # filled at the end of this package's import (course_lib.exercises)
+_INTERNALS: dict = {"attributes": [], "functions": []}  # course_lib classes, functions' code
 
 
 def take_snapshot() -> None:
-    """Record the guarded modules' attributes as they are now (they are restored in every
-    check's child process, so a solution cell's ``np.allclose = lambda *a, **k: True`` or
-    ``course_lib.exercises.core.close = ...`` does not reach the checker)."""
+    """Record the guarded modules' attributes as they are now, and the code and defaults of
+    every function in them (restored in every check's child process, so a solution cell's
+    ``np.allclose = lambda *a, **k: True``, ``course_lib.exercises.core.close = ...`` or
+    ``core._run_checker.__code__ = ...`` does not reach the checker), and the attributes of
+    course_lib's classes (reported by :func:`patched_names`, not restored)."""
     _ORIGINAL.update(_snapshot())
+    modules = {name: sys.modules[name] for name in _ORIGINAL}
+    attributes, functions = collect(modules, _KERNEL_OWNED)
+    _INTERNALS.update(attributes=attributes, functions=functions)
+    for name, space in _ORIGINAL.items():
+        if name.split(".")[0] in _TRUSTED:
+            _TRUSTED_CLASSES.update(
+                {id(v): v for v in space.values() if isinstance(v, type) and v.__module__
+                 and v.__module__.split(".")[0] in _TRUSTED}
+            )  # fmt: skip
     _RECORDS.update({key: dataclasses.replace(record) for key, record in EXERCISES.items()})
 
 
 def patched_names() -> list[str]:
-    """``module.attribute`` for every guarded attribute changed or deleted since the snapshot."""
+    """``module.attribute`` for every guarded attribute changed or deleted since the snapshot
+    (``module.function.__code__`` for a function whose code or defaults were swapped)."""
     found = []
     for name, original in _ORIGINAL.items():
         module = sys.modules.get(name)
@@ -283,6 +343,15 @@ def patched_names() -> list[str]:
             and not key.startswith("_")
             and f"{name}.{key}" not in _KERNEL_OWNED
         ]
+    found += [label for space, key, value, label in _INTERNALS["attributes"]
+              if space.get(key, _ORIGINAL) is not value]  # fmt: skip
+    found += [
+        f"{label}.__code__"
+        for fn, code, defaults, kwdefaults, label in _INTERNALS["functions"]
+        if fn.__code__ is not code
+        or fn.__defaults__ is not defaults
+        or fn.__kwdefaults__ is not kwdefaults
+    ]
     changed = [key for key, record in _RECORDS.items() if EXERCISES.get(key) != record]
     return found + [f"EXERCISES[{key!r}]" for key in changed]
 
@@ -297,6 +366,14 @@ def _restore() -> None:
             if now.get(key, _ORIGINAL) is not value and f"{name}.{key}" not in _KERNEL_OWNED:
                 with contextlib.suppress(Exception):
                     setattr(module, key, value)
+    # (course_lib's class attributes are reported, not put back: tests patch them on purpose)
+    for fn, code, defaults, kwdefaults, _ in _INTERNALS["functions"]:
+        if fn.__code__ is not code:
+            fn.__code__ = code
+        if fn.__defaults__ is not defaults:
+            fn.__defaults__ = defaults
+        if fn.__kwdefaults__ is not kwdefaults:
+            fn.__kwdefaults__ = kwdefaults
 
 
 def _can_fork() -> bool:
@@ -329,6 +406,8 @@ def _verify_in_child(found: Exercise, answer, seconds: float) -> Verdict:  # noq
             except BaseException as error:  # noqa: BLE001  (OutOfTime cannot happen here)
                 verdict = _wrong(found.id, _unexpected(error), None)
             mistake = verdict.mistake and str(verdict.mistake)
+            # the grader counts this event (guard.py), not what comes back through the pipe
+            sys.audit(VERDICT_EVENT, found.id, found, verdict.status, verdict.message, mistake)
             record = (str(verdict.status), str(verdict.message), mistake, printed.getvalue())
             data = pickle.dumps(record)
             view = memoryview(data)
@@ -359,11 +438,15 @@ def _verify_in_child(found: Exercise, answer, seconds: float) -> Verdict:  # noq
                 kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
     if timed_out:
-        return _out_of_time(found.id, seconds)
+        verdict = _out_of_time(found.id, seconds)
+        sys.audit(VERDICT_EVENT, found.id, found, verdict.status, verdict.message, None)
+        return verdict
     try:
         state, message, mistake, printed = pickle.loads(b"".join(chunks))
     except Exception:
-        return Verdict(found.id, FAILED, _ended(status))
+        message = _ended(status)
+        sys.audit(VERDICT_EVENT, found.id, found, FAILED, message, None)
+        return Verdict(found.id, FAILED, message)
     if printed:
         print(printed, end="" if printed.endswith("\n") else "\n")
     return Verdict(found.id, state, message, mistake)
@@ -531,7 +614,9 @@ def call(label: str, fn, *args, errors: Iterable[tuple[type, str, Mistake]] = ()
     """
     before = {k: a.copy() for k, a in enumerate(args) if type(a) is np.ndarray}
     try:
-        result = exact(label, fn(*args))
+        result = fn(*args)
+        sys.audit(CHECKPOINT_EVENT)  # the grader's hook notes what the call changed
+        result = exact(label, result)
     except NotImplementedError:
         raise NotDone(
             f"{label} raises NotImplementedError (replace the stub with your code)"
@@ -552,6 +637,21 @@ def call(label: str, fn, *args, errors: Iterable[tuple[type, str, Mistake]] = ()
 _VALUE_TYPES = (int, float, complex, str, bytes, tuple, list, dict, set, frozenset, Fraction,
                 np.ndarray, np.generic)  # fmt: skip
 _TRUSTED = ("builtins", "numpy", "course_lib", "cupy", "fractions")
+_HEAP_TYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement (or type())
+
+
+def _trusted(kind: type) -> bool:
+    """Whether results of class ``kind`` are taken as they are: a class written in C (int,
+    tuple, ndarray, NumPy's scalars...), or a Python class that a trusted module held when the
+    snapshot was taken (Fraction, course_lib's own), found by identity: an answer's class can
+    say ``__module__ = "builtins"``, but it cannot be one of those."""
+    if not kind.__flags__ & _HEAP_TYPE:
+        return True
+    found = _TRUSTED_CLASSES.get(id(kind))
+    return found is kind
+
+
+_TRUSTED_CLASSES: dict = {}  # id -> class, filled by take_snapshot
 
 
 def exact(label: str, value, depth: int = 0):
@@ -559,8 +659,8 @@ def exact(label: str, value, depth: int = 0):
     it) is an answer-made subclass of a number, string, container or array: such a value may
     redefine ``==`` to agree with anything, so checks take results at their exact type."""
     kind = type(value)
-    if issubclass(kind, _VALUE_TYPES) and kind.__module__.split(".")[0] not in _TRUSTED:
-        base = next(b for b in kind.__mro__ if b.__module__.split(".")[0] in _TRUSTED)
+    if issubclass(kind, _VALUE_TYPES) and not _trusted(kind):
+        base = next(b for b in kind.__mro__ if not b.__flags__ & _HEAP_TYPE or _trusted(b))
         raise Wrong(
             f"{label} returned a {kind.__name__}, a subclass of {base.__name__} made by your "
             f"code; return a plain {base.__name__}"

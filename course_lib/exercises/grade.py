@@ -10,13 +10,22 @@ Every submission is read into memory first, so one cannot rewrite another before
 For each one the grader finds the instructor notebook whose exercises its solution cells
 answer (cells tagged ``{"exercise": {"id": ..., "part": "solution"}}`` in their metadata, as
 the student edition ships them; the file name does not matter), and runs a notebook it builds
-itself: the instructor's cells, with each solution cell replaced by the student's, and each
-``check(...)`` cell replaced by a grader-owned cell that prints its verdict tagged with a
-random nonce the student's cells never saw. Only those cells' verdicts count (the first for
-each exercise); exercises of other notebooks are ignored; every exercise of the notebook gets
-a row ("missing" when the student has no solution cell for it, or never defined the answer).
-Solution cells that patch NumPy, builtins or course_lib, or hook the interpreter, are flagged
-for review.
+itself: the instructor's cells, with each solution cell replaced by the student's, each
+``check(...)`` cell replaced by a grader-owned cell that calls :func:`report`, a grader cell
+before any student code that arms the audit hook of :mod:`guard`, and a last grader cell.
+Exercises of other notebooks are ignored; every exercise of the notebook gets a row
+("missing" when the student has no solution cell for it, or never defined the answer).
+
+What the kernel prints is not read. The grader counts only the lines the audit hook writes,
+signed with a key no student code saw, to a file of the run's private folder: for each
+exercise, the last verdict that course_lib's own verdict code (checked by the identity of
+its code and globals) gave during the grader's check of it. A verdict given while anything
+differed from the hook's snapshot of NumPy, builtins and course_lib (module attributes,
+course_lib's class attributes, functions' code and defaults) is not counted and is flagged.
+Rows are flagged for review when the hook saw code get around grading (a function's code or
+defaults swapped, ``gc`` referrers, other threads' frames, a tracer or profiler, another
+audit hook, ``ctypes`` outside course_lib, unsigned lines in its file, a check that gave no
+verdict, ``sys.stdout`` replaced...), or when solution cells match patterns of patching.
 
 Each notebook runs in a worker process in its own session, from a private folder, with a wall
 clock limit (``--timeout``); afterwards the worker, its kernel and every process they started
@@ -24,16 +33,25 @@ are killed. Each answer is checked in a child process killed at the exercise's t
 (``verify``). A broken or hostile submission is a row with its reason, never a traceback.
 
 Known limits: the submitted code runs as your user, in the same interpreter as the grader's
-check cells; code that sets out to defeat grading can still read files, write outside its
-folder, or hook the interpreter in ways no check inside it can see. Run the grader in a
-container (or as a user who can read nothing else), and review flagged rows.
+check cells, so isolation is only as good as the audit hook. Forgeries of a few lines
+(rebinding ``report``, swapping ``__code__``, rewriting ``sys.stdout``, writing lines into
+the hook's file) get no points and are flagged; code written against the hook itself can
+still get past it, for instance a Python signal handler that runs while the hook is on the
+stack and reads its key from the frame, ``ctypes`` memory writes (``memmove`` and ``cast``
+raise no audit event) or ctypes used from code compiled under a course_lib file name, a
+path opened relative to a directory descriptor (``dir_fd``) to reach the hook's file, or a
+patch of NumPy or builtins that the answer makes and undoes within one check. The code can also
+read files and write outside its folder. Run the grader in a container (or as a user who can
+read nothing else), and review flagged rows.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import csv
+import hmac
 import json
 import os
 import re
@@ -43,13 +61,15 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
+from hashlib import blake2b
 from pathlib import Path
 
 from ..tables import Table
-from . import EXERCISES
+from . import EXERCISES, guard
+from .core import verify
 from .edition import METADATA, exercise_parts, student_source
 
-MISSING, ERROR = "missing", "error"
+MISSING, ERROR, FAILED = "missing", "error", "failed"
 _RUN_ENV = "COURSE_LIB_GRADE_RUN"  # marks every process of one graded notebook
 _ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -58,34 +78,34 @@ _ROOT = Path(__file__).resolve().parent.parent.parent
 _HOOK_PATTERNS = (
     r"\b(np|numpy|builtins|math|cl|course_lib)(\.\w+)+\s*=[^=]",
     r"\bsetattr\s*\(",
-    r"\bsys\.(settrace|setprofile|modules)\b",
+    r"\bsys\.(settrace|setprofile|modules|stdout|stderr|audit|addaudithook)\b",
     r"\b__builtins__\b",
+    r"\b__code__\b",
+    r"\bvars\s*\([^)]*\)\s*\[[^]]*\]\s*=[^=]",
     r"\bEXERCISES\b",
     r"\bevents\.register\b",
-    r"\bos\.(kill|killpg|fork|_exit|setsid)\b",
+    r"\bos\.(kill|killpg|fork|_exit|setsid|dup2?|close)\b",
 )
 
 
-def report(exercise_id: str, answer, nonce: str) -> None:
-    """Print the verdict of ``answer()`` for ``exercise_id`` as one line tagged with ``nonce``
-    (the grader's check cell calls this; ``answer`` is a function returning the answer)."""
-    from .core import _ORIGINAL, patched_names  # noqa: PLC0415
-
-    record = {"exercise": exercise_id, "patched": [], "status": MISSING, "mistake": None}
+def report(exercise_id: str, answer) -> None:
+    """Check ``answer()`` for ``exercise_id`` and print the verdict (the grader's check cell
+    calls this). The grader counts only what the audit hook (guard.py) writes: this function
+    begins and ends the check for it, and the verdict reaches it from the code that produced
+    it (``core``), never through what this kernel prints."""
+    sys.audit(guard.BEGIN, exercise_id)
     try:
         value = answer()
-    except NameError as error:
-        record["message"] = f"the answer is not defined ({error})"
     except BaseException as error:  # noqa: BLE001
-        record["message"] = f"evaluating the answer raised {type(error).__name__}: {error}"
+        if isinstance(error, NameError):
+            message = f"the answer is not defined ({error})"
+        else:
+            message = f"evaluating the answer raised {type(error).__name__}: {error}"
+        sys.audit(guard.VERDICT, exercise_id, None, MISSING, message, None)
+        print(f"{exercise_id}: {MISSING}: {message}")
     else:
-        verify = _ORIGINAL.get("course_lib.exercises.core", {}).get("verify")
-        verdict = verify(exercise_id, value)
-        record.update(status=verdict.status, message=verdict.message, mistake=verdict.mistake)
-    record["patched"] = patched_names()[:20]
-    if sys.gettrace() is not None or sys.getprofile() is not None:
-        record["patched"].append("sys.settrace/setprofile")
-    print(f"{nonce} {json.dumps(record, ensure_ascii=False)}", flush=True)
+        print(verify(exercise_id, value))
+    sys.audit(guard.END, exercise_id)
 
 
 # -- reading submissions ----------------------------------------------------------------------
@@ -161,9 +181,13 @@ def _instructor(folder: Path) -> dict[str, tuple[str, object]]:
 
 
 # -- building and running the graded notebook -------------------------------------------------
-def _compose(instructor, solutions: dict[str, list[str]], nonce: str):
-    """The instructor notebook with the student's solutions and the grader's check cells;
-    ``(notebook, {check cell index: exercise id}, ids with no solution cell)``."""
+_FINAL_CELL = f"__import__('sys').audit({guard.FINAL!r})  # the grader's last look"
+
+
+def _compose(instructor, solutions: dict[str, list[str]], folder: str):
+    """The instructor notebook with the student's solutions and the grader's cells: the one
+    that arms the audit hook (before any student code), a check cell per exercise, and a last
+    cell; ``(notebook, {check cell index: exercise id}, ids with no solution cell)``."""
     import nbformat  # noqa: PLC0415
 
     parts = exercise_parts(instructor)
@@ -172,7 +196,9 @@ def _compose(instructor, solutions: dict[str, list[str]], nonce: str):
         if cell.cell_type != "code":
             continue
         if len(cells) == 2:  # after the install cell and the imports: the modules as they were
-            cells.append(nbformat.v4.new_code_cell("import course_lib.exercises"))
+            cells.append(nbformat.v4.new_code_cell(
+                "from course_lib.exercises import grade as _grade, guard as _guard\n"
+                f"_guard.arm({folder!r}, _grade.report)\ndel _grade, _guard"))  # fmt: skip
         exercise_id, part, answer = parts.get(index, (None, None, None))
         source = cell.source
         if part == "solution":
@@ -187,15 +213,16 @@ def _compose(instructor, solutions: dict[str, list[str]], nonce: str):
             checks[len(cells)] = exercise_id
             source = (
                 "__import__('course_lib.exercises.grade', fromlist=['report']).report("
-                f"{exercise_id!r}, lambda: ({answer}), {nonce!r})"
+                f"{exercise_id!r}, lambda: ({answer}))"
             )
         cells.append(nbformat.v4.new_code_cell(source))
+    cells.append(nbformat.v4.new_code_cell(_FINAL_CELL))
     notebook = nbformat.v4.new_notebook(cells=cells, metadata=instructor.metadata)
     return notebook, checks, absent
 
 
 def _worker() -> int:
-    """Run one composed notebook (JSON on stdin); print the outputs of the check cells."""
+    """Run one composed notebook (JSON on stdin); print why it stopped, if it did."""
     import nbformat  # noqa: PLC0415
     from nbclient import NotebookClient  # noqa: PLC0415
 
@@ -212,12 +239,7 @@ def _worker() -> int:
     except Exception as error:  # a cell timed out, the kernel died or does not exist
         lines = str(error).strip().splitlines() or [""]
         stopped = f"{type(error).__name__}: {lines[0][:200]}"
-    texts = {}
-    for index in job["checks"]:
-        outputs = notebook.cells[int(index)].get("outputs", [])
-        streams = [o.get("text", "") for o in outputs if o.get("output_type") == "stream"]
-        texts[index] = "".join(streams)
-    print(json.dumps({"stopped": stopped, "texts": texts}))
+    print(json.dumps({"stopped": stopped}))
     return 0
 
 
@@ -236,15 +258,50 @@ def _kill_run(marker: str, process: subprocess.Popen) -> None:
         process.wait(5)
 
 
-def _execute(notebook, checks: dict, kernel: str | None, timeout: int, cell_timeout: int):
-    """``(texts of the check cells, why the run stopped or None)``, from a private folder."""
+@dataclass
+class Channel:
+    """What the audit hook wrote: its signed lines (``(pid, kind, ...)`` tuples, in order) and
+    the number of lines whose signature was wrong."""
+
+    lines: list = field(default_factory=list)
+    forged: int = 0
+
+
+def read_channel(folder: Path, key: bytes) -> Channel:
+    """The lines of the hook's logs in ``folder`` whose signature ``key`` confirms."""
+    found = Channel()
+    for path in sorted(folder.glob(guard.LOG)):
+        with contextlib.suppress(OSError):
+            for raw in path.read_bytes().split(b"\n"):
+                if not raw:
+                    continue
+                mac, _, payload = raw.partition(b" ")
+                want = blake2b(payload, key=key, digest_size=32).hexdigest().encode()
+                try:
+                    if not hmac.compare_digest(mac, want):
+                        raise ValueError
+                    fields = ast.literal_eval(payload.decode("utf-8"))
+                    if type(fields) is not tuple or len(fields) < 2:  # noqa: E721
+                        raise ValueError
+                except (ValueError, SyntaxError, UnicodeDecodeError, MemoryError):
+                    found.forged += 1
+                    continue
+                found.lines.append(fields)
+    return found
+
+
+def _execute(instructor, solutions: dict, kernel: str | None, timeout: int, cell_timeout: int):
+    """``(composed notebook's checks, ids with no solution, the hook's channel, why the run
+    stopped or None)``: the notebook runs from a private folder."""
     import nbformat  # noqa: PLC0415
 
-    marker = secrets.token_hex(16)
+    marker, key = secrets.token_hex(16), secrets.token_hex(32).encode()
     with tempfile.TemporaryDirectory(prefix="grade-") as folder:
+        (Path(folder) / guard.KEY).write_bytes(key)  # arm() reads it, and deletes it
+        notebook, checks, absent = _compose(instructor, solutions, folder)
         job = json.dumps({
-            "notebook": nbformat.writes(notebook), "checks": [str(i) for i in checks],
-            "kernel": kernel, "cell_timeout": cell_timeout, "folder": folder,
+            "notebook": nbformat.writes(notebook), "kernel": kernel,
+            "cell_timeout": cell_timeout, "folder": folder,
         })  # fmt: skip
         env = {**os.environ, _RUN_ENV: marker, "PYTHONDONTWRITEBYTECODE": "1"}
         process = subprocess.Popen(
@@ -252,18 +309,24 @@ def _execute(notebook, checks: dict, kernel: str | None, timeout: int, cell_time
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             cwd=folder, env=env, start_new_session=True,
         )  # fmt: skip
+        stopped = None
         try:
             out, _ = process.communicate(job.encode(), timeout=timeout)
         except subprocess.TimeoutExpired:
-            return {}, f"stopped after {timeout} s (the notebook's time limit)"
+            out, stopped = b"", f"stopped after {timeout} s (the notebook's time limit)"
         finally:
             _kill_run(marker, process)
-    try:
-        result = json.loads(out.decode("utf-8", "replace").strip().splitlines()[-1])
-        return {int(k): v for k, v in result["texts"].items()}, result["stopped"]
-    except (ValueError, IndexError, KeyError, AttributeError):
-        status = process.returncode
-        return {}, f"the grading process ended without a result (exit status {status})"
+        channel = read_channel(Path(folder), key)
+    if stopped is None:
+        try:
+            stopped = json.loads(out.decode("utf-8", "replace").strip().splitlines()[-1])
+            stopped = stopped["stopped"]
+        except (ValueError, IndexError, KeyError, TypeError, AttributeError):
+            stopped = (
+                "the grading process ended without a result "
+                f"(exit status {process.returncode})"
+            )
+    return checks, absent, channel, stopped
 
 
 @dataclass
@@ -284,6 +347,32 @@ def _suspicious(sources: list[str]) -> str:
         {m.group(0).strip() for p in _HOOK_PATTERNS for s in sources for m in re.finditer(p, s)}
     )
     return ", ".join(hits[:5])
+
+
+def _verdicts(channel: Channel) -> tuple[dict, list[str]]:
+    """``(exercise id -> (status, message, mistake, patched), review notes)`` from the hook's
+    lines: the last verdict given during the grader's check of that exercise counts."""
+    verdicts, notes, armed, final = {}, [], False, None
+    for fields in channel.lines:
+        kind = fields[1]
+        if kind == "armed":
+            armed = True
+        elif kind == "verdict" and len(fields) == 8:
+            _, _, window, exercise_id, status, message, mistake, patched = fields
+            if window == exercise_id:
+                verdicts[exercise_id] = (str(status), str(message), mistake, list(patched))
+        elif kind == "event" and len(fields) >= 3:
+            detail = f" ({fields[3]})" if len(fields) > 3 and fields[3] else ""
+            notes.append(f"{fields[2]}{detail}")
+        elif kind == "final" and len(fields) == 3:
+            final = list(fields[2])
+    if not armed:
+        notes.append("the grader's audit hook was not armed")
+    if channel.forged:
+        notes.append(f"{channel.forged} unsigned lines in the grader's channel")
+    if final:
+        notes.append(f"patched: {', '.join(final)}")
+    return verdicts, list(dict.fromkeys(notes))
 
 
 def grade_submission(  # noqa: C901
@@ -313,36 +402,36 @@ def grade_submission(  # noqa: C901
     name, instructor = instructors[numbers[0]]
     ids = sorted({part[0] for part in exercise_parts(instructor).values()})
     ours = {i: s for i, s in solutions.items() if i in ids}
-    nonce = secrets.token_hex(16)
-    composed, checks, absent = _compose(instructor, ours, nonce)
-    texts, stopped = _execute(composed, checks, kernel, timeout, cell_timeout)
-    verdicts: dict[str, Row] = {}
-    for index, exercise_id in checks.items():
-        for line in texts.get(index, "").splitlines():
-            if not line.startswith(nonce + " "):
-                continue
-            try:
-                record = json.loads(line[len(nonce) + 1 :])
-            except ValueError:
-                continue
-            if record.get("exercise") == exercise_id and exercise_id not in verdicts:
-                patched = ", ".join(record.get("patched") or [])
-                verdicts[exercise_id] = Row(
-                    exercise_id, str(record.get("status")), str(record.get("message") or ""),
-                    record.get("mistake"), f"patched: {patched}" if patched else "",
-                )  # fmt: skip
-    review = _suspicious([s for i in ids for s in ours.get(i, [])])
+    checks, absent, channel, stopped = _execute(instructor, ours, kernel, timeout, cell_timeout)
+    verdicts, notes = _verdicts(channel)
+    regex = _suspicious([s for i in ids for s in ours.get(i, [])])
+    if regex:
+        notes.append(f"review: {regex}")
     rows = []
     for exercise_id in ids:
+        found = verdicts.get(exercise_id)
         if exercise_id in absent:
             row = Row(exercise_id, MISSING, "no solution cell for this exercise in the submission")
+        elif found is None:
+            why = f" ({stopped})" if stopped else ""
+            if not stopped and exercise_id in checks.values():
+                why = " (the grader's check gave no verdict: was its code replaced?)"
+                notes.append(f"no verdict from the grader's check of {exercise_id}")
+            row = Row(exercise_id, MISSING, "never checked" + why)
+        elif found[3]:
+            row = Row(
+                exercise_id, FAILED,
+                "not counted: the check ran with course_lib, NumPy or builtins changed "
+                f"({', '.join(found[3][:5])}); flagged for review\n{found[1]}",
+                found[2], f"patched during the check: {', '.join(found[3])}",
+            )  # fmt: skip
         else:
-            row = verdicts.get(exercise_id) or Row(
-                exercise_id, MISSING, "never checked" + (f" ({stopped})" if stopped else "")
-            )
-        if review and exercise_id not in absent:
-            row.review = "; ".join(filter(None, [row.review, f"review: {review}"]))
+            row = Row(exercise_id, *found[:3])
         rows.append(row)
+    review = "; ".join(dict.fromkeys(notes))
+    for row in rows:
+        if review and row.exercise not in absent:
+            row.review = "; ".join(filter(None, [row.review, review]))
     ignored = sorted(set(solutions) - set(ids))
     if ignored:
         sub.flags.append(f"ignored solutions of other notebooks: {', '.join(ignored)}")

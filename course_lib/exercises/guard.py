@@ -1,0 +1,319 @@
+"""The grader's seal on a graded kernel: an audit hook that alone reports verdicts to the grader.
+
+The grader (:mod:`grade`) runs a submitted notebook in a kernel where the student's cells and
+the grader's check cells share one interpreter, so nothing the kernel prints or keeps can be
+trusted: a solution cell can rebind ``grade.report``, swap a checker's ``__code__`` or wrap
+``sys.stdout``. :func:`arm` runs in the grader's own cell before any student code and installs
+an audit hook (:func:`sys.addaudithook`; Python code cannot remove one). The hook
+
+* is the only writer the grader believes: each line it writes to ``audit.log`` in the run's
+  private folder is signed with a key that :func:`arm` read from that folder and deleted
+  before any student code ran; a line without a valid signature is not counted, and flagged;
+* takes a verdict only from course_lib's own verdict code (the calling frame's code object and
+  globals, by identity: ``core.verify``, ``core._verify_in_child``, ``grade.report``), for the
+  exercise record registered at import, during a check the grader's ``report`` began, and
+  attaches to it what differs from a snapshot taken when it was armed (the attributes of the
+  guarded modules and of course_lib's classes; the code, defaults and keyword defaults of
+  their functions), with what changed during any call of the answer (``core.call``);
+* records what student code does to get around grading: swapping a function's code or
+  defaults, ``gc.get_objects``/``get_referrers``, ``sys._current_frames``, ``settrace``/
+  ``setprofile`` (other than course_lib's own profiler), another audit hook, ``ctypes`` used
+  outside course_lib, reading the hook's own frame from a traceback, verdicts and checks
+  raised by other code; and it ends the kernel (after recording it) when code opens,
+  truncates, maps, renames or removes the channel, so the lines already there stay.
+
+The hook never calls code a solution cell could have replaced: every name it uses at run time
+was bound when it was armed (builtins too), it compares by identity, and it accepts only
+exact ``str`` arguments. What it cannot see is listed in :mod:`grade`'s "Known limits".
+"""
+
+from __future__ import annotations
+
+import _thread
+import importlib._bootstrap
+import os
+import secrets
+import signal
+import sys
+import sysconfig
+import threading
+import types
+from hashlib import blake2b
+
+from . import core
+
+KEY, LOG = "key", "audit-*.log"  # in the run's private folder (the log's name is random)
+BEGIN, END = "course_lib.grade.begin", "course_lib.grade.end"  # around a grader's check
+VERDICT, CHECKPOINT = core.VERDICT_EVENT, core.CHECKPOINT_EVENT
+FINAL = "course_lib.grade.final"  # the grader's last cell
+
+_ALWAYS = ("gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames",
+           "sys.addaudithook")  # fmt: skip
+#: events that name a file (argument positions): refused when it is the channel or its folder
+_CHANNEL = {"open": (0,), "os.truncate": (0,), "os.remove": (0,), "os.rename": (0, 1),
+            "mmap.__new__": (0,), "fcntl.fcntl": (0,), "fcntl.ioctl": (0,),
+            "shutil.rmtree": (0,), "os.chmod": (0,), "os.chown": (0,)}  # fmt: skip
+_KERNEL_OWNED = {f"builtins.{n}" for n in ("_", "__", "___")} | core._KERNEL_OWNED
+_TIMER_SIGNALS = tuple(
+    int(getattr(signal, name))
+    for name in ("SIGALRM", "SIGVTALRM", "SIGPROF", "SIGUSR1", "SIGUSR2")
+    if hasattr(signal, name)
+)
+
+
+def watched_modules() -> dict:
+    """``name -> module``: the guarded standard modules and every course_lib module loaded."""
+    names = [*core._GUARDED, *(n for n in list(sys.modules) if n.split(".")[0] == "course_lib")]
+    return {n: sys.modules[n] for n in names if isinstance(sys.modules.get(n), types.ModuleType)}
+
+
+def arm(folder: str, report) -> None:  # noqa: C901, PLR0915  (one closure: the hook, its state)
+    """Install the grader's audit hook for a run whose private folder is ``folder``; ``report``
+    is the grader's :func:`grade.report`, the only code that may begin a check (the grader's
+    import cell calls this, before any student code)."""
+    key_path = os.path.join(folder, KEY)
+    log_path = os.path.join(folder, LOG.replace("*", secrets.token_hex(8)))
+    with open(key_path, "rb") as file:
+        secret = blake2b(key=file.read().strip(), digest_size=32)
+    os.remove(key_path)
+    channel = [os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)]
+    channel_id, folder_id = os.fstat(channel[0]), os.stat(folder)
+    protected = ((channel_id.st_ino, channel_id.st_dev), (folder_id.st_ino, folder_id.st_dev))
+
+    modules = watched_modules()
+    entries = [
+        (vars(module), key, value, f"{name}.{key}")
+        for name, module in modules.items()
+        for key, value in list(vars(module).items())
+        if f"{name}.{key}" not in _KERNEL_OWNED
+    ]
+    attributes, functions = core.collect(modules, _KERNEL_OWNED)
+    entries += attributes
+    watched_functions = {id(f[0]) for f in functions}
+    quick = "course_lib.exercises"  # what a call of the answer is checked for (cheap)
+    quick_entries = [e for e in entries if e[3].startswith(quick)]
+    quick_functions = [f for f in functions if f[4].startswith(quick)]
+    library = {}  # id -> code object of course_lib (nested ones too): kept alive, by identity
+    todo = [f[1] for f in functions if f[4].startswith("course_lib")]
+    while todo:
+        code = todo.pop()
+        if id(code) not in library:
+            library[id(code)] = code
+            todo += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    emitters = {
+        id(core.verify.__code__): vars(core),
+        id(core._verify_in_child.__code__): vars(core),
+        id(report.__code__): report.__globals__,
+    }
+    report_code, grade_space = report.__code__, report.__globals__
+    importing = importlib._bootstrap._call_with_frames_removed.__code__
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    installed = tuple({sysconfig.get_paths()[k] + os.sep for k in ("stdlib", "purelib", "platlib")}
+                      | {"<frozen "})  # fmt: skip
+    quiet = {  # code allowed to do what is otherwise recorded
+        id(core._restore.__code__),  # puts swapped code back in a check's child process
+        id(core._refusing.__wrapped__.__code__),  # the forbidden-call profiler
+        id(threading.Thread._bootstrap_inner.__code__),  # a thread takes that profiler
+    }
+    records = {
+        key: (r, r.checker, r.mistakes, r.forbidden, r.function, r.time_limit, r.points)
+        for key, r in core._RECORDS.items()
+    }
+    handlers = [(s, signal.getsignal(s)) for s in _TIMER_SIGNALS]
+    streams = (sys.stdout, sys.stderr)
+    state = {"window": None, "tainted": set()}
+    busy: set = set()
+    own_codes: set = set()
+    # Everything the hook calls, bound now: a solution cell may rebind any name later.
+    get_ident, getframe, getpid, fstat, stat, write = (
+        _thread.get_ident, sys._getframe, os.getpid, os.fstat, os.stat, os.write)  # fmt: skip
+    exit_now, open_fd, getsignal, sys_module, sys_modules = (
+        os._exit, os.open, signal.getsignal, sys, sys.modules)  # fmt: skip
+    str_, int_, bytes_, tuple_ = str, int, bytes, tuple
+    kind_of, repr_of, len_of, sorted_of, id_of, set_of = type, repr, len, sorted, id, set
+    traceback_type, base_error, missing = types.TracebackType, BaseException, object()
+    watched = frozenset({BEGIN, END, VERDICT, CHECKPOINT, FINAL, "object.__setattr__",
+                         "object.__delattr__", "object.__getattr__", "sys.settrace",
+                         "sys.setprofile", *_ALWAYS, *_CHANNEL})  # fmt: skip
+    always, channel_events = frozenset(_ALWAYS), dict(_CHANNEL)
+    special = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
+    exercise_ids, flags = frozenset(records), os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
+    begin, end, verdict, checkpoint, final = BEGIN, END, VERDICT, CHECKPOINT, FINAL
+    module_items = list(modules.items())
+
+    def send(*fields) -> None:
+        """Write one signed line, ``MAC repr((pid, *fields))``; reopen the channel first if
+        its descriptor no longer points at it (os.dup2 or os.close by a solution cell)."""
+        try:
+            now = fstat(channel[0])
+            same = (now.st_ino, now.st_dev) == protected[0]
+        except base_error:
+            same = False
+        if not same:
+            channel[0] = open_fd(log_path, flags)
+            fields = ("event", "the grader's channel was redirected", repr_of(fields))
+        payload = repr_of((getpid(), *fields))
+        mac = secret.copy()
+        mac.update(payload.encode("utf-8", "backslashreplace"))
+        write(channel[0], f"{mac.hexdigest()} {payload}\n".encode("utf-8", "backslashreplace"))
+
+    def is_protected(target) -> bool:
+        try:
+            kind = kind_of(target)
+            if kind is int_:
+                found = fstat(target)
+            elif kind is str_ or kind is bytes_:
+                found = stat(target)
+            else:
+                return False
+        except base_error:
+            return False
+        key = (found.st_ino, found.st_dev)
+        return key == protected[0] or key == protected[1]
+
+    def changed(entries, functions, modules_now) -> list:
+        found = []
+        for space, key, value, label in entries:
+            if space.get(key, missing) is not value:
+                found.append(label)
+        for fn, code, defaults, kwdefaults, label in functions:
+            if (
+                fn.__code__ is not code
+                or fn.__defaults__ is not defaults
+                or fn.__kwdefaults__ is not kwdefaults
+            ):
+                found.append(label + ".__code__")
+        for name, module in modules_now:
+            if sys_modules.get(name) is not module:
+                found.append("sys.modules[" + repr_of(name) + "]")
+        return found
+
+    def everything_changed() -> list:
+        found = changed(entries, functions, module_items)
+        for number, handler in handlers:
+            if getsignal(number) is not handler:
+                found.append("signal handler " + repr_of(number))
+        return found
+
+    def library_near(frame) -> bool:
+        """Whether the code that used ctypes is course_lib's (by identity, or by file name for
+        modules imported after arming) or an import's, looking past the frames of the standard
+        library and installed packages (threadpoolctl, NumPy's and CUDA's loaders)."""
+        while frame is not None:
+            code = frame.f_code
+            if code is importing or id_of(code) in library or code.co_filename.startswith(package):
+                return True
+            if not code.co_filename.startswith(installed):
+                return False
+            frame = frame.f_back
+        return False
+
+    def where(frame) -> str:
+        return frame.f_code.co_filename + ":" + repr_of(frame.f_lineno)
+
+    def on_verdict(frame, args) -> None:
+        genuine = emitters.get(id_of(frame.f_code))
+        if genuine is None or frame.f_globals is not genuine:
+            send("event", "a verdict from code that is not the grader's", "")
+            return
+        if kind_of(args) is not tuple_ or len_of(args) != 5:
+            send("event", "a verdict in the wrong form", "")
+            return
+        exercise_id, found, status, message, mistake = args
+        if (
+            kind_of(exercise_id) is not str_
+            or exercise_id not in exercise_ids
+            or kind_of(status) is not str_
+            or kind_of(message) is not str_
+            or (kind_of(mistake) is not str_ and mistake is not None)
+        ):
+            send("event", "a verdict in the wrong form", "")
+            return
+        record = records[exercise_id]
+        if found is None:
+            if status != "missing":
+                send("event", "a verdict without its exercise record", exercise_id)
+                return
+        elif (
+            found is not record[0]
+            or found.checker is not record[1]
+            or found.mistakes is not record[2]
+            or found.forbidden is not record[3]
+            or found.function is not record[4]
+            or found.time_limit is not record[5]
+            or found.points is not record[6]
+        ):
+            send("event", "a verdict for a changed exercise record", exercise_id)
+            return
+        patched = sorted_of(set_of(everything_changed()) | state["tainted"])[:20]
+        send("verdict", state["window"], exercise_id, status, message, mistake, tuple_(patched))
+
+    def hook(event, args) -> None:  # noqa: C901, PLR0912
+        if kind_of(event) is not str_:
+            return
+        if event not in watched:
+            if not event.startswith("ctypes."):
+                return
+        elif event == "object.__getattr__" and (
+            kind_of(args) is not tuple_
+            or len_of(args) != 2
+            or kind_of(args[1]) is not str_
+            or args[1] != "tb_frame"
+        ):
+            return  # the frequent case: __code__ and the like, read by libraries
+        me = get_ident()
+        if me in busy:
+            return  # the hook's own doings
+        busy.add(me)
+        try:
+            frame = getframe(1)  # the code that raised the event
+            if event == verdict:
+                on_verdict(frame, args)
+            elif event == begin or event == end:
+                if frame.f_code is report_code and frame.f_globals is grade_space:
+                    state["window"] = args[0] if event == begin else None
+                else:
+                    send("event", "a grader's check begun by code that is not the grader's", "")
+            elif event == checkpoint:
+                state["tainted"].update(changed(quick_entries, quick_functions, ()))
+            elif event == final:
+                found = everything_changed()
+                if sys_module.stdout is not streams[0] or sys_module.stderr is not streams[1]:
+                    found.append("sys.stdout/sys.stderr")  # (a check's child replaces them)
+                send("final", tuple_(found[:20]))
+            elif event in always:
+                send("event", event, where(frame))
+            elif event in channel_events:
+                for position in channel_events[event]:
+                    if position < len_of(args) and is_protected(args[position]):
+                        send("event", event + " of the grader's channel", where(frame))
+                        exit_now(70)
+            elif event == "sys.settrace" or event == "sys.setprofile":
+                if id_of(frame.f_code) not in quiet:
+                    send("event", event, where(frame))
+            elif event == "object.__getattr__":  # tb_frame: the frame of this hook?
+                if kind_of(args[0]) is traceback_type:
+                    if id_of(args[0].tb_frame.f_code) in own_codes:
+                        send("event", "read the grader's audit hook's frame", "")
+            elif event.startswith("ctypes."):
+                if not library_near(frame):
+                    send("event", event, where(frame))
+            elif (
+                kind_of(args) is tuple_
+                and len_of(args) >= 2
+                and kind_of(args[1]) is str_
+                and args[1] in special
+                and id_of(frame.f_code) not in quiet
+                and (args[1] == "__code__" or id_of(args[0]) in watched_functions)
+            ):  # object.__setattr__ / __delattr__ of a function's code (or of the defaults
+                # of a function of the guarded modules: namedtuple sets its __new__'s)
+                send("event", "set " + args[1] + " of a function", where(frame))
+        except base_error:  # noqa: BLE001, S110  (the hook never raises into the caller)
+            pass
+        finally:
+            busy.discard(me)
+
+    own_codes.update(id(f.__code__) for f in (hook, send, on_verdict, changed, is_protected,
+                                             everything_changed, library_near, where))  # fmt: skip
+    sys.addaudithook(hook)
+    send("armed", tuple(sorted(exercise_ids)))
