@@ -128,7 +128,7 @@ def test_an_answer_that_patches_its_checker_while_it_runs_is_not_counted(tmp_pat
          "a grader's check begun by code that is not the grader's"),
         ("import gc; gc.get_referrers(grade)", "gc.get_referrers"),
         ("sys._current_frames()", "sys._current_frames"),
-        ("sys.settrace(lambda *a: None); sys.settrace(None)", "sys.settrace"),
+        ("sys.settrace(lambda *a: None)", "a tracer or profiler on during a check"),
         ("sys.addaudithook(lambda *a: None)", "sys.addaudithook"),
         ("import ctypes; ctypes.string_at(id(1), 8)", "ctypes.string_at"),
         ("f = lambda: 0\nf.__code__ = (lambda: 1).__code__", "set __code__ of a function"),
@@ -140,6 +140,74 @@ def test_ways_around_grading_are_recorded(tmp_path, forgery, note):
     code, verdicts, notes = _armed(tmp_path, forgery + "\n", _WRONG, _CHECK)
     assert verdicts["05.contiguous_strides"][0] == "failed", verdicts
     assert any(note in n for n in notes), notes
+
+
+_HOOK_ROUND_2 = {  # a hostile review of the hook itself
+    # student code run inside the hook (a str subclass as a file name): it replaced the
+    # hook's `send`, so every verdict went out signed as passed, and no event was written
+    "renamed file": """
+        import gc as _gc
+        def _inside():
+            f = sys._getframe(1)
+            while f is not None and f.f_code.co_name != "hook":
+                f = f.f_back
+            ov = f.f_locals["on_verdict"]
+            cells = dict(zip(ov.__code__.co_freevars, ov.__closure__))
+            real = cells["send"].cell_contents
+            def fake(*fields):
+                if fields[0] == "verdict":
+                    return real("verdict", fields[2], fields[2], "passed", "right", None, ())
+                return None if fields[0] == "event" else real(*fields)
+            cells["send"].cell_contents = fake
+        class _Name(str):
+            def __add__(self, other):
+                _inside()
+                raise RuntimeError
+            startswith = __add__
+        def _probe():
+            _gc.get_referrers(None)
+        _probe = type(_probe)(_probe.__code__.replace(co_filename=_Name("x")), globals())
+        _probe()
+        """,
+    # NumPy's functions look up helpers in its submodules' globals
+    "numpy submodule": """
+        from numpy._core import numeric as _n
+        _real = _n.asanyarray
+        _n.asanyarray = lambda x, *a, **k: _real(x, *a, **k)
+        """,
+    # a closure cell of a checker's helper: setting cell_contents raises no audit event
+    "closure cell": """
+        import contextlib
+        from course_lib.exercises import core as _c
+        @contextlib.contextmanager
+        def _allow(found, answer):
+            yield
+        _c._refusing.__closure__[0].cell_contents = _allow.__wrapped__
+        """,
+}
+
+
+@pytest.mark.parametrize("attack", list(_HOOK_ROUND_2))
+def test_code_against_the_hook_itself_gets_no_points(tmp_path, attack):
+    code, verdicts, notes = _armed(tmp_path, _HOOK_ROUND_2[attack], _WRONG, _CHECK)
+    status, _, _, patched = verdicts.get("05.contiguous_strides", ("missing", "", None, []))
+    assert status != "passed" and (notes or patched), (verdicts, notes)
+
+
+@pytest.mark.parametrize(
+    "honest",
+    [
+        "os.open('.', os.O_RDONLY)",  # the working directory is the run's folder: reading it
+        "list(os.fwalk('.'))",
+        "import cProfile; cProfile.run('sum(range(10))')",  # %prun in a cell of its own
+        "from threadpoolctl import threadpool_limits\nwith threadpool_limits(limits=1): pass",
+        "import multiprocessing; multiprocessing.Value('i', 0)",
+    ],
+)  # fmt: skip
+def test_honest_tools_are_not_flagged(tmp_path, honest):
+    code, verdicts, notes = _armed(tmp_path, honest + "\n", _RIGHT, _CHECK)
+    assert code == 0 and verdicts["05.contiguous_strides"][0] == "passed", verdicts
+    assert verdicts["05.contiguous_strides"][3] == [] and notes == [], (verdicts, notes)
 
 
 def test_lines_written_into_the_channel_by_other_code_do_not_count(tmp_path):

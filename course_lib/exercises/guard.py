@@ -30,6 +30,8 @@ exact ``str`` arguments. What it cannot see is listed in :mod:`grade`'s "Known l
 from __future__ import annotations
 
 import _thread
+import ctypes
+import gc
 import importlib._bootstrap
 import os
 import secrets
@@ -62,8 +64,11 @@ _TIMER_SIGNALS = tuple(
 
 
 def watched_modules() -> dict:
-    """``name -> module``: the guarded standard modules and every course_lib module loaded."""
-    names = [*core._GUARDED, *(n for n in list(sys.modules) if n.split(".")[0] == "course_lib")]
+    """``name -> module``: the guarded standard modules and every course_lib and NumPy module
+    loaded (NumPy's functions look up their helpers in its submodules' globals: patching
+    ``numpy._core.numeric.asanyarray`` changes what ``np.array_equal`` says)."""
+    names = [*core._GUARDED, *(n for n in list(sys.modules)
+                               if n.split(".")[0] in ("course_lib", "numpy"))]  # fmt: skip
     return {n: sys.modules[n] for n in names if isinstance(sys.modules.get(n), types.ModuleType)}
 
 
@@ -90,6 +95,20 @@ def arm(folder: str, report) -> None:  # noqa: C901, PLR0915  (one closure: the 
     attributes, functions = core.collect(modules, _KERNEL_OWNED)
     entries += attributes
     watched_functions = {id(f[0]) for f in functions}
+    empty, value_error = object(), ValueError
+
+    def contents(cell):
+        """A closure cell's value (``empty`` for an empty cell)."""
+        try:
+            return cell.cell_contents
+        except value_error:
+            return empty
+
+    closures = [  # a function's closure cells: setting cell_contents raises no audit event
+        (cell, contents(cell), label + ".__closure__")
+        for fn, _, _, _, label in functions
+        for cell in fn.__closure__ or ()
+    ]
     quick = "course_lib.exercises"  # what a call of the answer is checked for (cheap)
     quick_entries = [e for e in entries if e[3].startswith(quick)]
     quick_functions = [f for f in functions if f[4].startswith(quick)]
@@ -110,6 +129,7 @@ def arm(folder: str, report) -> None:  # noqa: C901, PLR0915  (one closure: the 
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
     installed = tuple({sysconfig.get_paths()[k] + os.sep for k in ("stdlib", "purelib", "platlib")}
                       | {"<frozen "})  # fmt: skip
+    ctypes_package = os.path.dirname(os.path.abspath(ctypes.__file__)) + os.sep
     quiet = {  # code allowed to do what is otherwise recorded
         id(core._restore.__code__),  # puts swapped code back in a check's child process
         id(core._refusing.__wrapped__.__code__),  # the forbidden-call profiler
@@ -120,6 +140,8 @@ def arm(folder: str, report) -> None:  # noqa: C901, PLR0915  (one closure: the 
         for key, r in core._RECORDS.items()
     }
     handlers = [(s, signal.getsignal(s)) for s in _TIMER_SIGNALS]
+    gettrace, getprofile = sys.gettrace, sys.getprofile
+    gc_enabled, gc_disable, gc_enable = gc.isenabled, gc.disable, gc.enable
     streams = (sys.stdout, sys.stderr)
     state = {"window": None, "tainted": set()}
     busy: set = set()
@@ -129,7 +151,7 @@ def arm(folder: str, report) -> None:  # noqa: C901, PLR0915  (one closure: the 
         _thread.get_ident, sys._getframe, os.getpid, os.fstat, os.stat, os.write)  # fmt: skip
     exit_now, open_fd, getsignal, sys_module, sys_modules = (
         os._exit, os.open, signal.getsignal, sys, sys.modules)  # fmt: skip
-    str_, int_, bytes_, tuple_ = str, int, bytes, tuple
+    str_, int_, bytes_, tuple_, startswith = str, int, bytes, tuple, str.startswith
     kind_of, repr_of, len_of, sorted_of, id_of, set_of = type, repr, len, sorted, id, set
     traceback_type, base_error, missing = types.TracebackType, BaseException, object()
     watched = frozenset({BEGIN, END, VERDICT, CHECKPOINT, FINAL, "object.__setattr__",
@@ -157,7 +179,9 @@ def arm(folder: str, report) -> None:  # noqa: C901, PLR0915  (one closure: the 
         mac.update(payload.encode("utf-8", "backslashreplace"))
         write(channel[0], f"{mac.hexdigest()} {payload}\n".encode("utf-8", "backslashreplace"))
 
-    def is_protected(target) -> bool:
+    def is_protected(target, folder_too: bool) -> bool:
+        """Is ``target`` (a path or a descriptor) the channel, or with ``folder_too`` its
+        folder (the kernel's working directory: reading it is allowed, moving it is not)?"""
         try:
             kind = kind_of(target)
             if kind is int_:
@@ -169,7 +193,7 @@ def arm(folder: str, report) -> None:  # noqa: C901, PLR0915  (one closure: the 
         except base_error:
             return False
         key = (found.st_ino, found.st_dev)
-        return key == protected[0] or key == protected[1]
+        return key == protected[0] or (folder_too and key == protected[1])
 
     def changed(entries, functions, modules_now) -> list:
         found = []
@@ -188,28 +212,38 @@ def arm(folder: str, report) -> None:  # noqa: C901, PLR0915  (one closure: the 
                 found.append("sys.modules[" + repr_of(name) + "]")
         return found
 
+    def closures_changed() -> list:
+        return [label for cell, value, label in closures if contents(cell) is not value]
+
     def everything_changed() -> list:
-        found = changed(entries, functions, module_items)
+        found = changed(entries, functions, module_items) + closures_changed()
         for number, handler in handlers:
             if getsignal(number) is not handler:
                 found.append("signal handler " + repr_of(number))
         return found
 
     def library_near(frame) -> bool:
-        """Whether the code that used ctypes is course_lib's (by identity, or by file name for
-        modules imported after arming) or an import's, looking past the frames of the standard
-        library and installed packages (threadpoolctl, NumPy's and CUDA's loaders)."""
+        """Whether the code that called into ctypes is a library's: course_lib (by identity,
+        or by file name for modules imported after arming), an import, the standard library
+        or an installed package (threadpoolctl, multiprocessing.Value, NumPy's and CUDA's
+        loaders), not a solution cell. A file name that is not an exact ``str`` (a code
+        object can be given any) is not a library's."""
         while frame is not None:
             code = frame.f_code
-            if code is importing or id_of(code) in library or code.co_filename.startswith(package):
-                return True
-            if not code.co_filename.startswith(installed):
+            name = code.co_filename
+            if kind_of(name) is not str_:
                 return False
+            if not startswith(name, ctypes_package):  # the caller of ctypes
+                return (code is importing or id_of(code) in library
+                        or startswith(name, package) or startswith(name, installed))  # fmt: skip
             frame = frame.f_back
         return False
 
     def where(frame) -> str:
-        return frame.f_code.co_filename + ":" + repr_of(frame.f_lineno)
+        name = frame.f_code.co_filename
+        return (name if kind_of(name) is str_ else "<a renamed file>") + ":" + repr_of(
+            frame.f_lineno
+        )
 
     def on_verdict(frame, args) -> None:
         genuine = emitters.get(id_of(frame.f_code))
@@ -265,6 +299,8 @@ def arm(folder: str, report) -> None:  # noqa: C901, PLR0915  (one closure: the 
         if me in busy:
             return  # the hook's own doings
         busy.add(me)
+        collecting = gc_enabled()
+        gc_disable()  # no gc.callbacks (student code) run inside the hook
         try:
             frame = getframe(1)  # the code that raised the event
             if event == verdict:
@@ -272,6 +308,8 @@ def arm(folder: str, report) -> None:  # noqa: C901, PLR0915  (one closure: the 
             elif event == begin or event == end:
                 if frame.f_code is report_code and frame.f_globals is grade_space:
                     state["window"] = args[0] if event == begin else None
+                    if event == begin and (gettrace() is not None or getprofile() is not None):
+                        send("event", "a tracer or profiler on during a check", "")
                 else:
                     send("event", "a grader's check begun by code that is not the grader's", "")
             elif event == checkpoint:
@@ -285,11 +323,13 @@ def arm(folder: str, report) -> None:  # noqa: C901, PLR0915  (one closure: the 
                 send("event", event, where(frame))
             elif event in channel_events:
                 for position in channel_events[event]:
-                    if position < len_of(args) and is_protected(args[position]):
+                    if position < len_of(args) and is_protected(args[position], event != "open"):
                         send("event", event + " of the grader's channel", where(frame))
                         exit_now(70)
             elif event == "sys.settrace" or event == "sys.setprofile":
-                if id_of(frame.f_code) not in quiet:
+                # a profiler of a student's cell (%prun) is harmless; one set during a
+                # check (or left on into one: begin says so) is recorded
+                if state["window"] is not None and id_of(frame.f_code) not in quiet:
                     send("event", event, where(frame))
             elif event == "object.__getattr__":  # tb_frame: the frame of this hook?
                 if kind_of(args[0]) is traceback_type:
@@ -311,9 +351,12 @@ def arm(folder: str, report) -> None:  # noqa: C901, PLR0915  (one closure: the 
         except base_error:  # noqa: BLE001, S110  (the hook never raises into the caller)
             pass
         finally:
+            if collecting:
+                gc_enable()
             busy.discard(me)
 
     own_codes.update(id(f.__code__) for f in (hook, send, on_verdict, changed, is_protected,
-                                             everything_changed, library_near, where))  # fmt: skip
+                                             everything_changed, library_near, where,
+                                             closures_changed, contents))  # fmt: skip
     sys.addaudithook(hook)
     send("armed", tuple(sorted(exercise_ids)))
