@@ -8,6 +8,7 @@ mistake's hint.
 import dataclasses
 import math
 import re
+import types
 from fractions import Fraction
 from types import SimpleNamespace
 
@@ -26,6 +27,31 @@ from course_lib.ops.elementwise import Elementwise
 
 def _reference(exercise_id):
     return reference_answer(notebook_exercises()[exercise_id])
+
+
+def _as_answer(fn):
+    """A copy of a checker's function made answer code (its code, and the code nested in it,
+    under this file's name; the checker's functions it calls copied the same way): answers
+    may not call the checkers' own functions, so a wrong answer built from the checker's
+    variants must be a copy."""
+
+    def moved(code):
+        consts = tuple(moved(c) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+        return code.replace(co_filename=__file__, co_consts=consts)
+
+    space = dict(fn.__globals__)
+    for name, value in list(space.items()):
+        if isinstance(value, types.FunctionType) and value.__module__.startswith(
+                "course_lib.exercises"):  # fmt: skip
+            space[name] = _clone(value, moved, space)
+    return _clone(fn, moved, space)
+
+
+def _clone(fn, moved, space):
+    clone = types.FunctionType(moved(fn.__code__), space, fn.__name__, fn.__defaults__,
+                               fn.__closure__)  # fmt: skip
+    clone.__kwdefaults__ = fn.__kwdefaults__
+    return clone
 
 
 # -- 01 ---------------------------------------------------------------------------------------
@@ -340,6 +366,25 @@ def _subtracts_in_place(ref):
     return softmax_ce_grad
 
 
+def _softmax(logits):
+    e = np.exp(logits - logits.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def _one_hot_through_reshape(logits, targets):
+    """Right on row-major logits; on column-major ones reshape(-1) is a copy (review round 3)."""
+    p = _softmax(logits)
+    flat = p.reshape(-1)
+    flat[np.arange(len(targets)) * logits.shape[1] + targets] -= 1
+    return p / len(targets)
+
+
+def _one_hot_in_every_row(logits, targets):
+    p = _softmax(logits)
+    p[:, targets] -= 1
+    return p / len(targets)
+
+
 SOFTMAX_CE_GRAD = {
     "no-mean": lambda ref: lambda logits, targets: ref(logits, targets) * len(targets),
     "sign": lambda ref: lambda logits, targets: -ref(logits, targets),
@@ -347,6 +392,10 @@ SOFTMAX_CE_GRAD = {
     "no-one-hot": lambda ref: _ce_grad(one_hot=False),
     "softmax-axis": lambda ref: _ce_grad(axis=0),
     "changes-input": _subtracts_in_place,
+    "writes-a-copy": lambda ref: _one_hot_through_reshape,
+    "every-row-every-target": lambda ref: _one_hot_in_every_row,
+    "divides-by-classes": lambda ref: lambda logits, targets: (
+        ref(logits, targets) * len(targets) / logits.shape[1]),
 }
 
 
@@ -369,6 +418,7 @@ def _norm_grads_with(**mistake):
     which the right answer matches with none)."""
     from course_lib.exercises.training import _numpy_norm_grads
 
+    _numpy_norm_grads = _as_answer(_numpy_norm_grads)
     return lambda kind, dy, x, gamma, eps: _numpy_norm_grads(kind, dy, x, gamma, eps, **mistake)
 
 
@@ -394,6 +444,7 @@ CONTIGUOUS_STRIDES = {
         lambda shape: tuple(math.prod(shape[k:]) for k in range(len(shape)))
     ),
     "reversed": lambda ref: lambda shape: ref(shape)[::-1],
+    "makes-an-array": lambda ref: lambda shape: tuple(np.empty(shape, np.int8).strides),
 }
 
 PERMUTED = {
@@ -469,6 +520,9 @@ ADD_VIEWS = {
     "accepts-mismatch": lambda ref: _adding(no_check=True),
     "column-major-out": lambda ref: _adding(fortran=True),
     "result-shape": lambda ref: lambda a, b: ref(a, b).ravel(),
+    "dtype": lambda ref: lambda a, b: ref(a, b).astype(np.float32),
+    "numpy-scalar": lambda ref: lambda a, b: ref(a, b)[()] if a.shape == b.shape == () else (
+        ref(a, b)),  # two 0-d views added: a NumPy scalar
 }
 
 
@@ -739,6 +793,8 @@ def _through_causal_attention(q, k, v):
 def _decoding(ref, **mistake):
     """decode_step with the checker's output of one mistake and the reference's cache."""
     from course_lib.exercises.llama import _attend
+
+    _attend = _as_answer(_attend)
 
     def decode_step(cache, q, k, v, position):
         out = _attend(*cache, q, k, v, position, **mistake).astype(q.dtype)
@@ -1143,6 +1199,22 @@ def test_warp_sum_reading_warp_totals_nobody_wrote_fails():
     assert verdict.status == "failed", verdict.message
     assert "out gives [nan" in verdict.message
     assert verdict.mistake == "unwritten-shared"
+
+
+def test_a_softmax_gradient_label_says_the_layout_when_it_is_not_row_major():
+    verdict = verify("04.softmax_ce_grad", _one_hot_through_reshape)
+    assert "(column-major logits)" in verdict.message and "reshape(-1)" in verdict.message
+
+
+def test_a_numpy_scalar_for_two_0d_views_is_told_to_wrap_it():
+    verdict = verify("05.add_views", _scalar_for_0d)
+    assert verdict.mistake == "numpy-scalar" and "np.array(" in verdict.message, verdict.message
+
+
+def _scalar_for_0d(a, b):
+    """The reference answer, but a NumPy scalar (not a 0-d array) for two 0-d views."""
+    result = _reference("05.add_views")(a, b)
+    return result[()] if result.ndim == 0 else result
 
 
 def test_intensity_counting_distinct_inputs_is_told_apart_from_loads_only():

@@ -291,3 +291,23 @@ def test_the_reviewers_forgeries_get_no_points_and_are_flagged(tmp_path):
     assert "grade.report" in rows["attack_report"]["notes"]
     assert "__code__" in rows["attack_code"]["notes"]
     assert "sys.stdout" in rows["attack_stdout"]["notes"]
+
+
+def test_the_trusted_classes_cannot_be_added_to(tmp_path):
+    """An answer's always-equal int, added in place to the classes the checks trust (the
+    hook compares bindings, not contents): the snapshot's containers are read-only."""
+    attack = """
+    from course_lib.exercises import core as _c
+    class _Any(int):
+        def __eq__(self, other):
+            return True
+        __hash__ = int.__hash__
+    try:
+        _c._TRUSTED_CLASSES[id(_Any)] = _Any
+    except TypeError:
+        pass
+    def contiguous_strides(shape):
+        return tuple(_Any(0) for _ in shape)
+    """
+    code, verdicts, notes = _armed(tmp_path, attack, _CHECK)
+    assert verdicts["05.contiguous_strides"][0] == "failed", verdicts

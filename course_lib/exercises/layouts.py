@@ -32,6 +32,25 @@ REVERSED = Mistake(
 )
 
 
+MAKES_AN_ARRAY = Mistake(
+    "makes-an-array",
+    "compute the strides from the shape alone (products of the later axes' lengths), without "
+    "making an array of that shape to read NumPy's .strides: a shape can describe far more "
+    "elements than fit in memory.",
+)
+
+#: NumPy's own ways to lay out memory (views with given strides, broadcasting): the notebook's
+#: exercises on strides ask for that arithmetic, so their answers must not call these.
+NUMPY_LAYOUTS = (
+    "numpy.lib.stride_tricks.as_strided",
+    "numpy.lib.stride_tricks.sliding_window_view",
+    "numpy.broadcast_to",
+    "numpy.broadcast_arrays",
+    "numpy.broadcast_shapes",
+)
+_HUGE = (1 << 20, 1 << 21, 1 << 21)  # 2**62 elements: no array of this shape fits in memory
+
+
 def _element_strides(array: np.ndarray) -> tuple[int, ...]:
     return tuple(s // array.itemsize for s in array.strides)
 
@@ -53,21 +72,23 @@ def _random_shapes(rng, count: int, max_dim: int) -> list[tuple[int, ...]]:
 
 @exercise(
     "05.contiguous_strides", "contiguous_strides(shape) -> tuple: row-major strides in elements",
-    mistakes=(COLUMN_MAJOR, BYTES, INCLUSIVE, REVERSED),
+    mistakes=(COLUMN_MAJOR, BYTES, INCLUSIVE, REVERSED, MAKES_AN_ARRAY),
     forbidden=("course_lib.strides.row_major_strides", "course_lib.strides.col_major_strides",
-               "course_lib.strides.StridedView"),  # fmt: skip
+               "course_lib.strides.StridedView", *NUMPY_LAYOUTS, "numpy.ndarray.reshape",
+               "numpy.reshape"),  # fmt: skip
 )
 def check_contiguous_strides(answer) -> str:
-    edges = [(), (1,), (5,), (1, 1, 1), (1, 2, 3, 4), (7, 1, 3)]
-    shapes = edges + _random_shapes(np.random.default_rng(5), 150, 7)
+    edges = [(), (1,), (5,), (1, 1, 1), (1, 2, 3, 4), (7, 1, 3), _HUGE]
+    shapes = edges + _random_shapes(np.random.default_rng(5), 149, 7)  # 156 in all
+    errors = [(MemoryError, "", MAKES_AN_ARRAY), (ValueError, "array is too big", MAKES_AN_ARRAY)]
     for shape in shapes:
         label = f"contiguous_strides({shape})"
-        got = call(label, answer, shape)
+        got = call(label, answer, shape, errors=errors)
         require(
             _ints(got, len(shape)),
             f"{label} returned {got!r}; it must return a tuple of {len(shape)} ints",
         )
-        want = _element_strides(np.empty(shape, np.int8))
+        want = _strides_of(shape, "C")
         if tuple(got) != want:
             raise Wrong(
                 f"{label} returned {got}, expected {want}", _strides_mistake(shape, got, want)
@@ -75,9 +96,19 @@ def check_contiguous_strides(answer) -> str:
     return f"right on {len(shapes)} shapes: random ones of up to 6 axes, (), and axes of length 1"
 
 
+def _strides_of(shape: tuple, order: str) -> tuple[int, ...]:
+    """NumPy's element strides of a contiguous array of ``shape`` (``order`` "C" or "F"); the
+    same products written out for a shape too large to allocate."""
+    if shape == _HUGE:
+        sizes = shape if order == "C" else shape[::-1]
+        strides = tuple(int(np.prod(sizes[k + 1 :], dtype=np.int64)) for k in range(len(sizes)))
+        return strides if order == "C" else strides[::-1]
+    return _element_strides(np.empty(shape, np.int8, order=order))
+
+
 def _strides_mistake(shape, got, want) -> Mistake | None:
     got = tuple(int(g) for g in got)
-    if got == _element_strides(np.empty(shape, np.int8, order="F")):
+    if got == _strides_of(shape, "F"):
         return COLUMN_MAJOR
     if any(got == tuple(size * w for w in want) for size in (2, 4, 8)):
         return BYTES
@@ -139,7 +170,9 @@ def _permute_cases(rng) -> list[tuple]:
     "05.permuted", "permuted(shape, strides, axes) -> (shape, strides) of the permuted view",
     mistakes=(INVERSE, STRIDES_KEPT, SHAPE_KEPT, UNCHANGED, FRESH),
     forbidden=("course_lib.strides.StridedView.permute",
-               "course_lib.strides.StridedView.transpose"),  # fmt: skip
+               "course_lib.strides.StridedView.transpose", *NUMPY_LAYOUTS,
+               "numpy.ndarray.transpose", "numpy.transpose", "numpy.ndarray.swapaxes",
+               "numpy.swapaxes", "numpy.moveaxis"),  # fmt: skip
 )
 def check_permuted(answer) -> str:
     cases = _permute_cases(np.random.default_rng(6))
@@ -263,7 +296,9 @@ def _numpy_can_view(view: np.ndarray, new_shape) -> bool:
 @exercise(
     "05.can_view", "can_view(shape, strides, new_shape) -> bool: is the reshape a view?",
     mistakes=(ALWAYS_VIEW, ONLY_CONTIGUOUS, LENGTH_ONE, EMPTY, NEGATIVE),
-    forbidden=("course_lib.strides.StridedView.reshape",),
+    forbidden=("course_lib.strides.StridedView.reshape", *NUMPY_LAYOUTS,
+               "numpy.ndarray.reshape", "numpy.reshape", "numpy.shares_memory",
+               "numpy.may_share_memory"),  # fmt: skip
 )
 def check_can_view(answer) -> str:
     cases = _view_cases(np.random.default_rng(7))

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..strides import StridedView
 from .core import Mistake, Wrong, call, exercise, require
+from .layouts import NUMPY_LAYOUTS
 
 LEFT_ALIGNED = Mistake(
     "left-aligned",
@@ -45,6 +46,17 @@ RESULT_SHAPE = Mistake(
     "return the sums in the broadcast shape (the shapes lined up from the right, each axis the "
     "larger length; () for two 0-d views): no .ravel() or .flatten() at the end, and no "
     "np.ascontiguousarray, which turns a 0-d array into shape (1,).",
+)
+
+DTYPE = Mistake(
+    "dtype",
+    "return the inputs' dtype: make the result with np.empty(shape, dtype=np.result_type("
+    "a.buffer, b.buffer)), not a default or a smaller float (float32 rounds every sum).",
+)
+NUMPY_SCALAR = Mistake(
+    "numpy-scalar",
+    "adding two 0-d views gives a NumPy scalar (np.float64), not an array: wrap the result, "
+    "np.array(total), to return a 0-d array of shape ().",
 )
 
 
@@ -138,11 +150,18 @@ def _check_sum(answer, a, b) -> None:
               (IndexError, "", NO_STRIDE_ZERO if stretched else None)]  # fmt: skip
     got = call(label, answer, a, b, errors=errors)
     want = _sum(a, b, shape)
+    if isinstance(got, np.generic):
+        raise Wrong(f"{label} returned a NumPy scalar ({type(got).__name__}), not an array; it "
+                    f"must return a new NumPy array of shape {shape}",
+                    NUMPY_SCALAR if shape == () else RESULT_SHAPE)  # fmt: skip
     require(isinstance(got, np.ndarray), f"{label} returned {type(got).__name__}; it must "
             "return a new NumPy array")  # fmt: skip
     if got.shape != shape or not np.array_equal(got, want):
         what = (f"has shape {got.shape}, expected {shape}" if got.shape != shape
                 else f"is wrong at {_first_difference(got, want)}")  # fmt: skip
+        if got.shape == shape and got.dtype != want.dtype:
+            raise Wrong(f"{label}: the result is {got.dtype}, the inputs {want.dtype}: it {what}",
+                        DTYPE)  # fmt: skip
         raise Wrong(f"{label}: the result {what}", _mistake(a, b, got, want))
     require(not np.shares_memory(got, a.buffer) and not np.shares_memory(got, b.buffer),
             f"{label} returned memory of an input; return a new array")  # fmt: skip
@@ -173,11 +192,11 @@ def _first_difference(got, want) -> str:
     "05.add_views",
     "add_views(a, b) -> ndarray: a + b for two StridedViews, broadcast with stride 0",
     mistakes=(LEFT_ALIGNED, NO_STRIDE_ZERO, IGNORES_OFFSET, ACCEPTS_MISMATCH, COLUMN_MAJOR_OUT,
-              RESULT_SHAPE),  # fmt: skip
+              RESULT_SHAPE, DTYPE, NUMPY_SCALAR),  # fmt: skip
     points=5.0,
-    forbidden=tuple(f"course_lib.strides.StridedView.{name}" for name in (
+    forbidden=(*(f"course_lib.strides.StridedView.{name}" for name in (
         "to_numpy", "compact", "__getitem__", "broadcast_to", "element_offsets",
-        "index_to_offset", "reshape", "permute", "transpose")),  # fmt: skip
+        "index_to_offset", "reshape", "permute", "transpose")), *NUMPY_LAYOUTS),  # fmt: skip
 )
 def check_add_views(answer) -> str:
     rng = np.random.default_rng(50)

@@ -48,6 +48,24 @@ SOFTMAX_AXIS = Mistake(
     "softmax-axis",
     "the softmax runs over the classes of each row (axis=-1, keepdims=True), not down the batch.",
 )
+WRITES_A_COPY = Mistake(
+    "writes-a-copy",
+    "your answer is right on row-major logits but not on these: p.reshape(-1) and p.ravel() "
+    "return a COPY when p is not row-major (column-major, or a strided view), so a write "
+    "through them is lost. Index the 2-D array itself: p[np.arange(N), targets] -= 1.",
+)
+EVERY_ROW = Mistake(
+    "every-row-every-target",
+    "p[:, t] -= 1 subtracts 1 in EVERY row at every target column; each row has its own "
+    "target: p[np.arange(N), t] -= 1 pairs row i with t[i].",
+)
+BY_CLASSES = Mistake(
+    "divides-by-classes",
+    "the mean is over the N rows of the batch, not over the C classes: divide by N = "
+    "len(targets) (logits.shape[0]), not by logits.shape[1].",
+)
+_LAYOUT_NAMES = {"C": "", "F": " (column-major logits)",
+                 "strided": " (strided logits: every other column of a wider array)"}  # fmt: skip
 CHANGES_INPUT = Mistake(
     "changes-input",
     "your function changed the logits it was given (an in-place -= or /=): work on a copy, or "
@@ -78,6 +96,8 @@ def _softmax_ce_mistake(got, logits, targets, fd) -> Mistake | None:
     if not np.isfinite(got).all():
         return UNSTABLE
     one_hot = np.eye(logits.shape[1])[targets]
+    every_row = np.zeros_like(logits)
+    every_row[:, targets] = 1
     down_columns = np.exp(logits - logits.max(axis=0)) / np.exp(logits - logits.max(axis=0)).sum(
         axis=0
     )
@@ -86,13 +106,26 @@ def _softmax_ce_mistake(got, logits, targets, fd) -> Mistake | None:
         (SIGN, lambda: -fd),
         (NO_ONE_HOT, lambda: fd + one_hot / n),
         (SOFTMAX_AXIS, lambda: (down_columns - one_hot) / n),
+        (EVERY_ROW, lambda: fd + (one_hot - every_row) / n),
+        (BY_CLASSES, lambda: n * fd / logits.shape[1]),
     ]
     return first_match(got, wrong, lambda a, b: close(a, b, rtol=1e-5, atol=1e-7))
 
 
+def _right_when_row_major(answer, label, logits, targets, fd) -> bool:
+    """Whether the answer gets the same logits right when they are row-major (it failed on
+    another layout: a write through a copy that reshape or ravel made)."""
+    try:
+        got = call(label + " on row-major logits", answer, laid_out(logits, "C"), targets.copy())
+    except Wrong:
+        return False
+    return isinstance(got, np.ndarray) and close(got, fd, rtol=1e-5, atol=1e-7)
+
+
 @exercise(
     "04.softmax_ce_grad", "softmax_ce_grad(logits, targets) -> ndarray: ∂ mean CE / ∂ logits",
-    mistakes=(NO_MEAN, SIGN, UNSTABLE, NO_ONE_HOT, SOFTMAX_AXIS, CHANGES_INPUT),
+    mistakes=(NO_MEAN, SIGN, UNSTABLE, NO_ONE_HOT, SOFTMAX_AXIS, CHANGES_INPUT, WRITES_A_COPY,
+              EVERY_ROW, BY_CLASSES),  # fmt: skip
     forbidden=DERIVATIVES,
 )
 def check_softmax_ce_grad(answer) -> str:
@@ -109,10 +142,12 @@ def check_softmax_ce_grad(answer) -> str:
     for count, (n, c, scale) in enumerate(cases):
         logits = scale * rng.standard_normal((n, c))
         targets = rng.integers(0, c, n).astype(np.int64 if n % 2 else np.int32)
+        layout = LAYOUTS[count % len(LAYOUTS)]
         label = (
-            f"softmax_ce_grad(logits, targets) for {n} rows, {c} classes, logits of scale {scale:g}"
+            f"softmax_ce_grad(logits, targets) for {n} rows, {c} classes, logits of scale "
+            f"{scale:g}{_LAYOUT_NAMES[layout]}"
         )
-        given = laid_out(logits, LAYOUTS[count % len(LAYOUTS)])
+        given = laid_out(logits, layout)
         got = call(label, answer, given, targets.copy(), changed=CHANGES_INPUT)
         require(
             isinstance(got, np.ndarray) and got.shape == logits.shape,
@@ -121,10 +156,10 @@ def check_softmax_ce_grad(answer) -> str:
         )
         fd = _finite_differences(logits, targets)
         if not close(got, fd, rtol=1e-5, atol=1e-7):
-            raise Wrong(
-                f"{label} {mismatch(got, fd)} (central differences of the loss)",
-                _softmax_ce_mistake(got, logits, targets, fd),
-            )
+            mistake = _softmax_ce_mistake(got, logits, targets, fd)
+            if layout != "C" and _right_when_row_major(answer, label, logits, targets, fd):
+                mistake = WRITES_A_COPY
+            raise Wrong(f"{label} {mismatch(got, fd)} (central differences of the loss)", mistake)
     return (
         f"matches central differences of the mean cross-entropy on {len(cases)} batches: "
         "one row, one class, logits of ±1e3"
