@@ -909,5 +909,9 @@ def compute_error(node: Node, inputs: Sequence, exc: Exception) -> CourseLibErro
     message = f"{node.op.label()} at node {node.name} failed on inputs ({shapes}): {exc}"
     if isinstance(exc, CourseLibError):
         return type(exc)(message)
-    kind = next((error for base, error in _ERROR_FOR if isinstance(exc, base)), ShapeError)
-    return kind(message)
+    return error_class(exc)(message)
+
+
+def error_class(exc: Exception) -> type:
+    """The course_lib error for NumPy's or Python's ``exc`` in an op (see compute_error)."""
+    return next((error for base, error in _ERROR_FOR if isinstance(exc, base)), ShapeError)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import course_lib as cl
+from course_lib.errors import GraphError
 from course_lib.graph import Node
 from course_lib.runtime import Tensor
 from course_lib.runtime.jit import jit
@@ -176,3 +177,12 @@ def test_a_negative_dynamic_axis_counts_from_the_end():
     f = jit(lambda x: x.sum(), dynamic={0: [-1]})
     assert f(np.ones((2, 3))) == 6.0 and f(np.ones((2, 5))) == 10.0
     assert f.stats["traces"] == 1
+
+
+def test_eager_and_graph_errors_are_of_one_kind():
+    """NumPy's TypeError in an op (the negative of booleans) is a GraphError eagerly as in
+    the executor (it was a ShapeError, "inputs do not fit", though the shapes fit)."""
+    with pytest.raises(GraphError, match="neg"):
+        -Tensor(np.array([True]))
+    with pytest.raises(GraphError, match="neg"):
+        cl.evaluate(-cl.variable("x"), {"x": np.array([True])})

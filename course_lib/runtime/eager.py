@@ -23,7 +23,6 @@ from ..errors import (
     CourseLibError,
     DeviceError,
     GraphError,
-    NumericError,
     ShapeError,
     describe_shapes,
 )
@@ -32,6 +31,7 @@ from ..graph import (
     Node,
     Op,
     as_node,
+    error_class,
     interpret,
     set_eager_hook,
     topological_order,
@@ -311,8 +311,9 @@ def _foreign(op: Op, tensor: Tensor, device: str) -> DeviceError:
 def _eager_error(op: Op, inputs: tuple, exc: Exception) -> CourseLibError:
     if isinstance(exc, CourseLibError):  # already says what is wrong: keep its class
         return type(exc)(f"{op.label()}: {exc}")
-    if isinstance(exc, ArithmeticError):  # the numbers, not the shapes
-        return NumericError(f"{op.label()} on ({describe_shapes(inputs)}): {exc}")
+    kind = error_class(exc)  # as the executor says it: the numbers, the types, the shapes
+    if kind is not ShapeError:
+        return kind(f"{op.label()} on ({describe_shapes(inputs)}): {exc}")
     try:
         op.infer_shape(*(i.shape for i in inputs))
     except (ValueError, IndexError, TypeError) as inferred:
