@@ -249,3 +249,14 @@ def test_a_gradient_has_its_variables_float_dtype():
     assert t.grad.dtype == np.float32
     w = cl.variable("w", (3,), np.float64)  # a float64 variable stays float64
     assert cl.grad(cl.sum(w * np.float32(2)), w).dtype == np.float64
+
+
+def test_a_number_seed_is_taken_in_the_outputs_dtype():
+    """grad(..., seed=2.0) of a float32 output: the seed is v̄_out in out's dtype, as the
+    default ones_like(out) is (it made the float32 variable's gradient float64)."""
+    x = cl.variable("x", (3,), np.float32)
+    for optimize in (False, True):
+        (g,) = cl.Executor([cl.grad(cl.sum(x), x, seed=2.0)], optimize=optimize).run(
+            {"x": np.ones(3, np.float32)}
+        )
+        assert g.dtype == np.float32 and np.array_equal(g, [2, 2, 2])

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from ..errors import GraphError, ShapeError
 from ..graph import Node, as_node, node_list, same_kind, topological_order
 from ..ops import cast, ones_like, sum_n, zeros_like
@@ -114,7 +116,10 @@ def saved_for_backward(
 
 def _checked_seed(out: Node, seed) -> Node:
     """A given v̄_out as a node of ``out``'s shape: the rules take each adjoint to have its
-    node's shape, so a seed of another shape would give wrong-shaped gradients."""
+    node's shape, so a seed of another shape would give wrong-shaped gradients. A Python
+    number is taken in ``out``'s float dtype, as the default ``ones_like(out)`` is."""
+    if type(seed) in (int, float) and out.dtype is not None and out.dtype.kind == "f":
+        seed = np.asarray(seed, out.dtype)
     seed = as_node(seed)
     known = [s for s in (out.shape, seed.shape) if s is not None and None not in s]
     if len(known) == 2 and known[0] != known[1]:
