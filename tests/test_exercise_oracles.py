@@ -136,3 +136,69 @@ HONEST = [
 def test_honest_answers_using_numpy_still_pass(exercise_id, answer):
     verdict = verify(exercise_id, answer)
     assert verdict.passed, verdict.message
+
+
+def test_printing_a_dataclass_is_not_calling_the_checkers_code(capsys):
+    """Every dataclass's repr runs one standard-library wrapper, which functools.wraps labels
+    with the module of the first dataclass it wrapped (course_lib.exercises.core's): printing
+    the LlamaConfig an answer is given was refused as calling the checker's own code."""
+    def count_params(config):
+        print("config:", config)
+        h, i, v, n = config.dim, config.ffn_dim, config.vocab_size, config.n_layers
+        kv = config.n_kv_heads * config.head_dim
+        return n * (2 * h * h + 2 * h * kv + 3 * h * i + 2 * h) + 2 * v * h + h
+
+    verdict = verify("09.count_params", count_params)
+    assert verdict.status == "passed", verdict.message
+
+
+def test_a_dataclass_dual_is_the_students_own():
+    """A @dataclass Dual(val, dot): its generated __eq__ has the bytecode of the library's
+    frozen Dual's (same fields), compiled under "<string>": not a renamed copy."""
+    import dataclasses
+    import math
+    from types import SimpleNamespace
+
+    @dataclasses.dataclass
+    class Dual:
+        val: float
+        dot: float = 0.0
+
+        @staticmethod
+        def lift(o):
+            return o if isinstance(o, Dual) else Dual(float(o), 0.0)
+
+        def __add__(self, o):
+            o = Dual.lift(o)
+            return Dual(self.val + o.val, self.dot + o.dot)
+
+        __radd__ = __add__
+
+        def __sub__(self, o):
+            o = Dual.lift(o)
+            return Dual(self.val - o.val, self.dot - o.dot)
+
+        def __rsub__(self, o):
+            return Dual.lift(o) - self
+
+        def __mul__(self, o):
+            o = Dual.lift(o)
+            return Dual(self.val * o.val, self.dot * o.val + self.val * o.dot)
+
+        __rmul__ = __mul__
+
+        def __truediv__(self, o):
+            o = Dual.lift(o)
+            return Dual(self.val / o.val, (self.dot * o.val - self.val * o.dot) / o.val**2)
+
+        def __rtruediv__(self, o):
+            return Dual.lift(o) / self
+
+    answer = SimpleNamespace(
+        Dual=Dual,
+        sin=lambda d: Dual(math.sin(d.val), math.cos(d.val) * d.dot),
+        exp=lambda d: Dual(math.exp(d.val), math.exp(d.val) * d.dot),
+        log=lambda d: Dual(math.log(d.val), d.dot / d.val),
+    )
+    verdict = verify("02.dual", answer)
+    assert verdict.status == "passed", verdict.message

@@ -260,3 +260,27 @@ def test_a_number_seed_is_taken_in_the_outputs_dtype():
             {"x": np.ones(3, np.float32)}
         )
         assert g.dtype == np.float32 and np.array_equal(g, [2, 2, 2])
+
+
+@pytest.mark.parametrize(
+    "loss",
+    [lambda w, c: cl.sum(cl.tanh(w * c)), lambda w, c: cl.sum(cl.maximum(w, c)),
+     lambda w, c: cl.sum(w * c) * 0.5],
+    ids=["tanh", "maximum", "times a number"],
+)  # fmt: skip
+def test_a_gradient_through_the_rules_numbers_keeps_its_variables_dtype(loss):
+    """The rules' own Python numbers (tanh's 1 - y², where's 0.0) leave the adjoint's static
+    dtype unknown: the gradient is cast to the float32 variable's dtype then too."""
+    w = cl.variable("w", (3,), np.float32)
+    g = cl.grad(loss(w, cl.constant(np.array([0.5, 1.0, 2.0]))), w)
+    for optimize in (False, True):
+        (value,) = cl.Executor([g], optimize=optimize).run({w: np.array([1, 2, 3], np.float32)})
+        assert value.dtype == np.float32
+
+
+def test_a_number_tangent_is_taken_in_its_variables_dtype():
+    x = cl.variable("x", (3,), np.float32)
+    (t,) = cl.Executor([cl.jvp(cl.reshape(x, (3, 1)), {x: 1})]).run({})
+    assert t.dtype == np.float32  # was int64
+    (t,) = cl.Executor([cl.jvp(x * x, {x: 1.0})]).run({x: np.ones(3, np.float32)})
+    assert t.dtype == np.float32  # was float64

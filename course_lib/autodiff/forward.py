@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 from ..errors import GraphError, ShapeError
 from ..graph import Node, constant, node_list, same_kind, topological_order
 from ..ops import zeros_like
@@ -40,6 +42,8 @@ def tangent_map(outputs: Sequence[Node], tangents: Mapping[Node, object]) -> dic
                 f"jvp: {var.name} is a constant, and constants are not differentiated; use "
                 f"a variable (course_lib.variable) for an input you want a derivative for"
             )
+        if type(value) in (bool, int, float) and _is_float(var):
+            value = np.asarray(value, var.dtype)  # a number seed in its variable's dtype
         t = value if isinstance(value, Node) else constant(value)
         if t.shape is not None and var.shape is not None and len(t.shape) > len(var.shape):
             raise ShapeError(
@@ -58,3 +62,7 @@ def tangent_map(outputs: Sequence[Node], tangents: Mapping[Node, object]) -> dic
         if t is not None:
             tangent[node] = t
     return tangent
+
+
+def _is_float(node: Node) -> bool:
+    return node.dtype is not None and node.dtype.kind == "f"

@@ -154,11 +154,13 @@ def _gradients(adjoints: dict, targets: list[Node]) -> list[Node]:
 
 
 def _promoted(adjoint: Node, variable: Node) -> bool:
-    """Is ``adjoint`` in another float dtype than its float ``variable``? NumPy promotes
-    inside an op (float32 · a float64 scalar is float64), and the adjoint follows; the
-    gradient goes back to the variable's dtype (a float32 parameter stays float32)."""
+    """May ``adjoint`` be in another float dtype than its float ``variable``? NumPy promotes
+    inside an op (float32 · a float64 constant is float64), and the adjoint follows; the
+    gradient goes back to the variable's dtype (a float32 parameter stays float32). An
+    adjoint's dtype is unknown where a Python number meets it (the rules' ``1.0 - y²``), so
+    it is cast then too (a cast to the dtype it has copies nothing)."""
     a, v = adjoint.dtype, variable.dtype  # (``None in`` would ask dtype == None: float64)
-    return a is not None and v is not None and a != v and a.kind == v.kind == "f"
+    return v is not None and v.kind == "f" and (a is None or (a.kind == "f" and a != v))
 
 
 def _depends_on(order: list[Node], targets: list[Node]) -> set[Node]:

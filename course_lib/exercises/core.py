@@ -548,6 +548,7 @@ def _time_limit(seconds: float):
 
 # -- library functions an answer must not call ------------------------------------------------
 _PACKAGE = str(Path(__file__).resolve().parent.parent)  # course_lib/: the checkers and oracles
+_EXERCISES = str(Path(__file__).resolve().parent) + os.sep  # course_lib/exercises/
 _NUMPY = str(Path(np.__file__).resolve().parent)
 #: Where trusted code outside course_lib lies (the standard library, installed packages):
 #: a frame there is trusted only when its code object is one its module holds (by identity).
@@ -595,8 +596,8 @@ def _shape(code: types.CodeType):
     constants, names and file; or None when the code is too short to tell a copy from an
     answer's own one-liner. (The file: an answer may write a function with the same bytecode
     as the library's, as the notebook's ``Dual.sin`` does, but not in the library's file.)"""
-    if len(code.co_code) < _MIN_COPY:
-        return None
+    if len(code.co_code) < _MIN_COPY or code.co_filename.startswith("<"):
+        return None  # too short, or generated (a dataclass's __eq__ for the same fields)
     try:
         shape = (code.co_code, code.co_consts, code.co_names, code.co_filename)
         hash(shape)
@@ -614,7 +615,9 @@ def _index_library(functions: list) -> None:
         oracle = module.startswith(__package__ + ".") or module == __package__
         for inner in _nested(code):
             _LIBRARY[id(inner)] = inner
-            if oracle:
+            # by where the code was written, not by ``__module__`` (functools.wraps copies it:
+            # the standard library's dataclass repr wrapper says course_lib.exercises.core)
+            if oracle and inner.co_filename.startswith(_EXERCISES):
                 _ORACLES[id(inner)] = (inner, f"{inner.co_qualname}{_OWN}")
 
 
