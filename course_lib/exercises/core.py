@@ -270,13 +270,16 @@ _GUARDED = ("builtins", "math", "operator", "fractions", "numpy", "numpy.linalg"
 VERDICT_EVENT, CHECKPOINT_EVENT = "course_lib.grade.verdict", "course_lib.grade.checkpoint"
 
 
+def guarded_modules(packages: tuple = ("course_lib",)) -> dict:
+    """``name -> module``: the standard ones above and every module of ``packages`` loaded now
+    (course_lib's: the checkers and their oracles)."""
+    names = [*_GUARDED, *(n for n in list(sys.modules) if n.split(".")[0] in packages)]
+    return {n: sys.modules[n] for n in names if isinstance(sys.modules.get(n), types.ModuleType)}
+
+
 def _snapshot() -> dict:
-    """The attributes of the modules checks rely on: the standard ones above and every
-    course_lib module loaded now (the checkers and their oracles)."""
-    names = [*_GUARDED, *(n for n in list(sys.modules) if n.split(".")[0] == "course_lib")]
-    return {
-        name: dict(vars(sys.modules[name])) for name in names if sys.modules.get(name) is not None
-    }
+    """The attributes of the modules checks rely on (:func:`guarded_modules`)."""
+    return {name: dict(vars(module)) for name, module in guarded_modules().items()}
 
 
 def _function_of(value):

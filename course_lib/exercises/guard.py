@@ -67,9 +67,7 @@ def watched_modules() -> dict:
     """``name -> module``: the guarded standard modules and every course_lib and NumPy module
     loaded (NumPy's functions look up their helpers in its submodules' globals: patching
     ``numpy._core.numeric.asanyarray`` changes what ``np.array_equal`` says)."""
-    names = [*core._GUARDED, *(n for n in list(sys.modules)
-                               if n.split(".")[0] in ("course_lib", "numpy"))]  # fmt: skip
-    return {n: sys.modules[n] for n in names if isinstance(sys.modules.get(n), types.ModuleType)}
+    return core.guarded_modules(("course_lib", "numpy"))
 
 
 def arm(folder: str, report) -> None:  # noqa: C901, PLR0915  (one closure: the hook, its state)
@@ -112,13 +110,11 @@ def arm(folder: str, report) -> None:  # noqa: C901, PLR0915  (one closure: the 
     quick = "course_lib.exercises"  # what a call of the answer is checked for (cheap)
     quick_entries = [e for e in entries if e[3].startswith(quick)]
     quick_functions = [f for f in functions if f[4].startswith(quick)]
-    library = {}  # id -> code object of course_lib (nested ones too): kept alive, by identity
-    todo = [f[1] for f in functions if f[4].startswith("course_lib")]
-    while todo:
-        code = todo.pop()
-        if id(code) not in library:
-            library[id(code)] = code
-            todo += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    library = {  # id -> code object of course_lib (nested ones too): kept alive, by identity
+        id(code): code
+        for f in functions if f[4].startswith("course_lib")
+        for code in core._nested(f[1])
+    }  # fmt: skip
     emitters = {
         id(core.verify.__code__): vars(core),
         id(core._verify_in_child.__code__): vars(core),
