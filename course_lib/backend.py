@@ -41,21 +41,24 @@ def gpu_available() -> bool:
 
 
 def _detect() -> str:
-    wanted = os.environ.get("COURSE_LIB_DEVICE", "").strip().lower()
-    if wanted:
-        _check_device(wanted, "COURSE_LIB_DEVICE=")
-        return wanted
+    wanted = os.environ.get("COURSE_LIB_DEVICE", "")
+    if wanted.strip():
+        return _checked_device(wanted, "COURSE_LIB_DEVICE=")
     return "gpu" if gpu_available() else "cpu"
 
 
-def _check_device(device, where: str) -> None:
+def _checked_device(name, where: str) -> str:
+    """``name`` as a device name (case and surrounding blanks ignored, the same for the
+    environment variable and :func:`set_device`), or a DeviceError saying what exists."""
+    device = name.strip().lower() if isinstance(name, str) else name
     if device not in _DEVICES:
-        raise DeviceError(f"{where}{device!r} is not a device; use one of {', '.join(_DEVICES)}")
+        raise DeviceError(f"{where}{name!r} is not a device; use one of {', '.join(_DEVICES)}")
     if device == "gpu" and not gpu_available():
         raise DeviceError(
             f"{where}'gpu' asks for the GPU, but CuPy is not installed or sees no CUDA device "
             "(pip install cupy-cuda12x on a GPU machine); use 'cpu'"
         )
+    return device
 
 
 def get_device() -> str:
@@ -70,8 +73,7 @@ def set_device(device: str) -> None:
 
     Arrays made before keep their device: feeding them afterwards is a :class:`DeviceError`
     (models move with ``model.to(device)``)."""
-    _check_device(device, "set_device: ")
-    _state["device"] = device
+    _state["device"] = _checked_device(device, "set_device: ")
     _state["xp"] = None
 
 

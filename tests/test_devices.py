@@ -101,6 +101,17 @@ def test_unknown_devices_and_a_gpu_without_cupy_are_clear_errors():
     assert result.returncode != 0 and "COURSE_LIB_DEVICE='tpu' is not a device" in result.stderr
 
 
+def test_a_device_name_is_read_alike_by_set_device_and_the_environment(cpu):
+    cl.set_device(" Strict ")
+    assert cl.get_device() == "strict"
+    cl.set_device("CPU")
+    assert cl.get_device() == "cpu"
+    for wrong in (None, 3, ["cpu"], ""):
+        with pytest.raises(cl.DeviceError, match="is not a device; use one of cpu, gpu, strict"):
+            cl.set_device(wrong)
+    assert cl.get_device() == "cpu"
+
+
 def test_use_device_goes_back_even_after_an_error():
     before = cl.get_device()
     with pytest.raises(RuntimeError), cl.use_device("strict"):

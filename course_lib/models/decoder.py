@@ -134,7 +134,7 @@ class DecoderLM:
         backend.set_device(device)
         self.params = {name: backend.to_device(to_numpy(a), f"parameter {name}")
                        for name, a in self.params.items()}  # fmt: skip
-        self.device = device
+        self.device = backend.get_device()
         return self
 
     # -- graphs ----------------------------------------------------------------------------
