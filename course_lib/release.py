@@ -50,6 +50,7 @@ INSTRUCTOR_TOOLS = (
     "course_lib/exercises/grade.py",
     "course_lib/exercises/guard.py",
     "course_lib/release.py",
+    "course_lib/site.py",
 )
 README_TEMPLATE = Path("docs/release/README.md")
 SOLUTION = re.compile(r"(BEGIN|END) SOLUTION|#\s*SOLUTION\b")  # edition.py's markers

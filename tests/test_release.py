@@ -144,6 +144,17 @@ def test_the_released_package_checks_answers_without_the_instructor_tools(releas
     assert ran.returncode == 0 and ran.stdout.startswith("✓ 05.contiguous_strides"), ran
 
 
+def test_every_module_of_the_released_package_imports(released):
+    """Leaving the instructor tools out must leave nothing that imports them behind."""
+    code = ("import importlib, pathlib\n"
+            "for path in sorted(pathlib.Path('course_lib').rglob('*.py')):\n"
+            "    importlib.import_module('.'.join(path.with_suffix('').parts).removesuffix('.__init__'))")  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(released)}
+    ran = subprocess.run([sys.executable, "-c", code], cwd=released, env=env,
+                         capture_output=True, text=True, check=False)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-2000:]
+
+
 def test_a_second_release_writes_the_same_tree_and_drops_what_it_no_longer_holds(tmp_path):
     dest = tmp_path / "course"
     assert _release(dest).returncode == 0
