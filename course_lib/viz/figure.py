@@ -66,13 +66,20 @@ class GraphFigure(graphviz.Digraph):
 
 def format_value(value) -> str:
     """A short text for a computed value (of any device: it is copied to the host first):
-    3 decimals for scalars, shape for big arrays."""
+    3 decimals for scalars (a power of ten from a million on), shape for big or empty arrays."""
     value = to_numpy(value)
     if value.size == 1:
-        return f"{float(value.reshape(())):.3f}"
-    if value.size <= 4:
-        return "[" + ", ".join(f"{float(v):.3f}" for v in value.reshape(-1)) + "]"
+        return _number(value.reshape(()))
+    if 0 < value.size <= 4:
+        return "[" + ", ".join(map(_number, value.reshape(-1))) + "]"
     return "shape " + "×".join(map(str, value.shape))
+
+
+def _number(x) -> str:
+    """``x`` with 3 decimals, or 3 digits after a power of ten when it is 10⁶ or more
+    (3 decimals would write 1e300 with 300 digits)."""
+    x = float(x)
+    return f"{x:.3f}" if abs(x) < 1e6 else f"{x:.3e}"
 
 
 def html_text(text: str) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import graphviz
+
 from ..autodiff import Trace, tangent_map
 from ..autodiff.trace import LectureNames, names_of
 from ..errors import GraphError, ParameterError
@@ -143,7 +145,7 @@ def draw_graph(
         graph_attr={
             **GRAPH_ATTRS,
             "rankdir": rankdir,
-            **({"label": title, "labelloc": "t"} if title else {}),
+            **({"label": graphviz.escape(title), "labelloc": "t"} if title else {}),
         },
         node_attr=NODE_ATTRS,
     )

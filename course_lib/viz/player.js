@@ -5,7 +5,15 @@
 // figure at a time.
 (function () {
   "use strict";
-  var root = document.currentScript.parentNode;
+  // The player is this script's parent; a front end that runs an output's scripts elsewhere
+  // (the classic Notebook's jQuery runs them in <head>) has just added the last player that
+  // no script has started yet.
+  var script = document.currentScript;
+  var waiting = document.querySelectorAll(".cl-player:not([data-started])");
+  var root = script && script.parentNode.matches(".cl-player") ? script.parentNode
+    : waiting[waiting.length - 1];
+  if (!root) return;
+  root.setAttribute("data-started", "");
   var frames = Array.prototype.slice.call(root.querySelectorAll(".cl-step"));
   var last = frames.length - 1;
   var current = 0;

@@ -22,6 +22,7 @@ from pathlib import Path
 import graphviz
 
 from ..autodiff.trace import StepKind, Trace
+from ..errors import GraphError
 from ..graph import Node
 from .alt import svg_with_alt
 from .figure import MISSING_DOT
@@ -231,10 +232,24 @@ class StepThrough:
     (``player.js``, no library, nothing fetched) that adds the controls and shows one
     picture at a time. It needs no kernel, so it works the same in JupyterLab and in a
     notebook exported to HTML; where scripts do not run (an untrusted notebook, GitHub)
-    the steps are shown one after another.
+    the steps are shown one after another. A trace of more than ``max_steps`` steps is
+    refused: the output grows with the square of the steps.
     """
 
-    def __init__(self, trace: Trace, feed: Mapping | None = None, interval_ms: int = 1500):
+    def __init__(
+        self,
+        trace: Trace,
+        feed: Mapping | None = None,
+        interval_ms: int = 1500,
+        max_steps: int = 100,
+    ):
+        if len(trace.steps) > max_steps:  # 100 steps take 11 MB, 200 take 43 MB
+            raise GraphError(
+                f"StepThrough: {len(trace.steps)} steps is too many to play (max_steps="
+                f"{max_steps}): each step is a picture of the whole graph, so the output grows "
+                "with the square of the steps; step through a smaller graph, draw chosen steps "
+                "with draw_step, or pass a larger max_steps"
+            )
         self.trace = trace
         self.interval_ms = interval_ms
         values = trace_values(trace, feed) if feed is not None else {}

@@ -114,8 +114,10 @@ def plot_breakdown(parts: Mapping[str, float], title: str, unit: str = "%") -> F
     below 5 % go unlabelled there; the bars share its colours), the bars the amounts in ``unit``.
     """
     labels, values = list(parts), host_numbers(list(parts.values())).astype(float)
-    if values.size == 0 or (values < 0).any() or values.sum() <= 0:
-        raise ValueError(f"plot_breakdown needs non-negative parts with a positive sum: {parts}")
+    if values.size == 0 or not np.isfinite(values).all() or (values < 0).any() or values.sum() <= 0:
+        raise ValueError(
+            f"plot_breakdown needs finite, non-negative parts with a positive sum: {parts}"
+        )
     fig = CourseFigure(figsize=(9.6, 3.6))
     pie, bars = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
     colours = [f"C{k}" for k in range(len(labels))]
@@ -193,11 +195,19 @@ def plot_attention(
 
     ``labels`` name the tokens (shown on both axes); ``titles`` name the panels.
     """
+    maps = [host_numbers(probs) for probs in maps]
+    square = (len(labels), len(labels))
+    if not maps or len(titles) != len(maps) or any(probs.shape != square for probs in maps):
+        raise ValueError(
+            f"plot_attention needs one title per map and maps of shape {square} (one row and "
+            f"column per label), got {len(titles)} titles for maps of shapes "
+            f"{[probs.shape for probs in maps]}"
+        )
     fig = CourseFigure(figsize=(3.2 * len(maps), 3.4))
     axes = fig.subplots(1, len(maps), squeeze=False)[0]
     ticks = np.arange(len(labels))
     for ax, probs, title in zip(axes, maps, titles):
-        ax.imshow(host_numbers(probs), cmap="viridis", vmin=0.0, vmax=1.0)
+        ax.imshow(probs, cmap="viridis", vmin=0.0, vmax=1.0)
         ax.set_xticks(ticks, labels, fontsize=7, rotation=90)
         ax.set_yticks(ticks, labels, fontsize=7)
         ax.set_title(title, fontsize=9)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import graphviz
+
 from ..autodiff.trace import Replay, Step, StepKind, Trace
 from ..graph import Node
 from ..runtime import Executor
@@ -150,7 +152,12 @@ def draw_step(
     fig = GraphFigure(
         f"gradient(out) step {step + 1}/{len(trace.steps)}: {state.said}\n"
         f"node_to_grad = {state.replay.state_text()}",
-        graph_attr={**GRAPH_ATTRS, "label": state.said, "labelloc": "b", "fontsize": "13"},
+        graph_attr={
+            **GRAPH_ATTRS,
+            "label": graphviz.escape(state.said),
+            "labelloc": "b",
+            "fontsize": "13",
+        },
         node_attr=NODE_ATTRS,
     )
     ids = {n: f"f{i}" for i, n in enumerate(trace.forward)}
