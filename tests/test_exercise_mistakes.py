@@ -70,6 +70,7 @@ RELU_COND = {
     "no-cond": lambda ref: cl.relu,
     "swapped-branches": lambda ref: lambda x: cl.cond(x > 0, lambda: 0.0, lambda: x),
     "times-zero": lambda ref: lambda x: cl.cond(x > 0, lambda: x, lambda: x * 0.0),
+    "takes-x-at-zero": lambda ref: lambda x: cl.cond(x >= 0, lambda: x, lambda: 0.0),
 }
 
 
@@ -133,6 +134,7 @@ CENTRAL_DIFFERENCE = {
     "no-half": lambda ref: lambda f, x, eps: 2 * ref(f, x, eps),
     "sign": lambda ref: lambda f, x, eps: -ref(f, x, eps),
     "fixed-eps": lambda ref: lambda f, x, eps: ref(f, x, 1e-4),
+    "precedence": lambda ref: lambda f, x, eps: (f(x + eps) - f(x - eps)) / 2 * eps,
 }
 
 
@@ -464,6 +466,10 @@ PERMUTED = {
             np.empty(ref(shape, strides, axes)[0], np.int8).strides,
         )
     ),
+    "makes-an-array": lambda ref: (  # the shape read off a transposed array of that shape
+        lambda shape, strides, axes: (np.empty(shape, np.int8).transpose(axes).shape,
+                                      ref(shape, strides, axes)[1])  # fmt: skip
+    ),
 }
 
 
@@ -767,7 +773,9 @@ def _attention(scale=lambda d: d**-0.5, mask="future", axis=-1):
         scores = q @ cl.matrix_transpose(k) * scale(d)
         if mask:
             future = np.triu(np.full((t, t), -np.inf), k=1)
-            scores = scores + cl.constant(future if mask == "future" else future.T)
+            if mask == "diagonal":  # j >= i hidden: a position cannot see itself
+                future = np.triu(np.full((t, t), -np.inf), k=0)
+            scores = scores + cl.constant(future.T if mask == "past" else future)
         return cl.softmax(scores, axis=axis) @ v
 
     return attention
@@ -778,6 +786,7 @@ ATTENTION = {
     "scale-by-d": lambda ref: _attention(scale=lambda d: 1.0 / d),
     "no-mask": lambda ref: _attention(mask=None),
     "mask-transposed": lambda ref: _attention(mask="past"),
+    "masks-the-diagonal": lambda ref: _attention(mask="diagonal"),
     "softmax-axis": lambda ref: _attention(axis=0),
     "uses-attention": lambda ref: _through_causal_attention,
 }

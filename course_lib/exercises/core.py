@@ -553,11 +553,15 @@ def _time_limit(seconds: float):
 _PACKAGE = str(Path(__file__).resolve().parent.parent)  # course_lib/: the checkers and oracles
 _EXERCISES = str(Path(__file__).resolve().parent) + os.sep  # course_lib/exercises/
 _NUMPY = str(Path(np.__file__).resolve().parent)
-#: Where trusted code outside course_lib lies (the standard library, installed packages):
-#: a frame there is trusted only when its code object is one its module holds (by identity).
+#: Where trusted code outside course_lib lies (the standard library, installed packages), each
+#: folder as sysconfig names it and as it resolves: a module's file name is the path it was
+#: imported by, through a symbolic link (a linked virtualenv) or not. A frame there is trusted
+#: only when its code object is one its module holds (by identity); the grader's hook
+#: (guard.py) lets code there use ctypes.
 _INSTALLED = tuple(
-    sorted({str(Path(sysconfig.get_paths()[key]).resolve()) + os.sep
-            for key in ("stdlib", "platstdlib", "purelib", "platlib")})
+    sorted({str(path) + os.sep
+            for key in ("stdlib", "platstdlib", "purelib", "platlib")
+            for path in (sysconfig.get_paths()[key], Path(sysconfig.get_paths()[key]).resolve())})
 )  # fmt: skip
 _MIN_COPY = 16  # bytes of bytecode below which a function is too trivial to call a copy
 _LIBRARY: dict = {}  # id -> code object of course_lib (nested ones too), at the snapshot
@@ -925,20 +929,22 @@ def _refusing(found: Exercise, answer):  # noqa: C901  (one closure: the profile
 
 # -- calling the answer -----------------------------------------------------------------------
 def call(label: str, fn, *args, errors: Iterable[tuple[type, str, Mistake]] = (),
-         changed: Mistake = CHANGED_INPUT):
+         changed: Mistake = CHANGED_INPUT, own: bool = False):
     """``fn(*args)``, with whatever it raises turned into :class:`Wrong` or :class:`NotDone`,
     and :class:`Wrong` when it changed an array argument in place.
 
     ``label`` shows the call in messages (``"can_view((2, 3), (3, 1), (6,))"``). ``errors``
     recognises mistakes by what they raise: ``(exception type, text in its message, mistake)``;
-    ``changed`` is the mistake of an answer that changes an array argument.
+    ``changed`` is the mistake of an answer that changes an array argument. ``own``: the result
+    is an object of the answer's own class (a ``Dual``, a ``NamedTuple`` too), never compared
+    as a whole: the checker reads its attributes, each taken at its exact type (:func:`exact`).
     """
     before = {k: a.copy() for k, a in enumerate(args) if type(a) is np.ndarray}
     _hand(args)
     try:
         result = fn(*args)
         sys.audit(CHECKPOINT_EVENT)  # the grader's hook notes what the call changed
-        result = exact(label, result)
+        result = result if own else exact(label, result)
     except NotImplementedError:
         raise NotDone(
             f"{label} raises NotImplementedError (replace the stub with your code)"

@@ -66,6 +66,11 @@ NO_HALF = Mistake(
     "the two points x − ε and x + ε are 2ε apart: divide by 2ε, not ε.",
 )
 SIGN = Mistake("sign", "the difference is the wrong way round: f(x+ε) − f(x−ε).")
+PRECEDENCE = Mistake(
+    "precedence",
+    "`... / 2 * eps` divides by 2 and then MULTIPLIES by eps (/ and * go left to right): "
+    "write `/ (2 * eps)`.",
+)
 FIXED_EPS = Mistake(
     "fixed-eps",
     "the result does not depend on the ε passed in: use the argument eps, not a constant of "
@@ -98,7 +103,7 @@ def _difference_cases(rng) -> list[tuple[str, Callable, Callable, Callable | Non
 
 @exercise(
     "02.central_difference", "central_difference(f, x, eps) -> float: (f(x+ε) − f(x−ε)) / 2ε",
-    mistakes=(FORWARD, NO_HALF, SIGN, FIXED_EPS),
+    mistakes=(FORWARD, NO_HALF, SIGN, PRECEDENCE, FIXED_EPS),
     forbidden=FINITE_DIFFERENCES,
 )
 def check_central_difference(answer) -> str:
@@ -109,7 +114,7 @@ def check_central_difference(answer) -> str:
         want = central(x, e)
         if not _same(got, want):
             halved = as_float(label, call(label, answer, f, x, e / 2))
-            wrong = [(NO_HALF, 2 * want), (SIGN, -want)]
+            wrong = [(NO_HALF, 2 * want), (SIGN, -want), (PRECEDENCE, want * e * e)]
             wrong += [(FORWARD, forward(x, e))] if forward else []
             wrong += [(FIXED_EPS, got)] if _same(halved, got) else []
             mistake = next((m for m, value in wrong if _same(got, value)), None)
@@ -222,7 +227,7 @@ class _Answer:
         self.Dual, self.sin, self.exp, self.log = (get(n) for n in ("Dual", "sin", "exp", "log"))
 
     def make(self, pair: tuple) -> object:
-        return call(f"Dual{pair}", self.Dual, *pair)
+        return call(f"Dual{pair}", self.Dual, *pair, own=True)
 
     def read(self, label: str, dual) -> tuple[float, float]:
         require(
@@ -248,7 +253,7 @@ def _run_probes(ns: _Answer) -> None:
     for text, f, wrong in _probes():
         a, b = ns.make(_U), ns.make(_W)
         label = f"{text} with u = Dual{_U}, w = Dual{_W}"
-        got = ns.read(label, call(label, f, ns, a, b, errors=_ERRORS))
+        got = ns.read(label, call(label, f, ns, a, b, errors=_ERRORS, own=True))
         require(
             ns.read("u", a) == _U and ns.read("w", b) == _W, f"{label} changed u or w", IN_PLACE
         )
@@ -300,7 +305,8 @@ def check_dual(answer) -> str:
         text, f = _random_expression(rng, int(rng.integers(1, 5)))
         u, w = tuple(rng.uniform(-2, 2, 2)), tuple(rng.uniform(-2, 2, 2))
         label = f"{text} at u = Dual({u[0]:.3f}, {u[1]:.3f}), w = Dual({w[0]:.3f}, {w[1]:.3f})"
-        got = ns.read(label, call(label, f, ns, ns.make(u), ns.make(w), errors=_ERRORS))
+        result = call(label, f, ns, ns.make(u), ns.make(w), errors=_ERRORS, own=True)
+        got = ns.read(label, result)
         want = _oracle(f, u, w)
         require(
             _close(got, want),

@@ -37,7 +37,6 @@ import os
 import secrets
 import signal
 import sys
-import sysconfig
 import threading
 import types
 from hashlib import blake2b
@@ -123,8 +122,7 @@ def arm(folder: str, report) -> None:  # noqa: C901, PLR0915  (one closure: the 
     report_code, grade_space = report.__code__, report.__globals__
     importing = importlib._bootstrap._call_with_frames_removed.__code__
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-    installed = tuple({sysconfig.get_paths()[k] + os.sep for k in ("stdlib", "purelib", "platlib")}
-                      | {"<frozen "})  # fmt: skip
+    installed = (*core._INSTALLED, "<frozen ")
     ctypes_package = os.path.dirname(os.path.abspath(ctypes.__file__)) + os.sep
     quiet = {  # code allowed to do what is otherwise recorded
         id(core._restore.__code__),  # puts swapped code back in a check's child process

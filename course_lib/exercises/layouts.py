@@ -6,6 +6,8 @@ permutes a layout, and ``reshape`` returns a view exactly when no copy is needed
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
@@ -99,7 +101,7 @@ def check_contiguous_strides(answer) -> str:
 def _strides_of(shape: tuple, order: str) -> tuple[int, ...]:
     """NumPy's element strides of a contiguous array of ``shape`` (``order`` "C" or "F"); the
     same products written out for a shape too large to allocate."""
-    if shape == _HUGE:
+    if math.prod(shape) >= math.prod(_HUGE):
         sizes = shape if order == "C" else shape[::-1]
         strides = tuple(int(np.prod(sizes[k + 1 :], dtype=np.int64)) for k in range(len(sizes)))
         return strides if order == "C" else strides[::-1]
@@ -143,6 +145,12 @@ FRESH = Mistake(
     "those are new contiguous strides for the permuted shape, i.e. a copy. A permute is a view: "
     "the numbers stay where they are, so the strides are the old ones, reordered.",
 )
+LAYOUT_ARRAY = Mistake(
+    "makes-an-array",
+    "permute the two tuples themselves, without making a NumPy array of the layout to transpose "
+    "(np.empty, np.ndarray): a layout can describe far more elements than fit in memory. "
+    "Transposing a small helper array of your own (shape and strides side by side) is fine.",
+)
 
 
 def _layout(shape, strides) -> np.ndarray:
@@ -157,6 +165,7 @@ def _permute_cases(rng) -> list[tuple]:
         ((2, 3, 4), (12, 4, 1), (2, 0, 1)),
         ((4, 3), (0, -1), (1, 0)),
         ((2, 0, 5), (5, 5, 1), (1, 2, 0)),
+        (_HUGE, (-(1 << 42), 1 << 21, 1), (2, 0, 1)),
     ]
     for _ in range(120):
         ndim = int(rng.integers(1, 6))
@@ -168,17 +177,19 @@ def _permute_cases(rng) -> list[tuple]:
 
 @exercise(
     "05.permuted", "permuted(shape, strides, axes) -> (shape, strides) of the permuted view",
-    mistakes=(INVERSE, STRIDES_KEPT, SHAPE_KEPT, UNCHANGED, FRESH),
+    mistakes=(INVERSE, STRIDES_KEPT, SHAPE_KEPT, UNCHANGED, FRESH, LAYOUT_ARRAY),
+    # NumPy's transposes stay allowed on any array (``table.T`` could not be told apart from
+    # ``table.transpose()``); an array of the layout itself fails on the huge one
     forbidden=("course_lib.strides.StridedView.permute",
-               "course_lib.strides.StridedView.transpose", *NUMPY_LAYOUTS,
-               "numpy.ndarray.transpose", "numpy.transpose", "numpy.ndarray.swapaxes",
-               "numpy.swapaxes", "numpy.moveaxis"),  # fmt: skip
+               "course_lib.strides.StridedView.transpose", *NUMPY_LAYOUTS),  # fmt: skip
 )
 def check_permuted(answer) -> str:
     cases = _permute_cases(np.random.default_rng(6))
+    errors = [(MemoryError, "", LAYOUT_ARRAY), (ValueError, "array is too big", LAYOUT_ARRAY),
+              (ValueError, "strides is incompatible", LAYOUT_ARRAY)]  # fmt: skip
     for shape, strides, axes in cases:
         label = f"permuted({shape}, {strides}, {axes})"
-        got = call(label, answer, shape, strides, axes)
+        got = call(label, answer, shape, strides, axes, errors=errors)
         require(
             isinstance(got, tuple) and len(got) == 2 and all(_ints(g, len(shape)) for g in got),
             f"{label} returned {got!r}; it must return (shape, strides), two tuples of ints",
@@ -191,12 +202,15 @@ def check_permuted(answer) -> str:
                 f"{label} returned {got}, expected {want}",
                 _permute_mistake(shape, strides, axes, got, want),
             )
-    return f"right on {len(cases)} layouts: random permutations, negative and zero strides, 0-d"
+    return (
+        f"right on {len(cases)} layouts: random permutations, negative and zero strides, 0-d, "
+        "one far larger than memory"
+    )
 
 
 def _permute_mistake(shape, strides, axes, got, want) -> Mistake | None:
     inverse = tuple(int(a) for a in np.argsort(axes))
-    fresh = _element_strides(np.empty(want[0], np.int8))
+    fresh = _strides_of(want[0], "C")
     wrong = {
         INVERSE: (tuple(shape[a] for a in inverse), tuple(strides[a] for a in inverse)),
         STRIDES_KEPT: (want[0], tuple(strides)),

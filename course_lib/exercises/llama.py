@@ -167,6 +167,11 @@ MASK_TRANSPOSED = Mistake(
     "mask-transposed",
     "the mask hides the past instead of the future: row i (a query) may use columns j <= i.",
 )
+MASKS_DIAGONAL = Mistake(
+    "masks-the-diagonal",
+    "the mask also hides each position from itself (j == i), so row 0 has nothing left and its "
+    "softmax is 0/0: hide only j > i, np.triu(..., k=1).",
+)
 USES_ATTENTION = Mistake(
     "uses-attention",
     "this builds the library's attention (cl.causal_attention: its head_scores and head_mix "
@@ -183,7 +188,8 @@ def _numpy_attention(q, k, v, scale, mask="future", axis=-1):
     scores = q @ k.T * scale
     t = np.arange(len(q))
     if mask:
-        hidden = t[None, :] > t[:, None] if mask == "future" else t[None, :] < t[:, None]
+        hidden = {"future": t[None, :] > t[:, None], "past": t[None, :] < t[:, None],
+                  "diagonal": t[None, :] >= t[:, None]}[mask]  # fmt: skip
         scores = np.where(hidden, -np.inf, scores)
     weights = np.exp(scores - scores.max(axis=axis, keepdims=True))
     return weights / weights.sum(axis=axis, keepdims=True) @ v
@@ -196,6 +202,7 @@ def _attention_mistake(got, q, k, v) -> Mistake | None:
         (SCALE_BY_D, lambda: _numpy_attention(q, k, v, 1.0 / d)),
         (NO_MASK, lambda: _numpy_attention(q, k, v, d**-0.5, mask=None)),
         (MASK_TRANSPOSED, lambda: _numpy_attention(q, k, v, d**-0.5, mask="past")),
+        (MASKS_DIAGONAL, lambda: _numpy_attention(q, k, v, d**-0.5, mask="diagonal")),
         (SOFTMAX_AXIS, lambda: _numpy_attention(q, k, v, d**-0.5, axis=0)),
     ]
     return first_match(got, wrong, lambda a, b: close(a, b, rtol=1e-6))
@@ -203,7 +210,8 @@ def _attention_mistake(got, q, k, v) -> Mistake | None:
 
 @exercise(
     "08.attention", "attention(q, k, v) -> Node: one causal head, softmax(q kᵀ/√d + mask) v",
-    mistakes=(NO_SCALE, SCALE_BY_D, NO_MASK, MASK_TRANSPOSED, SOFTMAX_AXIS, USES_ATTENTION),
+    mistakes=(NO_SCALE, SCALE_BY_D, NO_MASK, MASK_TRANSPOSED, MASKS_DIAGONAL, SOFTMAX_AXIS,
+              USES_ATTENTION),
     forbidden=("course_lib.ops.attention.causal_attention",
                "course_lib.models.layers.self_attention"),  # fmt: skip
 )

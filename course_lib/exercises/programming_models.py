@@ -173,6 +173,11 @@ SWAPPED = Mistake(
     "swapped-branches",
     "the branches are swapped: cl.cond(pred, true_fn, false_fn) runs true_fn when pred holds.",
 )
+AT_ZERO = Mistake(
+    "takes-x-at-zero",
+    "at x = 0 the branch taken decides the gradient: with x >= 0 the x branch runs there (slope "
+    "1); relu takes x only when x > 0, so its slope at 0 is 0.",
+)
 TIMES_ZERO = Mistake(
     "times-zero",
     "x · 0 is NaN for x = -inf (inf · 0 is undefined): return the constant 0.0 from the false "
@@ -182,7 +187,7 @@ TIMES_ZERO = Mistake(
 
 @exercise(
     "01.relu_cond", "relu_cond(x) -> Node: x if x > 0 else 0, as a branch in the graph",
-    mistakes=(PYTHON_IF, NOT_FUNCTIONS, NO_COND, SWAPPED, TIMES_ZERO),
+    mistakes=(PYTHON_IF, NOT_FUNCTIONS, NO_COND, SWAPPED, AT_ZERO, TIMES_ZERO),
 )
 def check_relu_cond(answer) -> str:
     x = variable("x", shape=())
@@ -215,6 +220,7 @@ def check_relu_cond(answer) -> str:
         require(
             slope == want_slope,
             f"the gradient of relu_cond(x) at x = {value} is {show(slope)}, expected {want_slope}",
+            AT_ZERO if value == 0.0 and slope == 1.0 else None,
         )
     return (
         f"a branch in the graph, right values and gradients at {len(values)} points (±0, ±inf too)"

@@ -37,7 +37,9 @@ SIGN = Mistake("sign", "∂L/∂x = y − t (softmax minus one-hot), not t − y
 UNSTABLE = Mistake(
     "overflow",
     "exp(1000) overflows to inf (and inf/inf is NaN): subtract each row's maximum before exp; "
-    "softmax(x) = softmax(x − max(x)).",
+    "softmax(x) = softmax(x − max(x)). Each row its own: logits.max(axis=-1, keepdims=True), "
+    "not the whole array's max, under which a row far below it is exp(-2000) = 0 everywhere "
+    "(0/0 is NaN).",
 )
 NO_ONE_HOT = Mistake(
     "no-one-hot",
