@@ -10,8 +10,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from . import params
 from .autodiff import grad, jvp
 from .backend import to_numpy
+from .errors import GraphError
 from .graph import Node, constant
 from .ops import mul, sum
 from .runtime import Executor
@@ -20,6 +22,7 @@ from .runtime import Executor
 def numerical_gradient(f, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
     """Central-difference gradient of the scalar function ``f`` at the array ``x`` (on the
     host: ``f`` is called with NumPy arrays)."""
+    eps = params.real(eps, "numerical_gradient: eps", positive=True)
     x = np.array(to_numpy(x), dtype=np.float64)
     out = np.zeros_like(x)
     flat, grad_flat = x.reshape(-1), out.reshape(-1)
@@ -38,12 +41,25 @@ def _run(executor: Executor, feed: Mapping):
     return executor.run(feed, allow_unused=True)
 
 
+def _float64_variables(feed: Mapping, what: str) -> None:
+    """The differences are taken in float64: a variable declared with another dtype would
+    refuse them (and ε = 1e-6 is below float32's resolution near 1)."""
+    for var in feed:
+        dtype = getattr(var, "dtype", None)
+        if dtype is not None and np.dtype(dtype) != np.float64:
+            raise GraphError(
+                f"{what}: variable {var.name} is declared {np.dtype(dtype)}, but central "
+                "differences need float64; declare the variables with dtype=np.float64 to check"
+            )
+
+
 def check_gradients(out: Node, feed: Mapping[Node, np.ndarray], seed: int = 0, eps: float = 1e-6):
     """Compare ``grad`` with central differences for every fed variable.
 
     A non-scalar ``out`` is reduced to ``sum(out * r)`` with a fixed random ``r``.
     Returns ``{variable name: (analytic, numeric)}``, NumPy arrays on the host.
     """
+    _float64_variables(feed, "check_gradients")
     rng = np.random.default_rng(seed)
     shape = np.shape(_run(Executor(out), feed))
     scalar = out if shape == () else sum(mul(out, constant(rng.standard_normal(shape))))
@@ -65,6 +81,8 @@ def check_tangents(out: Node, feed: Mapping[Node, np.ndarray], seed: int = 0, ep
 
     Returns ``(analytic, numeric)`` arrays of the shape of ``out``.
     """
+    _float64_variables(feed, "check_tangents")
+    eps = params.real(eps, "check_tangents: eps", positive=True)
     rng = np.random.default_rng(seed)
     feed = {v: to_numpy(x) for v, x in feed.items()}  # the differences are taken on the host
     direction = {v: rng.standard_normal(np.shape(x)) for v, x in feed.items()}

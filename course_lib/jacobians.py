@@ -15,7 +15,7 @@ import numpy as np
 
 from .autodiff import grad, jvp
 from .backend import to_numpy
-from .errors import GraphError, ParameterError, ShapeError
+from .errors import FeedError, GraphError, ParameterError, ShapeError
 from .graph import Node, constant, topological_order, variable
 from .params import positive_size
 from .runtime import Executor
@@ -38,27 +38,29 @@ def jacobian(out: Node, x: Node, feed: Mapping, mode: str = "reverse") -> Jacobi
     """
     if mode not in ("forward", "reverse"):
         raise ValueError(f"jacobian: mode must be 'forward' or 'reverse', not {mode!r}")
+    if not (isinstance(x, Node) and x.is_variable):
+        raise GraphError(f"jacobian: x must be a variable (a node the feed gives), got {x!r}")
+    if x not in feed and x.name not in feed:
+        raise FeedError(f"jacobian: the feed has no value for x = {x.name}; feed it an array")
     value = to_numpy(Executor(out).run(feed, allow_unused=True))
     x_value = to_numpy(feed[x] if x in feed else feed[x.name])
     n, k = x_value.size, value.size
     before = len(topological_order([out]))
-    rows, built = [], 0
-    if mode == "forward":
+    matrix, built = np.zeros((k, n), dtype=np.result_type(value, x_value, np.float32)), 0
+    if mode == "forward":  # column j: the tangent of out along the j-th input direction
         for j in range(n):
-            direction = np.zeros(n)
+            direction = np.zeros(n, dtype=matrix.dtype)
             direction[j] = 1.0
             tangent = jvp(out, {x: constant(direction.reshape(x_value.shape))})
             built += len(topological_order([tangent])) - before
-            rows.append(to_numpy(Executor(tangent).run(feed, allow_unused=True)).reshape(k))
-        matrix = np.stack(rows, axis=1)
-    else:
+            matrix[:, j] = to_numpy(Executor(tangent).run(feed, allow_unused=True)).reshape(k)
+    else:  # row i: the gradient of the i-th output
         for i in range(k):
-            seed = np.zeros(k)
+            seed = np.zeros(k, dtype=matrix.dtype)
             seed[i] = 1.0
             g = grad(out, x, seed=constant(seed.reshape(value.shape)))
             built += len(topological_order([g])) - before
-            rows.append(to_numpy(Executor(g).run(feed, allow_unused=True)).reshape(n))
-        matrix = np.stack(rows, axis=0)
+            matrix[i] = to_numpy(Executor(g).run(feed, allow_unused=True)).reshape(n)
     return JacobianResult(matrix, n if mode == "forward" else k, built)
 
 

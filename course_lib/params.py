@@ -49,13 +49,21 @@ def real(value, what: str, minimum: float | None = None, positive: bool = False)
     """A finite real number (not a bool), at least ``minimum`` or above 0 when asked."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise GraphError(f"{what} must be a real number, got {value!r} ({type(value).__name__})")
-    number = float(value)
+    number = _float(value)
     low = (minimum is not None and number < minimum) or (positive and number <= 0)
     if not math.isfinite(number) or low:
         bound = f" and at least {minimum:g}" if minimum is not None else ""
         raise ParameterError(f"{what} must be finite{bound or ' and above 0' * positive}, "
                              f"got {number!r}")  # fmt: skip
     return number
+
+
+def _float(value: numbers.Real) -> float:
+    """``float(value)``; an integer or fraction beyond float's range (``10**400``) is ±inf."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def name(value, what: str) -> str | None:
@@ -149,7 +157,7 @@ def in_range(value, what: str, low: float, high: float | None = None, *,
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise GraphError(f"{what} must be a real number {_interval(low, high, open_low, open_high)}"
                          f", got {value!r} ({type(value).__name__})")  # fmt: skip
-    number = float(value)
+    number = _float(value)
     inside = (
         math.isfinite(number)
         and (number > low if open_low else number >= low)

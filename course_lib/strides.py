@@ -87,7 +87,9 @@ class StridedView:
                 "StridedView.from_numpy(array)"
             )
         shape = _as_shape(shape)
-        strides = row_major_strides(shape) if strides is None else _as_ints(strides)
+        strides = row_major_strides(shape) if strides is None else _as_ints(strides, "strides")
+        if not _is_integer(offset):
+            raise ShapeError(f"StridedView: offset must be an integer, got {offset!r}")
         layout = (buffer.shape, buffer.strides, buffer.dtype)
         fields = (buffer, shape, strides, operator.index(offset), layout)
         for name, value in zip(self.__slots__, fields):
@@ -179,7 +181,7 @@ class StridedView:
 
         Negative indices count from the end of their axis, as in Python.
         """
-        index = _as_ints(index)
+        index = _as_ints(index, "index")
         if len(index) != self.ndim:
             raise ShapeError(
                 f"index {index} has {len(index)} entries but the view has {self.ndim} axes "
@@ -193,6 +195,8 @@ class StridedView:
     def element_offsets(self) -> np.ndarray:
         """An integer array of ``shape``: the memory offset of every element."""
         offsets = np.full(self.shape, self.offset, dtype=np.int64)
+        if self.size == 0:  # no element (an axis of 2**40 next to one of 0 must not allocate)
+            return offsets
         for axis, (n, s) in enumerate(zip(self.shape, self.strides)):
             steps = np.arange(n, dtype=np.int64) * s
             offsets = offsets + steps.reshape((1,) * axis + (n,) + (1,) * (self.ndim - axis - 1))
@@ -226,6 +230,9 @@ class StridedView:
                 "they cannot be counted in elements; use numpy.ascontiguousarray(array) first"
             )
         buffer, offset = _storage_of(array)
+        if not array.flags.writeable:  # a read-only array (np.broadcast_to) stays read-only
+            buffer = buffer.view()
+            buffer.flags.writeable = False
         strides = tuple(s // itemsize for s in array.strides)
         return cls(buffer, array.shape, strides, offset)
 
@@ -297,7 +304,7 @@ class StridedView:
         """Reorder the axes: axis ``k`` of the result is axis ``axes[k]`` of this view."""
         if len(axes) == 1 and isinstance(axes[0], Sequence):
             axes = tuple(axes[0])
-        axes = _as_ints(axes)
+        axes = _as_ints(axes, "permute's axes")
         normal = tuple(a + self.ndim if a < 0 else a for a in axes)
         if sorted(normal) != list(range(self.ndim)):
             raise ShapeError(
@@ -349,7 +356,7 @@ class StridedView:
         """
         if len(shape) == 1 and isinstance(shape[0], Sequence):
             shape = tuple(shape[0])
-        shape = _as_ints(shape)
+        shape = _as_ints(shape, "reshape's shape")
         if shape == self.shape:  # nothing to do (checked before a -1 is filled in, as NumPy)
             return StridedView(self.buffer, self.shape, self.strides, self.offset)
         new_shape = self._resolve_reshape(shape)
@@ -415,15 +422,16 @@ class StridedView:
 
 
 # --------------------------------------------------------------------- helpers
-def _as_ints(values: Sequence[int]) -> tuple[int, ...]:
+def _as_ints(values: Sequence[int], what: str) -> tuple[int, ...]:
     try:
         return tuple(operator.index(v) for v in values)
     except TypeError:
-        raise ShapeError(f"expected a sequence of integers, got {values!r}") from None
+        raise ShapeError(f"StridedView: {what} must be integers, got {values!r}") from None
 
 
 def _as_shape(shape: Sequence[int]) -> tuple[int, ...]:
-    shape = _as_ints((shape,) if isinstance(shape, int) else shape)
+    """A shape: a sequence of lengths, or one length (a Python or NumPy integer)."""
+    shape = _as_ints((shape,) if _is_integer(shape) else shape, "shape")
     if any(n < 0 for n in shape):
         raise ShapeError(f"shape {shape} has a negative length")
     return shape

@@ -10,16 +10,24 @@ import html
 import unicodedata
 from collections.abc import Sequence
 
+from .errors import ShapeError
+
 
 class Table:
     """Rows of text with a header; shown as HTML in Jupyter and as aligned text elsewhere."""
 
     def __init__(self, headers: Sequence[str], rows: Sequence[Sequence[str]], title: str = ""):
         self.headers, self.rows, self.title = (
-            list(headers),
+            list(map(str, headers)),
             [list(map(str, r)) for r in rows],
             title,
         )
+        for k, row in enumerate(self.rows):
+            if len(row) != len(self.headers):
+                raise ShapeError(
+                    f"Table: row {k} has {len(row)} cells {row} but there are "
+                    f"{len(self.headers)} headers {self.headers}; give one cell per column"
+                )
 
     def column(self, header: str) -> list[str]:
         """The cells of one column."""
@@ -28,7 +36,7 @@ class Table:
 
     def __repr__(self) -> str:
         widths = [
-            max(_width(h), *(_width(r[i]) for r in self.rows)) for i, h in enumerate(self.headers)
+            max([_width(h)] + [_width(r[i]) for r in self.rows]) for i, h in enumerate(self.headers)
         ]
         lines = [self.title] if self.title else []
         lines.append("  ".join(_pad(h, w) for h, w in zip(self.headers, widths)).rstrip())

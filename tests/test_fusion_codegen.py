@@ -160,6 +160,21 @@ def test_cpu_loop_checks_its_arrays():
     assert not loop_worthy([ones, ones, ones])  # small: numexpr runs it
 
 
+def test_cpu_loop_writes_only_into_a_writeable_out_apart_from_its_inputs():
+    _, _, fused = fused_root()
+    kernel = fused.op.kernel
+    shared = np.ones(20, np.float32)
+    inputs = [shared[:15].reshape(3, 5), *(np.ones((3, 5), np.float32) for _ in kernel.inputs[1:])]
+    frozen = np.frombuffer(bytes(60), np.float32).reshape(3, 5)  # immutable memory
+    for out in (frozen, inputs[-1], shared[5:].reshape(3, 5)):
+        with pytest.raises(ShapeError, match="out must be writeable and overlap no input"):
+            run_cpu_loop(kernel, inputs, out=out)
+    assert not frozen.any() and all((a == 1).all() for a in inputs)
+    unaligned = np.frombuffer(bytes(61), np.uint8)[1:].view(np.float32).reshape(3, 5)
+    with pytest.raises(ShapeError, match="aligned to 4 bytes"):
+        run_cpu_loop(kernel, inputs, out=unaligned)
+
+
 @needs_emulator
 def test_a_bound_loop_reads_its_arrays_at_each_call_and_keeps_them_alive():
     x = cl.variable("x", (1000,), np.float32)

@@ -70,7 +70,7 @@ def test_wrong_arrays_are_refused_before_any_c_code_runs():
     for bad in (np.ones(8), np.ones(9, np.float32), np.ones(16, np.float32)[::2], [1.0] * 8):
         with pytest.raises(ShapeError, match="'add'.*C-contiguous float32"):
             vec.run_loop("add", a, bad)
-    with pytest.raises(ShapeError, match="out must be writeable and overlap neither input"):
+    with pytest.raises(ShapeError, match="out must be writeable and overlap no input"):
         vec.run_loop("add", a, np.ones(8, np.float32), out=a)  # out aliases an input
     locked = np.empty(8, np.float32)
     locked.flags.writeable = False

@@ -29,6 +29,10 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
+
+from ..backend import host_array
+from ..errors import ShapeError
 from .errors import KernelCompileError, UnsafeCacheError
 
 CACHE_ENV = "COURSE_LIB_KERNEL_CACHE"
@@ -264,9 +268,33 @@ def load_simd_library(unit: str, filename: str) -> tuple[ctypes.CDLL, bool]:
     return load_library(unit, filename, native=True, extra_flags=SIMD_FLAGS), False
 
 
+def loop_arrays(arrays: Sequence, what: str) -> list:
+    """``arrays`` (the output last) if a compiled C loop over ``float*`` may take them: host
+    float32 arrays of one shape, C-contiguous and aligned to 4 bytes, the output writeable and
+    overlapping no input (the loops read through ``__restrict__`` pointers), else ShapeError
+    naming ``what``."""
+    arrays = [host_array(a, f"an array of {what}") for a in arrays]
+    if len({a.shape for a in arrays}) != 1 or not all(
+        a.dtype == np.float32 and a.flags.c_contiguous and a.flags.aligned for a in arrays
+    ):
+        raise ShapeError(
+            f"{what} runs on C-contiguous float32 arrays of one shape (out included), aligned "
+            f"to 4 bytes, got (shape, dtype, aligned) "
+            f"{[(a.shape, str(a.dtype), a.flags.aligned) for a in arrays]}; use "
+            "numpy.array(x, dtype=numpy.float32) (a fresh copy)"
+        )
+    *inputs, out = arrays
+    if not out.flags.writeable or any(np.may_share_memory(out, a) for a in inputs):
+        raise ShapeError(
+            f"{what}: out must be writeable and overlap no input (the C loop reads its inputs "
+            "through __restrict__ pointers); pass a fresh array"
+        )
+    return arrays
+
+
 def bind_loop(function: Callable, arrays: Sequence, *extra) -> Callable[[], None]:
     """The compiled C loop ``function(array pointers..., n, *extra)`` bound to ``arrays``
-    (checked C-contiguous NumPy arrays, the output last, ``n`` its size) and ``extra`` (ctypes
+    (checked by :func:`loop_arrays`, the output last, ``n`` its size) and ``extra`` (ctypes
     values): each call of the result runs the loop and nothing else, and keeps the arrays
     alive while it points into them."""
     pointers = [ctypes.c_void_p(a.ctypes.data) for a in arrays]

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import params
+from ..errors import ParameterError
 from .timing import best_seconds, median_seconds
 
 
@@ -54,8 +55,8 @@ class Roofline:
 
 def measure_bandwidth(nbytes: int = 256 * 2**20, repeats: int = 7) -> float:
     """Bytes per second of a large copy (each byte read once and written once)."""
-    if nbytes < 8:
-        raise ValueError(f"measure_bandwidth needs at least 8 bytes, got {nbytes}")
+    if params.integer(nbytes, "measure_bandwidth: nbytes") < 8:
+        raise ParameterError(f"measure_bandwidth needs at least 8 bytes, got {nbytes}")
     src = np.ones(nbytes // 8, dtype=np.float64)
     dst = np.empty_like(src)
     seconds = median_seconds(lambda: np.copyto(dst, src), repeats=repeats)
@@ -64,8 +65,9 @@ def measure_bandwidth(nbytes: int = 256 * 2**20, repeats: int = 7) -> float:
 
 def measure_matmul_rate(n: int = 1024, repeats: int = 5) -> float:
     """FLOP/s of an ``n × n`` float32 matrix product (``2·n³`` FLOPs, best of ``repeats``)."""
+    n = params.integer(n, "measure_matmul_rate: n")  # a Python int: n**3 cannot wrap around
     if n < 1:
-        raise ValueError(f"measure_matmul_rate needs n >= 1, got {n}")
+        raise ParameterError(f"measure_matmul_rate needs n >= 1, got {n}")
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((2, n, n), dtype=np.float32)
     out = np.empty((n, n), dtype=np.float32)

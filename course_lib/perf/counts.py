@@ -128,6 +128,11 @@ def op_cost(node: Node, dtypes: dict | None = None) -> OpCost:
 
     ``dtypes`` gives dtypes the graph leaves open (see :func:`arithmetic_intensity`).
     """
+    if not (isinstance(node, Node) and node.inputs):
+        raise GraphError(
+            f"op_cost: {node!r} is not an op node; variables and constants are inputs, not "
+            "kernels, so they cost nothing (arithmetic_intensity counts the ops of a graph)"
+        )
     dtypes = dtypes or {}
     shapes = static_shapes(node)
     itemsizes = [_itemsize(n, node, dtypes) for n in (node, *node.inputs)]

@@ -63,7 +63,8 @@ def limit_threads(threads: int = 1) -> ThreadLimits:
     import numexpr  # noqa: PLC0415
     from threadpoolctl import threadpool_info, threadpool_limits  # noqa: PLC0415
 
-    if params.integer(threads, "limit_threads: threads") < 1:
+    threads = params.integer(threads, "limit_threads: threads")  # np.int64 too: threadpoolctl
+    if threads < 1:  # takes Python ints only
         raise ParameterError(f"limit_threads: threads must be at least 1, got {threads}")
     before: dict[str, int] = {}
     for pool in threadpool_info():

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Hashable, Mapping
 from typing import TypeVar
 
+from .. import params
 from ..backend import synchronize
 
 K = TypeVar("K", bound=Hashable)
@@ -39,8 +40,8 @@ def _interleaved_times(
     fns: Mapping[K, Callable], repeats: int, warmup: int
 ) -> dict[K, list[float]]:
     """Every wall time of each function, run in turn after ``warmup`` runs of each."""
-    if repeats < 1:
-        raise ValueError(f"repeats must be at least 1, got {repeats}")
+    repeats = params.count(repeats, "timing: repeats", minimum=1)
+    warmup = params.count(warmup, "timing: warmup")
     for fn in fns.values():
         for _ in range(warmup):
             fn()
@@ -64,8 +65,9 @@ def blocked_medians(
     block let the other library's worker threads go idle and are not counted, so each
     function is timed in its steady state while both still share the same minutes.
     """
-    if rounds < 1 or per_block < 1:
-        raise ValueError(f"rounds and per_block must be at least 1, got {rounds}, {per_block}")
+    rounds = params.count(rounds, "blocked_medians: rounds", minimum=1)
+    per_block = params.count(per_block, "blocked_medians: per_block", minimum=1)
+    settle = params.count(settle, "blocked_medians: settle")
     times: dict[K, list[float]] = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():

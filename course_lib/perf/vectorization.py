@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import params
 from ..backend import host_array
-from ..errors import ShapeError
 from ..kernels import native
 from ..tables import Table
 from .timing import interleaved_medians
@@ -79,7 +79,8 @@ def run_loop(
     name : {"add", "horner"}
         A loop of :data:`SOURCE`.
     a, b : numpy.ndarray
-        C-contiguous float32 arrays of one shape (they may be the same array).
+        C-contiguous float32 arrays of one shape (they may be the same array), aligned to
+        4 bytes as C's ``float*`` must be (NumPy's own arrays are).
     vectorize : bool
         The ``-O3 -march=native`` build (True) or the same with SIMD turned off (False).
     out : numpy.ndarray, optional
@@ -98,21 +99,8 @@ def bind_loop(
     """:func:`run_loop`'s arrays checked and its library loaded once: each call of the result
     runs the C loop and nothing else (what :func:`measure_vectorization` times)."""
     _check_name(name)
-    a, b, out = arrays = tuple(host_array(x, f"loop {name!r}: an array") for x in (a, b, out))
-    if len({np.shape(x) for x in arrays}) != 1 or not all(
-        isinstance(x, np.ndarray) and x.dtype == np.float32 and x.flags.c_contiguous for x in arrays
-    ):
-        raise ShapeError(
-            f"loop {name!r} runs on C-contiguous float32 arrays of one shape (out included), "
-            f"got {[(np.shape(x), str(getattr(x, 'dtype', type(x).__name__))) for x in arrays]};"
-            " use numpy.ascontiguousarray(x, dtype=numpy.float32)"
-        )
-    if not out.flags.writeable or np.may_share_memory(out, a) or np.may_share_memory(out, b):
-        raise ShapeError(
-            f"loop {name!r}: out must be writeable and overlap neither input (the C loop "
-            "reads a and b through __restrict__ pointers); pass a fresh array"
-        )
-    if not out.size:
+    arrays = native.loop_arrays((a, b, out), f"loop {name!r}")
+    if not arrays[-1].size:
         return lambda: None
     return native.bind_loop(getattr(_library(vectorize), name), arrays)
 
@@ -169,6 +157,7 @@ def measure_vectorization(
     compiles the library, once per machine).
     """
     _check_name(name)
+    n = params.count(n, "measure_vectorization: n")
     rng = np.random.default_rng(seed)
     a, b = (rng.uniform(-0.5, 0.5, n).astype(np.float32) for _ in range(2))
     out = np.empty(n, np.float32)

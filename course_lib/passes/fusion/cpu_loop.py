@@ -91,16 +91,7 @@ def bind_cpu_loop(
     that Python's per-call work would count)."""
     if len(arrays) != len(kernel.inputs):
         raise ShapeError(f"{kernel.name} takes inputs {kernel.inputs}, got {len(arrays)} arrays")
-    loop_name = f"{kernel.name}'s compiled CPU loop"
-    arrays = [host_array(a, f"an input of {loop_name}") for a in arrays]
-    everything = [*arrays, host_array(out, f"the out array of {loop_name}")]
-    if len({a.shape for a in everything}) != 1 or any(
-        a.dtype != np.float32 or not a.flags.c_contiguous for a in everything
-    ):
-        raise ShapeError(
-            f"{kernel.name} runs on C-contiguous float32 arrays of one shape (output "
-            f"included), got {[(a.shape, str(a.dtype)) for a in everything]}"
-        )
+    everything = kernels.native.loop_arrays([*arrays, out], f"{kernel.name}'s compiled CPU loop")
     if not out.size:
         return lambda: None
     function = _compiled(cpu_source(kernel), kernel.name)
