@@ -13,7 +13,7 @@ import numpy as np
 from . import params
 from .autodiff import grad, jvp
 from .backend import to_numpy
-from .errors import GraphError
+from .errors import GraphError, ParameterError
 from .graph import Node, constant
 from .ops import mul, sum
 from .runtime import Executor
@@ -105,7 +105,9 @@ def central_difference(f, x: float, eps: float) -> float:
 
 def difference_errors(f, exact: float, x: float, eps_values) -> dict[str, np.ndarray]:
     """Absolute errors of both difference quotients against the ``exact`` derivative, on the
-    host (``f`` may return device scalars, such as ``evaluate`` of a 0-d node)."""
+    host (``f`` may return device scalars, such as ``evaluate`` of a 0-d node); every ε above 0
+    (the quotients divide by it)."""
+    eps_values = [params.real(e, "difference_errors: ε", positive=True) for e in eps_values]
     return {
         "forward": to_numpy([abs(forward_difference(f, x, e) - exact) for e in eps_values]),
         "central": to_numpy([abs(central_difference(f, x, e) - exact) for e in eps_values]),
@@ -113,5 +115,14 @@ def difference_errors(f, exact: float, x: float, eps_values) -> dict[str, np.nda
 
 
 def loglog_slope(eps_values, errors) -> float:
-    """The slope of ``log10(error)`` against ``log10(ε)`` (least squares): the error's order."""
-    return float(np.polyfit(np.log10(eps_values), np.log10(errors), 1)[0])
+    """The slope of ``log10(error)`` against ``log10(ε)`` (least squares): the error's order.
+    Every ε and every error must be above 0: log10(0) has no value."""
+    eps, err = (np.asarray(to_numpy(v), dtype=np.float64) for v in (eps_values, errors))
+    bad = ~((eps > 0) & (err > 0))
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise ParameterError(
+            f"loglog_slope: ε and the error must be above 0 (their log10 is fitted), got error "
+            f"{err[k]:g} at ε = {eps[k]:g}; leave out an ε where the difference came out exact"
+        )
+    return float(np.polyfit(np.log10(eps), np.log10(err), 1)[0])

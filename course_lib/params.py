@@ -180,9 +180,9 @@ def count(value, what: str, minimum: int = 0, maximum: int | None = None) -> int
 
 
 def finite_array(array, what: str):
-    """``array`` (on the host) if it holds no NaN or infinity; else a
-    :class:`ParameterError` naming ``what`` and how many values are not finite."""
-    bad = int((~np.isfinite(np.asarray(array, dtype=np.float64))).sum())
+    """``array`` (on the host) if it holds real numbers (:func:`numeric_array`), none NaN or
+    infinite; else a :class:`ParameterError` naming ``what`` and how many are not finite."""
+    bad = int((~np.isfinite(numeric_array(np.asarray(array), what))).sum())
     if bad:
         raise ParameterError(f"{what} holds {bad} NaN or infinite value(s); refusing to load it")
     return array

@@ -21,6 +21,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from .backend import host_array
 from .errors import ShapeError
+from .tables import counted
 
 __all__ = [
     "OutOfBoundsError",
@@ -96,8 +97,8 @@ class StridedView:
             object.__setattr__(self, name, value)
         if len(self.strides) != len(self.shape):
             raise ShapeError(
-                f"shape {self.shape} has {len(self.shape)} axes but strides {self.strides} "
-                f"has {len(self.strides)}; give one stride per axis"
+                f"shape {self.shape} has {counted(len(self.shape), 'axis', 'axes')} but "
+                f"strides {self.strides} has {len(self.strides)}; give one stride per axis"
             )
         self._check_inside_buffer()
         self._check_addressable()
@@ -184,8 +185,9 @@ class StridedView:
         index = _as_ints(index, "index")
         if len(index) != self.ndim:
             raise ShapeError(
-                f"index {index} has {len(index)} entries but the view has {self.ndim} axes "
-                f"(shape {self.shape}); give one integer per axis"
+                f"index {index} has {counted(len(index), 'entry', 'entries')} but the view has "
+                f"{counted(self.ndim, 'axis', 'axes')} (shape {self.shape}); give one integer "
+                "per axis"
             )
         position = self.offset
         for axis, (i, n, s) in enumerate(zip(index, self.shape, self.strides)):
@@ -236,11 +238,31 @@ class StridedView:
         strides = tuple(s // itemsize for s in array.strides)
         return cls(buffer, array.shape, strides, offset)
 
+    def overlaps(self) -> bool:
+        """Whether two elements share a memory offset (a stride of 0, sliding windows).
+
+        Axes from the smallest stride up: each stride past the reach of the smaller ones
+        (a mixed radix, as row-major strides are) gives every element its own offset; else
+        the offsets are counted.
+        """
+        reach = 0  # the largest offset the smaller strides reach from the first element
+        for s, n in sorted((abs(s), n) for n, s in zip(self.shape, self.strides) if n > 1):
+            if s == 0:  # n elements at one offset (an empty view has none)
+                return self.size > 0
+            if s <= reach:
+                return np.unique(self.element_offsets()).size < self.size
+            reach += (n - 1) * s
+        return False
+
     def to_numpy(self) -> np.ndarray:
-        """A NumPy view of the same memory (``as_strided``; no copy)."""
+        """A NumPy view of the same memory (``as_strided``; no copy), read-only where elements
+        overlap (:meth:`overlaps`), as NumPy's ``broadcast_to`` and ``sliding_window_view``
+        are: writing one element would change others."""
         buffer = self.buffer  # as_strided trusts the bounds checked on this very buffer
         start = buffer[self.offset :] if self.size else buffer[:0]
-        return as_strided(start, shape=self.shape, strides=self.byte_strides)
+        return as_strided(
+            start, shape=self.shape, strides=self.byte_strides, writeable=not self.overlaps()
+        )
 
     # ----------------------------------------------------------------- views
     def __getitem__(self, index):
@@ -291,8 +313,8 @@ class StridedView:
         used = sum(e is not None and e is not Ellipsis for e in entries)
         if used > self.ndim:
             raise OutOfBoundsError(
-                f"too many indices: {used} given for a view with {self.ndim} axes "
-                f"(shape {self.shape})"
+                f"too many indices: {used} given for a view with "
+                f"{counted(self.ndim, 'axis', 'axes')} (shape {self.shape})"
             )
         fill = [slice(None)] * (self.ndim - used)
         if n_ellipsis == 0:
@@ -308,8 +330,9 @@ class StridedView:
         normal = tuple(a + self.ndim if a < 0 else a for a in axes)
         if sorted(normal) != list(range(self.ndim)):
             raise ShapeError(
-                f"permute{axes} is not a permutation of the {self.ndim} axes of shape "
-                f"{self.shape}; name each of 0..{self.ndim - 1} exactly once"
+                f"permute{axes} is not a permutation of the "
+                f"{counted(self.ndim, 'axis', 'axes')} of shape {self.shape}; name each of "
+                f"0..{self.ndim - 1} exactly once"
             )
         return StridedView(
             self.buffer,
@@ -381,7 +404,7 @@ class StridedView:
             shape = shape[: unknown[0]] + (self.size // known,) + shape[unknown[0] + 1 :]
         if -1 in shape or math.prod(shape) != self.size:
             raise ShapeError(
-                f"cannot reshape shape {self.shape} ({self.size} elements) to {shape}; "
+                f"cannot reshape shape {self.shape} ({counted(self.size, 'element')}) to {shape}; "
                 "the number of elements must stay the same"
             )
         return shape
@@ -416,7 +439,7 @@ class StridedView:
             raise OutOfBoundsError(
                 f"a view with shape {self.shape}, strides {self.strides} and offset "
                 f"{self.offset} reaches memory offsets {low}..{high}, but the buffer has "
-                f"{len(self.buffer)} elements (0..{len(self.buffer) - 1}); "
+                f"{counted(len(self.buffer), 'element')} (0..{len(self.buffer) - 1}); "
                 "make the buffer larger or the view smaller"
             )
 

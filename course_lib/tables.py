@@ -1,7 +1,8 @@
 """Tables of text: aligned text in a terminal or a saved notebook, HTML in Jupyter.
 
 Plain Python, no plotting: the FLOP and memory calculators show themselves with these, and
-``course_lib.viz`` builds the autodiff trace tables on them.
+``course_lib.viz`` builds the autodiff trace tables on them. :func:`number` writes a value as
+every table, picture and step caption shows it; :func:`counted` a count with its noun.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import html
 import unicodedata
 from collections.abc import Sequence
 
-from .errors import ShapeError
+from .errors import ParameterError, ShapeError
 
 
 class Table:
@@ -25,12 +26,15 @@ class Table:
         for k, row in enumerate(self.rows):
             if len(row) != len(self.headers):
                 raise ShapeError(
-                    f"Table: row {k} has {len(row)} cells {row} but there are "
-                    f"{len(self.headers)} headers {self.headers}; give one cell per column"
+                    f"Table: row {k} has {counted(len(row), 'cell')} {row} but there are "
+                    f"{counted(len(self.headers), 'header')} {self.headers}; give one cell per "
+                    "column"
                 )
 
     def column(self, header: str) -> list[str]:
         """The cells of one column."""
+        if header not in self.headers:
+            raise ParameterError(f"Table: no column {header!r}; the headers are {self.headers}")
         index = self.headers.index(header)
         return [row[index] for row in self.rows]
 
@@ -65,6 +69,20 @@ class ShownAsTable:
 
     def _repr_html_(self) -> str:
         return self.table()._repr_html_()
+
+
+def number(value) -> str:
+    """``value`` (a real number, or a 0-d array) with 3 decimals, or 3 digits after a power
+    of ten from 10⁶ on (3 decimals would write 1e300 with 300 digits); negative with the
+    minus sign the ops write (U+2212: ``v2 − v3 = −0.500``)."""
+    value = float(value)
+    text = f"{value:.3f}" if abs(value) < 1e6 else f"{value:.3e}"
+    return text.replace("-", "−")
+
+
+def counted(n: int, noun: str, plural: str = "") -> str:
+    """``n`` with its noun, singular for one: ``1 step``, ``3 steps``, ``2 axes``."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
 def _width(text: str) -> int:

@@ -153,7 +153,7 @@ def test_trace_tables_show_lecture_values(lecture_graph):
         "5.000",
         "0.693",
         "10.000",
-        "-0.959",
+        "−0.959",
         "10.693",
         "11.652",
     ]
@@ -171,7 +171,7 @@ def test_trace_tables_show_lecture_values(lecture_graph):
     assert adjoints.column("value") == [
         "1.000",
         "1.000",
-        "-1.000",
+        "−1.000",
         "1.000",
         "1.000",
         "1.716",

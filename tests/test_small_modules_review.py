@@ -126,8 +126,8 @@ def test_a_table_without_rows_shows_its_headers():
 
 
 def test_a_table_refuses_rows_that_do_not_fit_its_headers():
-    for row in (["1"], ["1", "2", "3"]):
-        with pytest.raises(cl.ShapeError, match=f"row 1 has {len(row)} cells.*2 headers"):
+    for row, cells in ((["1"], "1 cell"), (["1", "2", "3"], "3 cells")):
+        with pytest.raises(cl.ShapeError, match=f"row 1 has {cells} .*2 headers"):
             Table(["a", "b"], [["x", "y"], row])
     assert repr(Table([1, 2.5], [[3, 4]])) == "1  2.5\n-  ---\n3  4"
 

@@ -43,7 +43,7 @@ def test_backslashes_in_names_and_titles_are_drawn_as_written(name):
 
 
 def test_huge_and_empty_values_are_written_shortly():
-    assert format_value(1e300) == "1.000e+300" and format_value(-2e6) == "-2.000e+06"
+    assert format_value(1e300) == "1.000e+300" and format_value(-2e6) == "−2.000e+06"
     assert format_value(999999.5) == "999999.500" and format_value(np.nan) == "nan"
     assert format_value(np.zeros((0, 3))) == "shape 0×3"
     x = cl.variable("x", shape=())

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from numbers import Integral
 
+from .. import tables
 from ..errors import OutOfRangeError
 from ..graph import Node, formula
 
@@ -125,7 +126,7 @@ class Trace:
         if isinstance(step, bool) or not isinstance(step, Integral) or not 0 <= step <= last:
             raise OutOfRangeError(
                 f"Trace: step must be an integer from 0 to {last} (this trace has "
-                f"{len(self.steps)} steps), got {step!r}"
+                f"{tables.counted(len(self.steps), 'step')}), got {step!r}"
             )
         return int(step)
 
@@ -279,11 +280,10 @@ def _written(node: Node, names: Mapping) -> str:
 
 
 def _number(value) -> str | None:
-    """A value as a number with 3 decimals, or None if it is not one number."""
+    """A value as one number (``tables.number``), or None if it is not one number."""
     if value is None or getattr(value, "size", 1) != 1:
         return None
-    number = float(value.reshape(()) if hasattr(value, "reshape") else value)
-    return f"{number:.3f}".replace("-", "−")  # the minus sign ops write (Neg, Sub)
+    return tables.number(value.reshape(()) if hasattr(value, "reshape") else value)
 
 
 def _operand(number: str) -> str:

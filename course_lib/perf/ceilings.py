@@ -43,8 +43,14 @@ class Roofline:
         return self.peak_flops / self.bandwidth
 
     def attainable(self, intensity):
-        """``min(peak, intensity × bandwidth)`` in FLOP/s (numbers or arrays)."""
-        return np.minimum(self.peak_flops, np.asarray(intensity) * self.bandwidth)
+        """``min(peak, intensity × bandwidth)`` in FLOP/s (numbers or arrays of intensities,
+        each at least 0 FLOPs per byte)."""
+        intensity = params.numeric_array(np.asarray(intensity), "Roofline.attainable: intensity")
+        if not (intensity >= 0).all():
+            bad = intensity[~(intensity >= 0)].flat[0]
+            raise ParameterError(f"Roofline.attainable: an arithmetic intensity must be FLOPs "
+                                 f"per byte >= 0, got {float(bad)!r}")  # fmt: skip
+        return np.minimum(self.peak_flops, intensity * self.bandwidth)
 
     def describe(self) -> str:
         return (

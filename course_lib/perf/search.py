@@ -33,7 +33,8 @@ def search_fusions(outputs: Node | list[Node], feed: Mapping, repeats: int = 5) 
 
     At most :data:`MAX_REGIONS` regions are searched (the first ones in graph order). The
     candidates run on the current device: pin the CPU with ``course_lib.use_device("cpu")`` to
-    search for the CPU (a GPU's launches return before they finish).
+    search for the CPU (a GPU's launches return before they finish). As in ``measure_graph``,
+    ``feed`` may hold variables the outputs do not use.
     """
     outs = node_list(outputs, "search_fusions")
     roots = list(find_regions(outs))[:MAX_REGIONS]
@@ -44,7 +45,8 @@ def search_fusions(outputs: Node | list[Node], feed: Mapping, repeats: int = 5) 
     }
     runners = {combo: Executor(g) for combo, g in graphs.items()}
     times = interleaved_medians(
-        {combo: (lambda r=run: r.run(feed)) for combo, run in runners.items()}, repeats=repeats
+        {combo: (lambda r=run: r.run(feed, allow_unused=True)) for combo, run in runners.items()},
+        repeats=repeats,
     )
     found = [
         Candidate(tuple(r.name for r in combo), graphs[combo], times[combo]) for combo in subsets

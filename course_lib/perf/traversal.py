@@ -16,12 +16,19 @@ import functools
 import numpy as np
 
 from ..backend import host_array
+from ..errors import ShapeError
 from .timing import interleaved_medians
 
 
 def sum_row_by_row(array: np.ndarray) -> float:
     """The sum of a 2-D NumPy array, computed one row at a time (the lecture's nested loop)."""
-    return float(sum(float(row.sum()) for row in host_array(array, "sum_row_by_row")))
+    rows = host_array(array, "sum_row_by_row")
+    if rows.ndim != 2 or rows.dtype.kind not in "biuf":
+        raise ShapeError(
+            f"sum_row_by_row walks a 2-D array of numbers one row at a time, got "
+            f"{type(array).__name__} of shape {rows.shape} and dtype {rows.dtype}"
+        )
+    return float(sum(float(row.sum()) for row in rows))
 
 
 def traversal_seconds(arrays: dict[str, np.ndarray], repeats: int = 5) -> dict[str, float]:

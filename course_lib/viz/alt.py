@@ -15,6 +15,8 @@ from matplotlib.collections import PathCollection
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle, Wedge
 
+from ..tables import counted
+
 
 def figure_description(fig: Figure) -> str:
     """What a matplotlib figure shows: per plot, its title, its series (by their legend
@@ -35,20 +37,21 @@ def _axes_description(ax: Axes) -> str:
         parts.append("legend: " + ", ".join(t.get_text() for t in legend.get_texts()))
     lines = len(ax.get_lines())
     if lines:
-        parts.append(f"{lines} line{'s' if lines > 1 else ''}")
+        parts.append(counted(lines, "line"))
     bars = [p for p in ax.patches if isinstance(p, Rectangle)]
     wedges = [p for p in ax.patches if isinstance(p, Wedge)]
     if bars:
-        parts.append(f"{len(bars)} bars")
+        parts.append(counted(len(bars), "bar"))
     if wedges:
         texts = [t.get_text() for t in ax.texts if t.get_text()]
-        parts.append(f"a pie of {len(wedges)} wedges" + (f" ({', '.join(texts)})" if texts else ""))
+        pie = f"a pie of {counted(len(wedges), 'wedge')}"
+        parts.append(pie + (f" ({', '.join(texts)})" if texts else ""))
     for image in ax.images:
         rows, cols = image.get_array().shape[:2]
         parts.append(f"a {rows}×{cols} colour map")
     points = sum(len(c.get_offsets()) for c in ax.collections if isinstance(c, PathCollection))
     if points and not ax.images:
-        parts.append(f"{points} marked points")
+        parts.append(counted(points, "marked point"))
     return ", ".join(parts + [a for a in (_axis(ax, "x"), _axis(ax, "y")) if a])
 
 

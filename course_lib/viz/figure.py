@@ -7,6 +7,7 @@ import html
 import graphviz
 
 from ..backend import to_numpy
+from ..tables import number
 
 MISSING_DOT = (
     "Graphviz's 'dot' program is not installed, so this graph cannot be drawn.\n"
@@ -66,20 +67,14 @@ class GraphFigure(graphviz.Digraph):
 
 def format_value(value) -> str:
     """A short text for a computed value (of any device: it is copied to the host first):
-    3 decimals for scalars (a power of ten from a million on), shape for big or empty arrays."""
+    scalars and up to 4 numbers as ``tables.number`` writes them (as the step captions do),
+    the shape for big or empty arrays."""
     value = to_numpy(value)
     if value.size == 1:
-        return _number(value.reshape(()))
+        return number(value.reshape(()))
     if 0 < value.size <= 4:
-        return "[" + ", ".join(map(_number, value.reshape(-1))) + "]"
+        return "[" + ", ".join(map(number, value.reshape(-1))) + "]"
     return "shape " + "×".join(map(str, value.shape))
-
-
-def _number(x) -> str:
-    """``x`` with 3 decimals, or 3 digits after a power of ten when it is 10⁶ or more
-    (3 decimals would write 1e300 with 300 digits)."""
-    x = float(x)
-    return f"{x:.3f}" if abs(x) < 1e6 else f"{x:.3e}"
 
 
 def html_text(text: str) -> str:

@@ -12,6 +12,7 @@ from ..autodiff.trace import LectureNames, names_of
 from ..errors import GraphError, ParameterError
 from ..graph import Node, constant, node_list, topological_order
 from ..runtime import Executor
+from ..tables import counted
 from .figure import GraphFigure
 from .labels import aliases, definition, is_inline_constant, lecture_names, node_text
 
@@ -133,8 +134,8 @@ def draw_graph(
     order = [n for n in everything if n in roles or not is_inline_constant(n)]
     if len(order) > max_nodes:
         raise GraphError(
-            f"draw_graph: {len(order)} nodes is too many to read (max_nodes={max_nodes}); "
-            "draw a smaller graph or pass a larger max_nodes"
+            f"draw_graph: {counted(len(order), 'node')} is too many to read (max_nodes="
+            f"{max_nodes}); draw a smaller graph or pass a larger max_nodes"
         )
     labels = dict(labels or {})
     names = lecture_names([n for n in order if n not in labels], numbers, roles) | labels
@@ -275,7 +276,7 @@ def fed_values(nodes: Sequence[Node], feed: Mapping) -> dict:
 def _summary(order: list[Node], names: dict, roles: dict, stage_of: dict) -> str:
     counts = {s: sum(1 for n in order if stage_of[n] == s) for s in STAGES}
     head = ", ".join(f"{c} {s}" for s, c in counts.items() if c)
-    lines = [f"graph with {len(order)} nodes ({head})"]
+    lines = [f"graph with {counted(len(order), 'node')} ({head})"]
     for node in order[:40]:
         others = aliases(node, names, roles.get(node, ()))
         lines.append(f"  {definition(node, names)}" + "".join(f" ≡ {a}" for a in others))

@@ -15,6 +15,7 @@ from matplotlib.patches import Rectangle
 
 from ..errors import ShapeError
 from ..strides import StridedView
+from ..tables import counted
 from .plots import CourseFigure
 
 MAX_CELLS = 256
@@ -41,8 +42,8 @@ def plot_layout(view: StridedView, title: str | None = None) -> Figure:
     n_memory = len(view.buffer)
     if view.size > MAX_CELLS or n_memory > MAX_CELLS:
         raise ShapeError(
-            f"plot_layout draws at most {MAX_CELLS} cells, but this view has {view.size} "
-            f"elements over a buffer of {n_memory}; draw a smaller example"
+            f"plot_layout draws at most {MAX_CELLS} cells, but this view has "
+            f"{counted(view.size, 'element')} over a buffer of {n_memory}; draw a smaller example"
         )
     offsets = view.element_offsets()
     rows = offsets.reshape(-1, view.shape[-1] if view.ndim else 1)
@@ -126,8 +127,8 @@ def _draw_memory(ax, view: StridedView, offsets: np.ndarray, colours, fontsize: 
     _frame(
         ax,
         (n_memory, 1),
-        f"memory offset (elements of {view.itemsize} bytes, {view.dtype})",
-        f"memory buffer: {n_memory} elements\n"
+        f"memory offset (elements of {counted(view.itemsize, 'byte')}, {view.dtype})",
+        f"memory buffer: {counted(n_memory, 'element')}\n"
         "label = logical index stored there, ×k = shared by k elements, grey = unused",
         fontsize,
     )

@@ -24,6 +24,7 @@ import graphviz
 from ..autodiff.trace import StepKind, Trace
 from ..errors import GraphError
 from ..graph import Node
+from ..tables import counted
 from .alt import svg_with_alt
 from .figure import MISSING_DOT
 from .graphs import GRAPH_ATTRS, NODE_ATTRS
@@ -245,10 +246,10 @@ class StepThrough:
     ):
         if len(trace.steps) > max_steps:  # 100 steps take 11 MB, 200 take 43 MB
             raise GraphError(
-                f"StepThrough: {len(trace.steps)} steps is too many to play (max_steps="
-                f"{max_steps}): each step is a picture of the whole graph, so the output grows "
-                "with the square of the steps; step through a smaller graph, draw chosen steps "
-                "with draw_step, or pass a larger max_steps"
+                f"StepThrough: {counted(len(trace.steps), 'step')} is too many to play "
+                f"(max_steps={max_steps}): each step is a picture of the whole graph, so the "
+                "output grows with the square of the steps; step through a smaller graph, draw "
+                "chosen steps with draw_step, or pass a larger max_steps"
             )
         self.trace = trace
         self.interval_ms = interval_ms
@@ -263,7 +264,7 @@ class StepThrough:
         return len(self.pages)
 
     def __repr__(self) -> str:
-        lines = [f"StepThrough: {len(self)} steps of gradient(out)"]
+        lines = [f"StepThrough: {counted(len(self), 'step')} of gradient(out)"]
         lines += [f"  {i + 1}. {caption}" for i, caption in enumerate(self.captions)]
         return "\n".join(lines)
 

@@ -8,6 +8,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..backend import to_host
+from ..tables import counted
 from .alt import figure_description
 
 
@@ -200,7 +201,7 @@ def plot_attention(
     if not maps or len(titles) != len(maps) or any(probs.shape != square for probs in maps):
         raise ValueError(
             f"plot_attention needs one title per map and maps of shape {square} (one row and "
-            f"column per label), got {len(titles)} titles for maps of shapes "
+            f"column per label), got {counted(len(titles), 'title')} for maps of shapes "
             f"{[probs.shape for probs in maps]}"
         )
     fig = CourseFigure(figsize=(3.2 * len(maps), 3.4))

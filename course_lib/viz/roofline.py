@@ -11,6 +11,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from ..perf import KernelPoint, OpRepeat, Roofline
+from ..tables import counted
 from .plots import CourseFigure
 
 
@@ -44,7 +45,8 @@ def plot_roofline(points: Sequence[KernelPoint], roofline: Roofline, title: str 
         ax.loglog(p.intensity, p.flops_per_second / 1e9, "o", markersize=7, label=p.name)
     ax.set_title(title or f"Roofline of this machine\n{roofline.describe()}", fontsize=9)
     ax.legend(fontsize=8, loc="lower right")
-    lines = [f"roofline with {len(points)} measured kernels (ridge between memory and compute):"]
+    kernels = counted(len(points), "measured kernel")
+    lines = [f"roofline with {kernels} (ridge between memory and compute):"]
     for p in sorted(points, key=lambda p: p.intensity):
         side = "memory-bound" if p.intensity < roofline.ridge else "compute-bound"
         lines.append(f"  {p.name}: AI {p.intensity:.3g} FLOPs/byte, {side}")

@@ -18,6 +18,7 @@ import graphviz
 from ..autodiff.trace import Replay, Step, StepKind, Trace
 from ..graph import Node
 from ..runtime import Executor
+from ..tables import counted
 from .figure import GraphFigure, format_value, html_text
 from .graphs import EDGE_STYLES, GRAPH_ATTRS, NODE_ATTRS, STAGE_STYLES, VARIABLE_STYLE, fed_values
 from .labels import is_inline_constant, lecture_names, node_text
@@ -144,7 +145,9 @@ def draw_step(
     every node and to the ``node_to_grad`` panel.
     """
     if not 0 <= step < len(trace.steps):
-        raise IndexError(f"step {step} is out of range: this trace has {len(trace.steps)} steps")
+        raise IndexError(
+            f"step {step} is out of range: this trace has {counted(len(trace.steps), 'step')}"
+        )
     if values is None and feed is not None:
         values = trace_values(trace, feed)
     values = values or {}
