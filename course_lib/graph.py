@@ -743,8 +743,10 @@ def formula(node: Node, names: Mapping[Node, str] | None = None) -> str:
             forms[n] = _Form.of_op(n.op, [(forms[i], is_leaf(i)) for i in n.inputs])
     length = forms[node].length
     if length > FORMULA_LIMIT:
+        # a length of thousands of digits is beyond what Python writes in decimal (4300 digits)
+        size = f"{length:,}" if length < 10**15 else f"about 2^{length.bit_length() - 1}"
         raise GraphError(
-            f"formula: the written-out formula would have {length:,} characters (more "
+            f"formula: the written-out formula would have {size} characters (more "
             f"than the limit of {FORMULA_LIMIT:,}); draw the graph instead with cl.draw_graph"
         )
     return _write(order, forms, is_leaf, names)

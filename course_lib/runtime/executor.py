@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 from .. import backend, params
 from ..errors import FeedError, GraphError, ShapeError
 from ..graph import COMPUTE_ERRORS, Node, compute_error, node_list, topological_order
@@ -40,6 +42,9 @@ class Executor:
         (fed values and constants included).
     last_run : dict
         ``{"computed": ops run, "skipped": ops on untaken branches}`` for the last run.
+
+    Several threads may run one executor at once (each run has its own values), but then
+    ``peak_bytes`` and ``last_run`` may mix their counts.
     """
 
     def __init__(self, outputs: Node | Sequence[Node], optimize: bool = False):
@@ -135,6 +140,13 @@ class Executor:
             array = backend.to_device(value, what)
         except (ValueError, TypeError) as exc:  # ragged lists, objects NumPy cannot hold
             raise FeedError(f"{what} is not an array of numbers: {exc}") from None
+        if type(array) is not np.ndarray and isinstance(array, np.ndarray):
+            if isinstance(array, np.ma.MaskedArray):
+                raise FeedError(
+                    f"{what} is a masked array, whose mask course_lib would ignore; feed "
+                    "array.filled(value) (masked entries set to value)"
+                )
+            array = np.asarray(array)  # a subclass computes its own way (np.matrix: * is @)
         kind = getattr(getattr(array, "dtype", None), "kind", "O")
         if kind not in "biuf":
             raise FeedError(f"{what} holds {getattr(array, 'dtype', type(array).__name__)} "
@@ -209,7 +221,7 @@ class Executor:
                 raise GraphError(f"output {node.name} is on a branch that was not taken")
             if earlier.aliased_by(xp, value) or not _writable(value):
                 value = value.copy()  # a fed array (or an earlier output) seen through a view,
-                # or a read-only one (a broadcast gradient, a constant): the caller's to change
+                # a read-only one (a constant) or a broadcast (a gradient): the caller's to change
             earlier.add(value)
             outs.append(value)
         return outs[0] if self.single else outs
@@ -261,8 +273,16 @@ class _Earlier:
 
 
 def _writable(value) -> bool:
-    """False for a read-only NumPy array (CuPy's arrays and numbers have no such flag)."""
-    return getattr(getattr(value, "flags", None), "writeable", True)
+    """Can each element of ``value`` be written alone? Not in a read-only NumPy array, nor in
+    a broadcast (an axis of stride 0): NumPy's are read-only, but a device's arrays have no
+    such flag, so writing one element of a CuPy broadcast would write them all."""
+    flags = getattr(value, "flags", None)  # a number has none
+    if flags is None:
+        return True
+    strides = value.strides
+    return getattr(flags, "writeable", True) and (
+        0 not in strides or all(stride or size < 2 for stride, size in zip(strides, value.shape))
+    )
 
 
 def _nbytes(value) -> int:
