@@ -22,7 +22,7 @@ from types import ModuleType
 
 import numpy
 
-from .errors import DeviceError
+from .errors import DeviceError, ParameterError
 
 _DEVICES = ("cpu", "gpu", "strict")
 _state: dict = {"device": None, "xp": None}  # the device name and its array module
@@ -149,7 +149,15 @@ def to_device(value, what: str = "an array"):
     array) is copied there; an array already there is returned as it is; an array of another
     device is refused, naming both devices and ``what`` it was meant for. A list or tuple may
     hold arrays of the current device (losses collected step by step): it is gathered on the
-    host, then copied."""
+    host, then copied. A subclass of NumPy's array enters as a plain one (``np.matrix`` would
+    make ``*`` a matrix product); a masked array is refused (its mask would be lost)."""
+    if isinstance(value, numpy.ndarray) and type(value) is not numpy.ndarray:
+        if isinstance(value, numpy.ma.MaskedArray):
+            raise ParameterError(
+                f"{what} is a masked array, whose mask course_lib would ignore; pass "
+                "array.filled(value) (masked entries set to value)"
+            )
+        value = numpy.asarray(value)  # a view: a memmap is read in place
     device = get_device()
     found = device_of(value)
     if found == device:

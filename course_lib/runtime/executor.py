@@ -9,10 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-import numpy as np
-
 from .. import backend, params
-from ..errors import FeedError, GraphError, ShapeError
+from ..errors import FeedError, GraphError, ParameterError, ShapeError
 from ..graph import COMPUTE_ERRORS, Node, compute_error, node_list, topological_order
 from ..ops.control import DEAD, Switch
 from ..passes import optimize as run_passes
@@ -138,15 +136,10 @@ class Executor:
             raise FeedError(f"{what} is the node {value.name}; feed arrays (evaluate it first)")
         try:
             array = backend.to_device(value, what)
+        except ParameterError:  # the boundary's own refusal (a masked array) says it all
+            raise
         except (ValueError, TypeError) as exc:  # ragged lists, objects NumPy cannot hold
             raise FeedError(f"{what} is not an array of numbers: {exc}") from None
-        if type(array) is not np.ndarray and isinstance(array, np.ndarray):
-            if isinstance(array, np.ma.MaskedArray):
-                raise FeedError(
-                    f"{what} is a masked array, whose mask course_lib would ignore; feed "
-                    "array.filled(value) (masked entries set to value)"
-                )
-            array = np.asarray(array)  # a subclass computes its own way (np.matrix: * is @)
         kind = getattr(getattr(array, "dtype", None), "kind", "O")
         if kind not in "biuf":
             raise FeedError(f"{what} holds {getattr(array, 'dtype', type(array).__name__)} "
