@@ -16,6 +16,7 @@ import pytest
 
 import course_lib as cl
 from course_lib.models import (
+    SGD,
     AdamW,
     Llama,
     LlamaConfig,
@@ -291,3 +292,24 @@ def test_an_optimiser_made_before_the_model_moved_is_refused_by_name():
             _train(model, optimizer)
         assert optimizer.step_count == 0
         assert len(_train(model, AdamW(model.params)).losses) == 1  # made after the move
+
+
+def test_one_array_under_two_parameter_names_is_refused_before_anything_is_written():
+    tied = np.ones(3)
+    arrays = {"a": tied, "b": tied}
+    a, b = cl.variable("a", (3,), np.float64), cl.variable("b", (3,), np.float64)
+    loss = cl.sum(a * 2.0) + cl.sum(b * 3.0)
+    optimizer = SGD(lr=0.1)
+    nodes = optimizer.update_nodes({"a": a, "b": b}, dict(zip("ab", cl.grad(loss, [a, b]))))
+    new = cl.Executor(nodes).run({a: tied, b: tied, **optimizer.feed()})
+    with pytest.raises(cl.ParameterError, match="parameter a and parameter b are the same array"):
+        optimizer.write_back(arrays, new)
+    np.testing.assert_array_equal(tied, 1.0)
+
+
+def test_a_complex_state_dict_entry_is_refused_not_cast():
+    model = Llama(CONFIG)
+    state = {name: cl.to_numpy(a) for name, a in model.params.items()}
+    state[EMBED] = state[EMBED] + 1j * np.inf
+    with pytest.raises(cl.GraphError, match=f"state dict entry {EMBED} holds numbers"):
+        load_hf_state_dict(Llama(CONFIG), state)

@@ -216,6 +216,7 @@ def load_hf_state_dict(model: Llama, state_dict: Mapping) -> Llama:
                 f"state dict entry {name} has shape {array.shape}, "
                 f"the model expects {model.params[name].shape}"
             )
+        params.numeric_array(array, f"state dict entry {name}")  # before a cast drops any part
         array = np.array(array, dtype=model.dtype, order="C", copy=True)
         params.finite_array(array, f"state dict entry {name}")
         arrays[name] = backend.to_device(array, f"state dict entry {name}")

@@ -152,6 +152,20 @@ def _floating(dtype, what: str) -> None:
                          "parameters only (convert it with .astype(np.float32))")  # fmt: skip
 
 
+def _distinct_targets(what: str, targets: Sequence[tuple[str, object]]) -> None:
+    """Each update needs its own array: written twice, an array keeps only the last update
+    (a weight tied by giving one array two names would take one of its two gradients)."""
+    first: dict[int, str] = {}
+    for label, target in targets:
+        earlier = first.setdefault(id(target), label)
+        if earlier != label:
+            raise ParameterError(
+                f"{what}: {earlier} and {label} are the same array, so one update would "
+                "overwrite the other; a tied weight is one parameter (one name, used twice "
+                "in the graph)"
+            )
+
+
 def _check_target(what: str, label: str, target, value) -> None:
     """An error naming ``label`` unless ``value`` can be written into ``target`` in place."""
     if not hasattr(target, "shape"):
@@ -223,6 +237,7 @@ class Optimizer:
         if missing:
             raise FeedError(f"{what}: no array for parameter(s) {missing}")
         targets = [(f"parameter {n}", arrays[n]) for n in self._names] + state
+        _distinct_targets(what, targets)
         for (label, target), value in zip(targets, values):
             _check_target(what, label, target, value)
         for (_, target), value in zip(targets, values):
