@@ -1,5 +1,6 @@
 """Pictures: computational graphs, the backward algorithm step by step, traces and plots."""
 
+from .access import plot_decode_steps, plot_warp_sectors
 from .figure import GraphFigure
 from .graphs import draw_graph
 from .layout import plot_layout
@@ -27,10 +28,12 @@ __all__ = [
     "plot_attention",
     "plot_breakdown",
     "plot_curve",
+    "plot_decode_steps",
     "plot_difference_errors",
     "plot_layout",
     "plot_op_repeat",
     "plot_roofline",
     "plot_grouped_bars",
     "plot_stacked_bars",
+    "plot_warp_sectors",
 ]
