@@ -144,3 +144,13 @@ def test_views_whose_elements_each_have_their_own_offset_stay_writeable(shape, s
     """Row-major, transposed, interleaved strides (offsets 0, 3, 2, 5, 4, 7) and empty."""
     view = StridedView(np.zeros(12), shape, strides)
     assert not view.overlaps() and view.to_numpy().flags.writeable
+
+
+def test_shape_errors_of_the_ops_count_one_dimension_and_one_element_in_the_singular():
+    x = cl.variable("x", shape=(3,))
+    with pytest.raises(cl.ShapeError, match="out of range for 1 dimension$"):
+        cl.sum(x, axis=1)
+    with pytest.raises(cl.ShapeError, match="not a permutation of 1 dimension$"):
+        cl.transpose(x, (1, 0))
+    with pytest.raises(cl.ShapeError, match=r"cannot reshape \(1,\) \(1 element\) to \(2,\)"):
+        cl.reshape(cl.variable("y", shape=(1,)), (2,))

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..errors import GraphError, OutOfRangeError
 from ..graph import is_static
+from ..tables import counted
 
 
 def as_array(xp, x):
@@ -29,7 +30,7 @@ def normalize_axes(axis, ndim: int) -> tuple[int, ...]:
     out = []
     for a in axes:
         if not -ndim <= a < ndim:
-            raise ValueError(f"axis {a} is out of range for {ndim} dimensions")
+            raise ValueError(f"axis {a} is out of range for {counted(ndim, 'dimension')}")
         out.append(a % ndim)
     if len(set(out)) != len(out):
         raise ValueError(f"axis {axis} repeats an axis")

@@ -16,6 +16,7 @@ from ..backend import on_host, scatter_add
 from ..errors import ShapeError
 from ..graph import Node, Op, apply, is_static
 from ..kernels import cpu_kernels
+from ..tables import counted
 from .axes import as_array, check_ids, index_on, indexed_shape, normalize_axes
 from .broadcast import ToShape, to_shape
 from .elementwise import zeros_like
@@ -36,7 +37,7 @@ class Reshape(ToShape):
             raise ValueError(f"at most one -1 in the new shape {self.shape}")
         out = tuple(size // known if d == -1 and known else d for d in self.shape)
         if math.prod(out) != size:
-            raise ValueError(f"cannot reshape {shape} ({size} elements) to {self.shape}")
+            raise ValueError(f"cannot reshape {shape} ({counted(size, 'element')}) to {self.shape}")
         return out
 
     def compute(self, xp, x, like=None):
@@ -60,7 +61,9 @@ class Permute(Op):
         if self.axes is None:
             return shape[::-1]
         if sorted(a % len(shape) for a in self.axes) != list(range(len(shape))):
-            raise ValueError(f"axes {self.axes} are not a permutation of {len(shape)} dimensions")
+            raise ValueError(
+                f"axes {self.axes} are not a permutation of {counted(len(shape), 'dimension')}"
+            )
         return tuple(shape[a] for a in self.axes)
 
     def compute(self, xp, x):
