@@ -121,6 +121,8 @@ EVALUATE = {
     "feeds-from-the-start": lambda ref: _evaluating(feeds_first=True),
     "peak-after-frees": lambda ref: _evaluating(after_frees=True),
     "outputs-out-of-order": lambda ref: _evaluating(topological=True),
+    "peak-not-elements": lambda ref: _reference_edited(  # how many values, not their elements
+        "01.evaluate", "sum(np.size(value) for value in values.values())", "len(values)"),
 }
 
 
@@ -135,6 +137,7 @@ CENTRAL_DIFFERENCE = {
     "sign": lambda ref: lambda f, x, eps: -ref(f, x, eps),
     "fixed-eps": lambda ref: lambda f, x, eps: ref(f, x, 1e-4),
     "precedence": lambda ref: lambda f, x, eps: (f(x + eps) - f(x - eps)) / 2 * eps,
+    "half-steps": lambda ref: lambda f, x, eps: (f(x + eps / 2) - f(x - eps / 2)) / eps,
 }
 
 
@@ -257,10 +260,13 @@ JVP_RULES = {
     "max-ties": _replacing("max", lambda ref, ins, out, d, **a: ref(
         "sum", ins, out, (d[0] * _max_mask(ins, out, a),), **a)),
     "softmax-missing-term": _replacing("softmax", lambda ref, ins, out, d: out * d[0]),
+    "softmax-diagonal-only": _replacing("softmax", lambda ref, ins, out, d: out * (1 - out) * d[0]),
     "row-sum-not-kept": _replacing("softmax", lambda ref, ins, out, d:
                                    out * (d[0] - _rowsum(out * d[0], keepdims=False))),
     "log-softmax-exp": _replacing("log_softmax", lambda ref, ins, out, d:
                                   d[0] - _rowsum(np.exp(ins[0]) * d[0])),
+    "log-softmax-other-mode": _replacing("log_softmax", lambda ref, ins, out, d:
+                                         d[0] - np.exp(out) * _rowsum(d[0])),
     "naive-softmax": _replacing("softmax", lambda ref, ins, out, d: ref(
         "softmax", ins, _softmax_from_x(ins), d)),
 }  # fmt: skip
@@ -331,10 +337,13 @@ VJP_RULES = {
     "max-ties": _replacing("max", lambda ref, ins, out, g, **a: (
         ref("sum", ins, out, g, **a)[0] * _max_mask(ins, out, a),)),
     "softmax-missing-term": _replacing("softmax", lambda ref, ins, out, g: (out * g,)),
+    "softmax-diagonal-only": _replacing("softmax", lambda ref, ins, out, g: (out * (1 - out) * g,)),
     "row-sum-not-kept": _replacing("softmax", lambda ref, ins, out, g: (
         out * (g - _rowsum(out * g, keepdims=False)),)),
     "log-softmax-exp": _replacing("log_softmax", lambda ref, ins, out, g: (
         g - np.exp(ins[0]) * _rowsum(g),)),
+    "log-softmax-other-mode": _replacing("log_softmax", lambda ref, ins, out, g: (
+        g - _rowsum(np.exp(out) * g),)),
     "naive-softmax": _replacing("log_softmax", lambda ref, ins, out, g: ref(
         "log_softmax", ins, np.log(_softmax_from_x(ins)), g)),
 }  # fmt: skip
@@ -398,6 +407,8 @@ SOFTMAX_CE_GRAD = {
     "every-row-every-target": lambda ref: _one_hot_in_every_row,
     "divides-by-classes": lambda ref: lambda logits, targets: (
         ref(logits, targets) * len(targets) / logits.shape[1]),
+    "keeps-dtype": lambda ref: lambda logits, targets: (  # np.eye is float64: float32 upcasts
+        (_softmax(logits) - np.eye(logits.shape[1])[targets]) / len(targets)),
 }
 
 
@@ -427,7 +438,7 @@ def _norm_grads_with(**mistake):
 NORM_BACKWARD = {
     "no-mean-term": lambda ref: _norm_grads_with(mean_term=False),
     "no-variance-term": lambda ref: _norm_grads_with(variance_term=False),
-    "not-summed-over-rows": lambda ref: _norm_grads_with(summed=False),
+    "not-summed-over-rows": lambda ref: _norm_grads_with(rows=()),
     "eps-outside-root": lambda ref: _norm_grads_with(eps_outside=True),
     "unbiased-variance": lambda ref: _norm_grads_with(ddof=1),
     "rms-as-layer": lambda ref: lambda kind, dy, x, gamma, eps: {
@@ -439,6 +450,12 @@ NORM_BACKWARD = {
 }  # fmt: skip
 
 # -- 05 ---------------------------------------------------------------------------------------
+def _strides_in_int32(shape):
+    strides = np.ones(len(shape), np.int32)
+    strides[:-1] = np.cumprod(shape[:0:-1], dtype=np.int32)[::-1]  # 2**42 wraps around to 0
+    return tuple(strides)
+
+
 CONTIGUOUS_STRIDES = {
     "column-major": lambda ref: lambda shape: ref(shape[::-1])[::-1],
     "bytes": lambda ref: lambda shape: tuple(8 * s for s in ref(shape)),
@@ -446,6 +463,7 @@ CONTIGUOUS_STRIDES = {
         lambda shape: tuple(math.prod(shape[k:]) for k in range(len(shape)))
     ),
     "reversed": lambda ref: lambda shape: ref(shape)[::-1],
+    "overflow": lambda ref: _strides_in_int32,
     "makes-an-array": lambda ref: lambda shape: tuple(np.empty(shape, np.int8).strides),
 }
 
@@ -640,6 +658,10 @@ SWIGLU = {
     "output-sized-temporaries": lambda ref: _swiglu_with(
         ref, compute=lambda self, xp, a, b: a / (1.0 + xp.exp(-a)) * b),
     "flops-not-counted": lambda ref: _swiglu_with(ref, flops=Elementwise.flops),
+    "flops-miscounted": lambda ref: _swiglu_with(  # silu 3, sigmoid counted as 2
+        ref, flops=lambda self, out, a, b: 4 * math.prod(out)),
+    "flops-of-an-input": lambda ref: _swiglu_with(
+        ref, flops=lambda self, out, a, b: 5 * math.prod(a)),
     "unfused-traffic": lambda ref: _swiglu_with(ref, accesses=lambda self, out, a, b: (
         (3 * _SIZE(a), _SIZE(b)), _SIZE(out))),
     "output-sized-inputs": lambda ref: _swiglu_with(ref, accesses=lambda self, out, a, b: (
@@ -757,6 +779,9 @@ def _mean_square(x, **kwargs):
 RMSNORM = {
     "eps-outside": lambda ref: lambda x, w, eps: x / (cl.sqrt(_mean_square(x)) + eps) * w,
     "mean-over-all": lambda ref: lambda x, w, eps: x * cl.rsqrt(cl.mean(x * x) + eps) * w,
+    "mean-over-axis-0": lambda ref: (
+        lambda x, w, eps: x * cl.rsqrt(cl.mean(x * x, axis=0, keepdims=True) + eps) * w
+    ),
     "no-weight": lambda ref: lambda x, w, eps: x * cl.rsqrt(_mean_square(x) + eps),
     "sum-not-mean": lambda ref: (
         lambda x, w, eps: x * cl.rsqrt(cl.sum(x * x, axis=-1, keepdims=True) + eps) * w
@@ -881,6 +906,8 @@ FORWARD_FLOPS = {
     "rope-on-keys": _rope_on_keys,
     "lm-head-per-layer": _plus(lambda c, b, s: (c.n_layers - 1) * 2 * b * s * c.dim * c.vocab_size),
     "embedding-as-matmul": _plus(lambda c, b, s: 2 * b * s * c.dim * c.vocab_size),
+    "causal-halved": _plus(lambda c, b, s: -c.n_layers * (  # half of QKᵀ, softmax and PV
+        2 * b * s * s * c.dim + 1.5 * b * s * s * c.n_heads)),
 }
 
 COUNT_PARAMS = {
@@ -925,6 +952,8 @@ def _budgeting(kv_heads=False, keys_only=False, one_moment=False, no_master=Fals
 TRAINING_MEMORY = {
     "kv-gqa-ignored": lambda ref: _budgeting(kv_heads=True),
     "kv-keys-only": lambda ref: _budgeting(keys_only=True),
+    "kv-one-sequence": lambda ref: lambda config, batch, *args: {
+        **ref(config, batch, *args), "kv_cache": ref(config, 1, *args)["kv_cache"]},
     "one-adam-moment": lambda ref: _budgeting(one_moment=True),
     "no-master-copy": lambda ref: _budgeting(no_master=True),
     "master-copy-in-fp32-training": lambda ref: _budgeting(master_always=True),
@@ -973,6 +1002,7 @@ PARALLEL_MEMORY = {
     "tensor-parallel-splits-every-activation": lambda ref: _splitting(tp_splits_every_act=True),
     "all-reduce-counted-once": lambda ref: _splitting(ring=lambda n: 1),
     "all-reduce-without-(n-1)/n": lambda ref: _splitting(ring=lambda n: 2),
+    "all-reduce-one-phase": lambda ref: _splitting(ring=lambda n: (n - 1) / n),
     "tensor-parallel-forward-only": lambda ref: _splitting(tp_forward_only=True),
 }
 

@@ -1,6 +1,7 @@
 """Review round 5 of the exercises: honest answers in an unusual style that were refused, a
 cheat that passed, and wrong answers that got no hint or a misleading one."""
 
+import dataclasses
 import math
 import os
 import subprocess
@@ -10,6 +11,8 @@ from types import SimpleNamespace
 from typing import NamedTuple
 
 import numpy as np
+import pytest
+from exercise_notebooks import notebook_exercises, reference_answer
 
 import course_lib as cl
 from course_lib.exercises import EXERCISES, verify
@@ -206,3 +209,130 @@ def test_softmax_shifted_by_the_whole_arrays_max_gets_a_hint_that_says_so():
     verdict = verify("04.softmax_ce_grad", softmax_ce_grad)
     assert verdict.mistake == "overflow", verdict.message
     assert "not the whole array's max" in verdict.message
+
+
+# -- review round 6: a wrong answer that passed, messages, hints ------------------------------
+def _softmax_ce_grad_in_float64(logits, targets):
+    """Right numbers, but float32 logits give a float64 gradient (upcast, never cast back)."""
+    x = logits.astype(np.float64)
+    p = np.exp(x - x.max(axis=-1, keepdims=True))
+    p /= p.sum(axis=-1, keepdims=True)
+    p[np.arange(len(targets)), targets] -= 1.0
+    return p / len(targets)
+
+
+def test_a_softmax_gradient_in_float64_for_float32_logits_fails():
+    """It passed: every case was float64."""
+    verdict = verify("04.softmax_ce_grad", _softmax_ce_grad_in_float64)
+    assert verdict.mistake == "keeps-dtype", verdict.message
+    assert "float32 logits" in verdict.message and "returned a float64 array" in verdict.message
+
+
+def test_a_softmax_gradient_in_the_logits_dtype_passes_on_float32():
+    def softmax_ce_grad(logits, targets):  # the one-hot in the logits' dtype
+        e = np.exp(logits - logits.max(axis=-1, keepdims=True))
+        one_hot = np.eye(logits.shape[1], dtype=logits.dtype)[targets]
+        return (e / e.sum(axis=-1, keepdims=True) - one_hot) / len(targets)
+
+    verdict = verify("04.softmax_ce_grad", softmax_ce_grad)
+    assert verdict.passed and "float32" in verdict.message, verdict.message
+
+
+def test_a_result_of_the_wrong_type_is_named_without_a_stray_space():
+    """It said "returned list ; it must return ..." (an empty shape for a list)."""
+    verdict = verify("04.softmax_ce_grad", lambda logits, targets: [0.0])
+    assert "returned list; it must return an array" in verdict.message, verdict.message
+    verdict = verify("04.norm_backward", lambda kind, dy, x, gamma, eps: [dy])
+    assert "returned list; it must return a dict" in verdict.message, verdict.message
+
+
+def test_rmsnorm_with_the_mean_down_axis_0_gets_a_hint():
+    verdict = verify("08.rmsnorm", lambda x, w, eps: x * cl.rsqrt(
+        cl.mean(x * x, axis=0) + eps) * w)  # fmt: skip
+    assert verdict.mistake == "mean-over-axis-0", verdict.message
+
+
+def test_contiguous_strides_wrapping_around_in_int32_gets_the_overflow_hint():
+    def contiguous_strides(shape):
+        strides = [1] * len(shape)
+        for k, stride in enumerate(np.cumprod(shape[:0:-1], dtype=np.int32)):
+            strides[-2 - k] = stride
+        return tuple(strides)
+
+    verdict = verify("05.contiguous_strides", contiguous_strides)
+    assert verdict.mistake == "overflow", verdict.message
+
+
+def test_a_central_difference_of_half_steps_gets_a_hint():
+    verdict = verify("02.central_difference", lambda f, x, e: (f(x + e / 2) - f(x - e / 2)) / e)
+    assert verdict.mistake == "half-steps", verdict.message
+
+
+_CALLS_THE_CHECKERS_OWN_STRIDES = '''
+import course_lib
+from course_lib.exercises import layouts, verify
+
+print(course_lib.__file__)
+print(verify("05.contiguous_strides", lambda shape: layouts._strides_of(shape, "C")).status)
+'''
+
+
+def test_the_checkers_own_code_is_refused_in_a_checkout_reached_through_a_symbolic_link(
+        tmp_path):  # fmt: skip
+    """core._EXERCISES and _PACKAGE held the resolved folders only (guard.py its own, unresolved
+    one): with course_lib imported through a link, no code counted as the checkers' own, and an
+    answer calling the checker's oracle passed."""
+    linked = tmp_path / "linked-checkout"
+    linked.symlink_to(Path(cl.__file__).resolve().parent.parent, target_is_directory=True)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(linked)}
+    done = subprocess.run([sys.executable, "-c", _CALLS_THE_CHECKERS_OWN_STRIDES], env=env,
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300)  # fmt: skip
+    lines = done.stdout.strip().splitlines()
+    assert lines[:1] == [str(linked / "course_lib" / "__init__.py")], done.stdout + done.stderr
+    assert lines[-1:] == ["failed"], done.stdout + done.stderr
+
+
+# -- review round 6: exercises the earlier rounds did not reach ------------------------------
+def _edited(exercise_id, old, new):
+    """The reference answer of ``exercise_id`` with ``old`` replaced by ``new`` in its code."""
+    exercise = notebook_exercises()[exercise_id]
+    code = tuple(source.replace(old, new) for source in exercise.code)
+    assert code != exercise.code, f"{old!r} is not in {exercise_id}'s reference answer"
+    return reference_answer(dataclasses.replace(exercise, code=code))
+
+
+@pytest.mark.parametrize(("exercise_id", "old", "new", "mistake"), [
+    ("01.evaluate", "sum(np.size(value) for value in values.values())",
+     "sum(value.nbytes for value in values.values())", "peak-not-elements"),
+    ("02.jvp_rules", "return output * (dx - np.sum(output * dx, axis=-1, keepdims=True))",
+     "return output * (1 - output) * dx", "softmax-diagonal-only"),
+    ("03.vjp_rules", "return (output * (g - np.sum(output * g, axis=-1, keepdims=True)),)",
+     "return (output * (1 - output) * g,)", "softmax-diagonal-only"),
+    ("02.jvp_rules", "return dx - np.sum(np.exp(output) * dx, axis=-1, keepdims=True)",
+     "return dx - np.exp(output) * np.sum(dx, axis=-1, keepdims=True)",
+     "log-softmax-other-mode"),
+    ("03.vjp_rules", "return (g - np.exp(output) * np.sum(g, axis=-1, keepdims=True),)",
+     "return (g - np.sum(np.exp(output) * g, axis=-1, keepdims=True),)",
+     "log-softmax-other-mode"),
+    ("04.norm_backward", "rows = tuple(range(x.ndim - 1))", "rows = 0",  # the batch axis only
+     "not-summed-over-rows"),
+    ("06.swiglu", "return 5 * math.prod(out_shape)", "return 4 * math.prod(out_shape)",
+     "flops-miscounted"),
+    ("06.swiglu", "return 5 * math.prod(out_shape)", "return 5 * math.prod(a_shape)",
+     "flops-of-an-input"),
+    ("09.count_params", "3 * h * i + 2 * h", "3 * h * i + h", "no-norm-weights"),
+    ("09.forward_flops",
+     "2 * b * s * s * n * d + 3 * b * s * s * n + 2 * b * s * s * n * d  # QKᵀ, softmax, PV",
+     "(2 * b * s * s * n * d + 3 * b * s * s * n + 2 * b * s * s * n * d) / 2",
+     "causal-halved"),
+    ("09.training_memory", "2 * N * kv * s * b * dtype_bytes", "2 * N * kv * s * dtype_bytes",
+     "kv-one-sequence"),
+    ("09.parallel_memory", "ring = 2 * (n - 1) / n", "ring = (n - 1) / n",
+     "all-reduce-one-phase"),
+    ("09.parallel_memory", "params = block_matrices // split + 2 * v * h",
+     "params = (block_matrices + 2 * v * h) // split", "tensor-parallel-splits-every-weight"),
+])  # fmt: skip
+def test_a_typical_wrong_answer_gets_its_hint(exercise_id, old, new, mistake):
+    """Each got no hint."""
+    verdict = verify(exercise_id, _edited(exercise_id, old, new))
+    assert verdict.status == "failed" and verdict.mistake == mistake, verdict.message

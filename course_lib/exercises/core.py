@@ -550,19 +550,23 @@ def _time_limit(seconds: float):
 
 
 # -- library functions an answer must not call ------------------------------------------------
-_PACKAGE = str(Path(__file__).resolve().parent.parent)  # course_lib/: the checkers and oracles
-_EXERCISES = str(Path(__file__).resolve().parent) + os.sep  # course_lib/exercises/
-_NUMPY = str(Path(np.__file__).resolve().parent)
-#: Where trusted code outside course_lib lies (the standard library, installed packages), each
-#: folder as sysconfig names it and as it resolves: a module's file name is the path it was
-#: imported by, through a symbolic link (a linked virtualenv) or not. A frame there is trusted
-#: only when its code object is one its module holds (by identity); the grader's hook
-#: (guard.py) lets code there use ctypes.
-_INSTALLED = tuple(
-    sorted({str(path) + os.sep
-            for key in ("stdlib", "platstdlib", "purelib", "platlib")
-            for path in (sysconfig.get_paths()[key], Path(sysconfig.get_paths()[key]).resolve())})
-)  # fmt: skip
+def folders(*paths) -> tuple[str, ...]:
+    """Each folder as named (made absolute) and as it resolves, each ending in a separator: a
+    module's file name is the path it was imported by, through a symbolic link (a linked
+    virtualenv or checkout) or not, so a test by file name must accept both."""
+    return tuple(sorted({f"{folder}{os.sep}" for path in paths
+                         for folder in (os.path.abspath(path), Path(path).resolve())}))  # fmt: skip
+
+
+_PACKAGE = folders(Path(__file__).parent.parent)  # course_lib/: the checkers and oracles
+_EXERCISES = folders(Path(__file__).parent)  # course_lib/exercises/
+_NUMPY = folders(Path(np.__file__).parent)
+#: Where trusted code outside course_lib lies (the standard library, installed packages). A
+#: frame there is trusted only when its code object is one its module holds (by identity); the
+#: grader's hook (guard.py) lets code there use ctypes.
+_INSTALLED = folders(
+    *(sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib"))
+)
 _MIN_COPY = 16  # bytes of bytecode below which a function is too trivial to call a copy
 _LIBRARY: dict = {}  # id -> code object of course_lib (nested ones too), at the snapshot
 _ORACLES: dict = {}  # id -> (code, label): course_lib.exercises' own code (checkers, oracles)
@@ -675,7 +679,7 @@ def _trusted_code(code: types.CodeType) -> bool:
         return hit[1]
     trusted = id(code) in _LIBRARY
     filename = code.co_filename
-    if not trusted and filename.startswith((*_INSTALLED, _PACKAGE + os.sep)):
+    if not trusted and filename.startswith(_INSTALLED + _PACKAGE):
         for module in list(sys.modules.values()):
             if getattr(module, "__file__", None) == filename and isinstance(
                     module, types.ModuleType) and id(code) in _module_codes(module):  # fmt: skip

@@ -33,12 +33,14 @@ from .core import (
 )
 from .op_rules import (
     LOG_SOFTMAX_EXP,
+    LOG_SOFTMAX_TRANSPOSED,
     MAX_TIES,
     MEAN_COUNT,
     NAIVE_SOFTMAX,
     OPS,
     REDUCTIONS,
     ROW_SUM_NOT_KEPT,
+    SOFTMAX_DIAGONAL,
     SOFTMAX_TERM,
     Case,
     as_array,
@@ -70,6 +72,11 @@ PRECEDENCE = Mistake(
     "precedence",
     "`... / 2 * eps` divides by 2 and then MULTIPLIES by eps (/ and * go left to right): "
     "write `/ (2 * eps)`.",
+)
+HALF_STEPS = Mistake(
+    "half-steps",
+    "(f(x+ε/2) − f(x−ε/2)) / ε is the central difference of step ε/2, not ε: its error term is "
+    "4 times smaller than the one asked for. Evaluate at x ± ε and divide by 2ε.",
 )
 FIXED_EPS = Mistake(
     "fixed-eps",
@@ -103,7 +110,7 @@ def _difference_cases(rng) -> list[tuple[str, Callable, Callable, Callable | Non
 
 @exercise(
     "02.central_difference", "central_difference(f, x, eps) -> float: (f(x+ε) − f(x−ε)) / 2ε",
-    mistakes=(FORWARD, NO_HALF, SIGN, PRECEDENCE, FIXED_EPS),
+    mistakes=(FORWARD, NO_HALF, SIGN, PRECEDENCE, HALF_STEPS, FIXED_EPS),
     forbidden=FINITE_DIFFERENCES,
 )
 def check_central_difference(answer) -> str:
@@ -114,7 +121,8 @@ def check_central_difference(answer) -> str:
         want = central(x, e)
         if not _same(got, want):
             halved = as_float(label, call(label, answer, f, x, e / 2))
-            wrong = [(NO_HALF, 2 * want), (SIGN, -want), (PRECEDENCE, want * e * e)]
+            wrong = [(NO_HALF, 2 * want), (SIGN, -want), (PRECEDENCE, want * e * e),
+                     (HALF_STEPS, central(x, e / 2))]  # fmt: skip
             wrong += [(FORWARD, forward(x, e))] if forward else []
             wrong += [(FIXED_EPS, got)] if _same(halved, got) else []
             mistake = next((m for m, value in wrong if _same(got, value)), None)
@@ -358,6 +366,7 @@ def _jvp_candidates(case: Case, dots: tuple) -> list:
         (x,), (dx,) = case.inputs, dots
         return [(LOG_SOFTMAX_EXP, lambda: dx - row_sum(np.exp(x) * dx)),
                 (LOG_SOFTMAX_EXP, lambda: dx - row_sum(out * dx)),
+                (LOG_SOFTMAX_TRANSPOSED, lambda: dx - np.exp(out) * row_sum(dx)),
                 (ROW_SUM_NOT_KEPT, lambda: dx - row_sum(np.exp(out) * dx, keep=False)),
                 (NAIVE_SOFTMAX, lambda: dx - row_sum(naive_softmax(x) * dx))]  # fmt: skip
     (a, b), (da, db) = case.inputs, dots
@@ -376,8 +385,8 @@ def _jvp_candidates(case: Case, dots: tuple) -> list:
     "jvp_rule(op, inputs, output, tangents, axis=None, keepdims=False) -> ndarray: the output's "
     "tangent, in NumPy",
     mistakes=(PRODUCT_RULE, QUOTIENT_RULE, MATMUL_TERM, NOT_REDUCED, MEAN_COUNT, MAX_OF_TANGENT,
-              MAX_TIES, SOFTMAX_TERM, ROW_SUM_NOT_KEPT, LOG_SOFTMAX_EXP,
-              NAIVE_SOFTMAX),  # fmt: skip
+              MAX_TIES, SOFTMAX_TERM, SOFTMAX_DIAGONAL, ROW_SUM_NOT_KEPT, LOG_SOFTMAX_EXP,
+              LOG_SOFTMAX_TRANSPOSED, NAIVE_SOFTMAX),  # fmt: skip
     points=5.0,
     forbidden=library_rules(),
 )

@@ -73,6 +73,16 @@ DEFAULT_FLOPS = Mistake(
     "that is Elementwise's default of 1 FLOP per element. Count as the lecture does: silu costs "
     "4 (sigmoid 3, multiply 1) and the gate's multiply 1, so 5 per output element.",
 )
+FLOPS_MISCOUNTED = Mistake(
+    "flops-miscounted",
+    "count per output element as the lecture does: silu costs 4 (sigmoid 3, multiply 1) and the "
+    "gate's multiply 1, so 5 per output element.",
+)
+FLOPS_OF_AN_INPUT = Mistake(
+    "flops-of-an-input",
+    "the FLOPs are per OUTPUT element: a and b broadcast, so out_shape can hold more elements "
+    "than either input: 5 · prod(out_shape).",
+)
 UNFUSED_TRAFFIC = Mistake(
     "unfused-traffic",
     "that is the traffic of the unfused chain, where silu stores a temporary that the multiply "
@@ -280,8 +290,10 @@ def _check_costs(op) -> int:
         shapes = (out, shape_a, shape_b)
         flops = call(f"flops{shapes}", op.flops, *shapes)
         if flops != 5 * n:
-            raise Wrong(f"flops {label} is {flops!r}, expected {5 * n}",
-                        DEFAULT_FLOPS if flops == n else None)  # fmt: skip
+            wrong = {**{k * n: FLOPS_MISCOUNTED for k in (2, 3, 4, 6, 7)},
+                     5 * n_a: FLOPS_OF_AN_INPUT, 5 * n_b: FLOPS_OF_AN_INPUT, n: DEFAULT_FLOPS}
+            mistake = wrong.get(flops) if isinstance(flops, int | float) else None
+            raise Wrong(f"flops {label} is {flops!r}, expected {5 * n}", mistake)
         loads, stores = call(f"accesses{shapes}", op.accesses, *shapes)
         unfused = 3 * n_a + n_b + n  # silu loads a, stores t; the multiply loads t and b
         if (tuple(loads), stores) != ((n_a, n_b), n):
@@ -302,7 +314,8 @@ def _check_costs(op) -> int:
     "06.swiglu",
     "SwiGLU -> an Elementwise op class: silu(a) * b in one kernel (compute, gradient, flops)",
     mistakes=(SIGMOID_ONLY, SWAPPED_ADJOINTS, IGNORES_ADJOINT, NOT_UNBROADCAST,
-              NUMERICAL_GRADIENT, TEMPORARIES, DEFAULT_FLOPS, UNFUSED_TRAFFIC, OUTPUT_SIZED),
+              NUMERICAL_GRADIENT, TEMPORARIES, DEFAULT_FLOPS, FLOPS_MISCOUNTED, FLOPS_OF_AN_INPUT,
+              UNFUSED_TRAFFIC, OUTPUT_SIZED),
     points=5.0,
     forbidden=("course_lib.ops.elementwise.Silu", *DERIVATIVES,
                "course_lib.passes.fusion.regions.fuse_elementwise",

@@ -61,6 +61,11 @@ PEAK_AFTER_FREES = Mistake(
     "the peak is measured after deleting the step's inputs, but while a node is computed its "
     "inputs and its result are all held: measure right after storing the result, then delete.",
 )
+PEAK_UNITS = Mistake(
+    "peak-not-elements",
+    "the peak counts elements, the np.size of each value held, not how many values are held "
+    "(len) nor their bytes (.nbytes): a (3, 4) array held counts 12.",
+)
 OUTPUT_ORDER = Mistake(
     "outputs-out-of-order",
     "return one value per entry of `outputs`, in that order (an output listed twice appears "
@@ -249,7 +254,8 @@ def _check_values(label: str, outputs: list, values, want: list) -> None:
                         OUTPUT_ORDER if shuffled else None)  # fmt: skip
 
 
-def _check_peak(label: str, order: list, outputs: list, sizes: dict, peak) -> None:
+def _check_peak(label: str, order: list, outputs: list, sizes: dict, nbytes: dict,
+                peak) -> None:
     require(isinstance(peak, int | np.integer) and not isinstance(peak, bool),
             f"{label} returned the peak {show(peak)} ({type(peak).__name__}); it must be an int, "
             "a number of elements")  # fmt: skip
@@ -263,6 +269,8 @@ def _check_peak(label: str, order: list, outputs: list, sizes: dict, peak) -> No
                 order, outputs, sizes, counted=lambda n: bool(n.inputs))),
             (PEAK_AFTER_FREES, lambda: reference_peak(order, outputs, sizes, after_frees=True)),
             (FEEDS_FROM_START, lambda: reference_peak(order, outputs, sizes, feeds_first=True)),
+            (PEAK_UNITS, lambda: reference_peak(order, outputs, dict.fromkeys(sizes, 1))),
+            (PEAK_UNITS, lambda: reference_peak(order, outputs, nbytes)),
         ]  # fmt: skip
         raise Wrong(f"{label}: the peak is {int(peak)} elements, expected {right}",
                     first_match(int(peak), candidates, operator.eq))  # fmt: skip
@@ -274,6 +282,7 @@ def _check_graph(answer, what: str, outputs: list, feed: dict) -> None:
     order = topological_order(outputs)
     everything = dict(zip(order, run_graph(order, feed)))
     sizes = {node: int(np.size(host(value))) for node, value in everything.items()}
+    nbytes = {node: int(np.asarray(host(value)).nbytes) for node, value in everything.items()}
     given, copies = dict(feed), {v: a.copy() for v, a in feed.items()}
     result = _call(answer, label, outputs, given)
     for node, array in feed.items():
@@ -286,7 +295,7 @@ def _check_graph(answer, what: str, outputs: list, feed: dict) -> None:
             f"{type(result).__name__}; return a pair (values, peak)")  # fmt: skip
     values, peak = result
     _check_values(label, outputs, values, [everything[o] for o in outputs])
-    _check_peak(label, order, outputs, sizes, peak)
+    _check_peak(label, order, outputs, sizes, nbytes, peak)
 
 
 @exercise(
@@ -294,7 +303,7 @@ def _check_graph(answer, what: str, outputs: list, feed: dict) -> None:
     "evaluate(outputs, feed) -> (values, peak): run the graph freeing each value after its "
     "last use; the outputs' values and the most elements held at once",
     mistakes=(NEVER_FREES, FREES_OUTPUTS, FREES_EARLY, FEEDS_NOT_COUNTED, FEEDS_FROM_START,
-              PEAK_AFTER_FREES, OUTPUT_ORDER),  # fmt: skip
+              PEAK_AFTER_FREES, PEAK_UNITS, OUTPUT_ORDER),  # fmt: skip
     points=5.0,
     forbidden=("course_lib.runtime.executor.Executor", "course_lib.runtime.executor.evaluate",
                "course_lib.graph.interpret", "course_lib.exercises.core.run_graph"),  # fmt: skip

@@ -121,9 +121,8 @@ def arm(folder: str, report) -> None:  # noqa: C901, PLR0915  (one closure: the 
     }
     report_code, grade_space = report.__code__, report.__globals__
     importing = importlib._bootstrap._call_with_frames_removed.__code__
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-    installed = (*core._INSTALLED, "<frozen ")
-    ctypes_package = os.path.dirname(os.path.abspath(ctypes.__file__)) + os.sep
+    package, installed = core._PACKAGE, (*core._INSTALLED, "<frozen ")
+    ctypes_package = core.folders(os.path.dirname(ctypes.__file__))
     quiet = {  # code allowed to do what is otherwise recorded
         id(core._restore.__code__),  # puts swapped code back in a check's child process
         id(core._refusing.__wrapped__.__code__),  # the forbidden-call profiler

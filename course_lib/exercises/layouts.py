@@ -32,8 +32,12 @@ REVERSED = Mistake(
     "reversed",
     "the strides come out in reverse order: strides[0] belongs to axis 0, the slowest one.",
 )
-
-
+OVERFLOW = Mistake(
+    "overflow",
+    "a stride wrapped around: the product overflowed a 32-bit integer (np.cumprod or np.prod "
+    "with dtype=np.int32, or an int32 array of the shape, holds at most 2**31 − 1). Multiply "
+    "Python ints (math.prod, or a loop), which never overflow, or use dtype=np.int64.",
+)
 MAKES_AN_ARRAY = Mistake(
     "makes-an-array",
     "compute the strides from the shape alone (products of the later axes' lengths), without "
@@ -74,7 +78,7 @@ def _random_shapes(rng, count: int, max_dim: int) -> list[tuple[int, ...]]:
 
 @exercise(
     "05.contiguous_strides", "contiguous_strides(shape) -> tuple: row-major strides in elements",
-    mistakes=(COLUMN_MAJOR, BYTES, INCLUSIVE, REVERSED, MAKES_AN_ARRAY),
+    mistakes=(COLUMN_MAJOR, BYTES, INCLUSIVE, REVERSED, OVERFLOW, MAKES_AN_ARRAY),
     forbidden=("course_lib.strides.row_major_strides", "course_lib.strides.col_major_strides",
                "course_lib.strides.StridedView", *NUMPY_LAYOUTS, "numpy.ndarray.reshape",
                "numpy.reshape"),  # fmt: skip
@@ -118,6 +122,8 @@ def _strides_mistake(shape, got, want) -> Mistake | None:
         return INCLUSIVE
     if got == want[::-1]:
         return REVERSED
+    if got == tuple((w + 2**31) % 2**32 - 2**31 for w in want):  # as int32 arithmetic wraps
+        return OVERFLOW
     return None
 
 

@@ -50,6 +50,12 @@ MEAN_OVER_ALL = Mistake(
     "the mean runs over every element; RMSNorm normalises each row (token) on its own: "
     "mean over the last axis, axis=-1.",
 )
+MEAN_DOWN_THE_BATCH = Mistake(
+    "mean-over-axis-0",
+    "the mean runs down axis 0, across the tokens, so each token is scaled by the others: "
+    "RMSNorm averages the features of each token on its own, over the LAST axis: "
+    "cl.mean(x * x, axis=-1, keepdims=True).",
+)
 NO_WEIGHT = Mistake("no-weight", "multiply by the learned weight γ (weight) at the end.")
 SUM_NOT_MEAN = Mistake(
     "sum-not-mean",
@@ -87,6 +93,7 @@ def _rms_mistake(got, x, w, eps: float) -> Mistake | None:
     wrong = [
         (EPS_OUTSIDE, lambda: _numpy_rms(x, w, eps, outside=True)),
         (MEAN_OVER_ALL, lambda: _numpy_rms(x, w, eps, axis=None)),
+        (MEAN_DOWN_THE_BATCH, lambda: _numpy_rms(x, w, eps, axis=0)),
         (NO_WEIGHT, lambda: _numpy_rms(x, 1.0, eps)),
         (SUM_NOT_MEAN, lambda: _numpy_rms(x, w, eps, reduce=np.sum)),
     ]
@@ -121,8 +128,8 @@ def _compare(label: str, out, reference: Node, inputs: list, feed: dict, mistake
 @exercise(
     "08.rmsnorm", "rmsnorm(x, weight, eps) -> Node: x / sqrt(mean(x², last axis) + eps) * weight",
     mistakes=(
-        EPS_OUTSIDE, MEAN_OVER_ALL, NO_WEIGHT, SUM_NOT_MEAN, NUMPY_ON_NODES, NO_KEEPDIMS,
-        USES_THE_OP,
+        EPS_OUTSIDE, MEAN_OVER_ALL, MEAN_DOWN_THE_BATCH, NO_WEIGHT, SUM_NOT_MEAN, NUMPY_ON_NODES,
+        NO_KEEPDIMS, USES_THE_OP,
     ),
 )
 def check_rmsnorm(answer) -> str:

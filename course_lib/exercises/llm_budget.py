@@ -112,6 +112,11 @@ LM_HEAD_PER_LAYER = Mistake(
     "lm-head-per-layer",
     "the LM head (2bshv) runs once, after the last block, not once per layer.",
 )
+CAUSAL_HALVED = Mistake(
+    "causal-halved",
+    "the table counts the whole s × s score matrix (QKᵀ, its softmax, PV) as a plain kernel "
+    "computes it: the causal mask hides half the scores, but they are still computed.",
+)
 EMBEDDING_AS_MATMUL = Mistake(
     "embedding-as-matmul",
     "the embedding is a table lookup (a gather), 0 FLOPs in the forward table.",
@@ -132,6 +137,7 @@ def _wrong_flops(table, rope_on_keys, config, b: int, s: int) -> list[tuple[Mist
         (ROPE_ON_KEYS, rope_on_keys),
         (LM_HEAD_PER_LAYER, table.total + (n_layers - 1) * rows["LM head"]),
         (EMBEDDING_AS_MATMUL, table.total + 2 * b * s * h * config.vocab_size),
+        (CAUSAL_HALVED, table.total - (rows["softmax(QKᵀ/√d)"] + rows["PV"]) / 2),
     ]
 
 
@@ -139,7 +145,7 @@ def _wrong_flops(table, rope_on_keys, config, b: int, s: int) -> list[tuple[Mist
     "09.forward_flops", "forward_flops(config, batch, seq) -> float: the FLOP table's total",
     mistakes=(
         BIG_TERMS_ONLY, GQA_IGNORED, NORMS_MISCOUNTED, ROPE_ON_KEYS, LM_HEAD_PER_LAYER,
-        EMBEDDING_AS_MATMUL,
+        EMBEDDING_AS_MATMUL, CAUSAL_HALVED,
     ),
     forbidden=tuple(f"course_lib.models.flops.{name}" for name in (
         "flops_table", "training_flops", "training_flops_per_token", "recomputed_flops",
@@ -196,6 +202,7 @@ def _wrong_params(count: int, config) -> list[tuple[Mistake, int]]:
         (TIED, count - config.vocab_size * h),
         (GQA_IGNORED_PARAMS, count + n_layers * 2 * h * (h - kv)),
         (NO_NORMS, count - (2 * n_layers + 1) * h),
+        (NO_NORMS, count - n_layers * h),  # one per block
         (NO_FINAL_NORM, count - h),
         (TWO_MLP_MATRICES, count - n_layers * h * config.ffn_dim),
     ]
@@ -235,6 +242,11 @@ KV_KEYS_ONLY = Mistake(
     "kv-keys-only",
     "the cache holds keys AND values: 2 (K and V) · N layers · n_kv heads · d numbers per token "
     "and sequence.",
+)
+KV_ONE_SEQUENCE = Mistake(
+    "kv-one-sequence",
+    "the cache holds the keys and values of every sequence of the batch: 2·N·n_kv·d numbers per "
+    "token, times seq tokens, times batch sequences.",
 )
 ONE_MOMENT = Mistake(
     "one-adam-moment",
@@ -299,6 +311,7 @@ def _wrong_budget(want: dict, config, b, s, dtype_bytes, recompute) -> list[tupl
     return [
         (KV_GQA_IGNORED, "kv_cache", all_heads),
         (KV_KEYS_ONLY, "kv_cache", kv // 2),
+        (KV_ONE_SEQUENCE, "kv_cache", kv // b),
         (ONE_MOMENT, "optimizer", want["optimizer"] - 4 * P),
         (NO_MASTER_COPY, "optimizer", 8 * P),
         (MASTER_IN_FP32, "optimizer", 12 * P),
@@ -412,8 +425,8 @@ def _stage_report(answer, cases: list, i: int) -> str:
     "memory_budget(config, batch, seq, dtype_bytes=2, recompute='none') -> dict: the bytes of "
     "weights, gradients, AdamW states and activations of a training step, and of the KV cache",
     mistakes=(
-        KV_GQA_IGNORED, KV_KEYS_ONLY, ONE_MOMENT, NO_MASTER_COPY, MASTER_IN_FP32, GRADIENTS_FP32,
-        RECOMPUTE_IGNORED, FULL_WITHOUT_BLOCK, ACTIVATIONS_FP32,
+        KV_GQA_IGNORED, KV_KEYS_ONLY, KV_ONE_SEQUENCE, ONE_MOMENT, NO_MASTER_COPY, MASTER_IN_FP32,
+        GRADIENTS_FP32, RECOMPUTE_IGNORED, FULL_WITHOUT_BLOCK, ACTIVATIONS_FP32,
     ),
     forbidden=(
         "course_lib.models.memory.training_memory",
@@ -490,6 +503,11 @@ ALL_REDUCE_ONCE = Mistake(
     "a ring all-reduce is a reduce-scatter and an all-gather: each device sends 2·(n−1)/n of "
     "the buffer, not the buffer once.",
 )
+ALL_REDUCE_ONE_PHASE = Mistake(
+    "all-reduce-one-phase",
+    "(n−1)/n of the buffer is one phase of a ring all-reduce: the reduce-scatter and then the "
+    "all-gather each send (n−1)/n, 2·(n−1)/n in all.",
+)
 ALL_REDUCE_TWICE = Mistake(
     "all-reduce-without-(n-1)/n",
     "in a ring of n devices each one keeps its own chunk: it sends n−1 of the n chunks in each "
@@ -511,10 +529,13 @@ def _wrong_parallel(want, config, b: int, s: int, n: int, strategy: str) -> list
     buffer = whole.gradients if strategy == "data" else 4 * config.n_layers * b * s * config.dim * 2
     sent = want["communication"]
     data, tensor = strategy == "data", strategy == "tensor"
+    norms = (2 * config.n_layers + 1) * config.dim  # RMSNorm weights
     return [
         (DATA_SPLITS_MODEL, "weights", whole.weights // n if data else want["weights"]),
         (DATA_WHOLE_BATCH, "activations", whole.activations if data else want["activations"]),
         (TENSOR_SPLITS_EVERY_WEIGHT, "weights", whole.weights // n if tensor else want["weights"]),
+        (TENSOR_SPLITS_EVERY_WEIGHT, "weights",  # all the matrices: the embedding and head too
+         2 * ((whole.weights // 2 - norms) // n + norms) if tensor else want["weights"]),
         (TENSOR_ACTIVATIONS_WHOLE, "activations",
          whole.activations if tensor else want["activations"]),
         (TENSOR_SPLITS_EVERY_ACTIVATION, "activations",
@@ -522,6 +543,7 @@ def _wrong_parallel(want, config, b: int, s: int, n: int, strategy: str) -> list
         (ALL_REDUCE_ONCE, "communication", buffer),
         (ALL_REDUCE_TWICE, "communication", 2 * buffer),
         (TENSOR_FORWARD_ONLY, "communication", sent / 2 if tensor else sent),
+        (ALL_REDUCE_ONE_PHASE, "communication", sent / 2),
     ]
 
 
@@ -551,7 +573,8 @@ def _parallel_cases(rng) -> list:
     "data or tensor parallelism",
     mistakes=(
         DATA_SPLITS_MODEL, DATA_WHOLE_BATCH, TENSOR_SPLITS_EVERY_WEIGHT, TENSOR_ACTIVATIONS_WHOLE,
-        TENSOR_SPLITS_EVERY_ACTIVATION, ALL_REDUCE_ONCE, ALL_REDUCE_TWICE, TENSOR_FORWARD_ONLY,
+        TENSOR_SPLITS_EVERY_ACTIVATION, ALL_REDUCE_ONCE, ALL_REDUCE_ONE_PHASE, ALL_REDUCE_TWICE,
+        TENSOR_FORWARD_ONLY,
     ),
     forbidden=(
         "course_lib.models.parallel.parallel_memory",

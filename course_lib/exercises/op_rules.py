@@ -56,6 +56,12 @@ SOFTMAX_TERM = Mistake(
     "softmax's rule has two terms: y ⊙ (v − Σⱼ yⱼ·vⱼ), the sum along the last axis, with v the "
     "input tangent (forward) or the output adjoint (reverse), y the output.",
 )
+SOFTMAX_DIAGONAL = Mistake(
+    "softmax-diagonal-only",
+    "y ⊙ (1 − y) ⊙ v keeps only the diagonal of softmax's Jacobian, ∂yᵢ/∂xᵢ = yᵢ(1 − yᵢ): every "
+    "yᵢ also moves with every other xⱼ of its row, ∂yᵢ/∂xⱼ = −yᵢyⱼ. All terms together: "
+    "y ⊙ (v − Σⱼ yⱼ·vⱼ), the sum along the last axis.",
+)
 ROW_SUM_NOT_KEPT = Mistake(
     "row-sum-not-kept",
     "a sum along the last axis must keep that axis (keepdims=True) to broadcast back along its "
@@ -65,6 +71,12 @@ LOG_SOFTMAX_EXP = Mistake(
     "log-softmax-exp",
     "log-softmax's rule needs the softmax, which is exp(output): exp of the log-softmax. exp(x) "
     "is not the softmax, and it overflows for x near 1000.",
+)
+LOG_SOFTMAX_TRANSPOSED = Mistake(
+    "log-softmax-other-mode",
+    "that is log-softmax's rule of the other mode: its Jacobian, ∂yᵢ/∂xⱼ = δᵢⱼ − pⱼ with "
+    "p = exp(output), is not symmetric. Forward: v − Σⱼ pⱼ·vⱼ (one number per row, the same "
+    "for every column); reverse: v̄ − p·Σⱼ v̄ⱼ.",
 )
 
 NAIVE_SOFTMAX = Mistake(
@@ -253,6 +265,7 @@ def softmax_candidates(case: Case, v: np.ndarray) -> list:
     y = case.output
     p = lambda: naive_softmax(case.inputs[0])  # noqa: E731
     return [(SOFTMAX_TERM, lambda: y * v), (SOFTMAX_TERM, lambda: y * (v - row_sum(v))),
+            (SOFTMAX_DIAGONAL, lambda: y * (1 - y) * v),
             (ROW_SUM_NOT_KEPT, lambda: y * (v - row_sum(y * v, keep=False))),
             (NAIVE_SOFTMAX, lambda: p() * (v - row_sum(p() * v)))]  # fmt: skip
 

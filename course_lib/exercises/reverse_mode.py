@@ -31,12 +31,14 @@ from .core import (
 )
 from .op_rules import (
     LOG_SOFTMAX_EXP,
+    LOG_SOFTMAX_TRANSPOSED,
     MAX_TIES,
     MEAN_COUNT,
     NAIVE_SOFTMAX,
     OPS,
     REDUCTIONS,
     ROW_SUM_NOT_KEPT,
+    SOFTMAX_DIAGONAL,
     SOFTMAX_TERM,
     Case,
     as_array,
@@ -362,6 +364,7 @@ def _vjp_candidates(case: Case, g: np.ndarray, k: int) -> list:
         x = inputs[0]
         return [(LOG_SOFTMAX_EXP, lambda: g - np.exp(x) * row_sum(g)),
                 (LOG_SOFTMAX_EXP, lambda: g - out * row_sum(g)),
+                (LOG_SOFTMAX_TRANSPOSED, lambda: g - row_sum(np.exp(out) * g)),
                 (ROW_SUM_NOT_KEPT, lambda: g - np.exp(out) * row_sum(g, keep=False)),
                 (NAIVE_SOFTMAX, lambda: g - naive_softmax(x) * row_sum(g))]  # fmt: skip
     shape, partial = inputs[k].shape, lambda: _partial(case, g, k)
@@ -392,8 +395,9 @@ def _vjp_errors(case: Case) -> list:
     "vjp_rule(op, inputs, output, adjoint, axis=None, keepdims=False) -> tuple: the inputs' "
     "adjoints, in NumPy",
     mistakes=(NOT_UNBROADCAST, UNBROADCAST_SHAPE, PRODUCT_PARTIALS, MATMUL_ORDER, NOT_EXPANDED,
-              MEAN_COUNT, MAX_NOT_ROUTED, MAX_TIES, SOFTMAX_TERM, ROW_SUM_NOT_KEPT,
-              LOG_SOFTMAX_EXP, NAIVE_SOFTMAX),  # fmt: skip
+              MEAN_COUNT, MAX_NOT_ROUTED, MAX_TIES, SOFTMAX_TERM, SOFTMAX_DIAGONAL,
+              ROW_SUM_NOT_KEPT, LOG_SOFTMAX_EXP, LOG_SOFTMAX_TRANSPOSED,
+              NAIVE_SOFTMAX),  # fmt: skip
     points=5.0,
     forbidden=library_rules(),
 )

@@ -73,6 +73,13 @@ CHANGES_INPUT = Mistake(
     "your function changed the logits it was given (an in-place -= or /=): work on a copy, or "
     "write x = logits - logits.max(...) (a new array).",
 )
+KEEPS_DTYPE = Mistake(
+    "keeps-dtype",
+    "the gradient has the logits' dtype: float32 logits give a float32 gradient (a framework "
+    "trains in float32, and twice the memory for a float64 copy is not free). Mixing in a "
+    "float64 array upcasts: np.eye(C)[targets] and np.zeros((N, C)) are float64, so build the "
+    "one-hot with dtype=logits.dtype, or subtract 1 in place: p[np.arange(N), targets] -= 1.",
+)
 
 
 def _mean_cross_entropy(logits, targets) -> float:
@@ -114,57 +121,67 @@ def _softmax_ce_mistake(got, logits, targets, fd) -> Mistake | None:
     return first_match(got, wrong, lambda a, b: close(a, b, rtol=1e-5, atol=1e-7))
 
 
-def _right_when_row_major(answer, label, logits, targets, fd) -> bool:
+def _right_when_row_major(answer, label, logits, targets, fd, atol) -> bool:
     """Whether the answer gets the same logits right when they are row-major (it failed on
     another layout: a write through a copy that reshape or ravel made)."""
     try:
         got = call(label + " on row-major logits", answer, laid_out(logits, "C"), targets.copy())
     except Wrong:
         return False
-    return isinstance(got, np.ndarray) and close(got, fd, rtol=1e-5, atol=1e-7)
+    return isinstance(got, np.ndarray) and close(got, fd, rtol=1e-5, atol=atol)
 
 
 @exercise(
-    "04.softmax_ce_grad", "softmax_ce_grad(logits, targets) -> ndarray: ∂ mean CE / ∂ logits",
+    "04.softmax_ce_grad",
+    "softmax_ce_grad(logits, targets) -> ndarray: ∂ mean CE / ∂ logits, in the logits' dtype",
     mistakes=(NO_MEAN, SIGN, UNSTABLE, NO_ONE_HOT, SOFTMAX_AXIS, CHANGES_INPUT, WRITES_A_COPY,
-              EVERY_ROW, BY_CLASSES),  # fmt: skip
+              EVERY_ROW, BY_CLASSES, KEEPS_DTYPE),  # fmt: skip
     forbidden=DERIVATIVES,
 )
 def check_softmax_ce_grad(answer) -> str:
     rng = np.random.default_rng(40)
+    f64, f32 = np.float64, np.float32
     cases = [
-        (4, 5, 1.0),
-        (1, 3, 1.0),
-        (1, 1, 1.0),
-        (8, 10, 3.0),
-        (3, 2, 1e3),
-        (5, 4, -1e3),
-        (2, 6, 1e3),
+        (4, 5, 1.0, f64),
+        (1, 3, 1.0, f64),
+        (1, 1, 1.0, f64),
+        (8, 10, 3.0, f64),
+        (3, 2, 1e3, f64),
+        (5, 4, -1e3, f64),
+        (2, 6, 1e3, f64),
+        (6, 7, 3.0, f32),
     ]
-    for count, (n, c, scale) in enumerate(cases):
-        logits = scale * rng.standard_normal((n, c))
+    for count, (n, c, scale, dtype) in enumerate(cases):
+        logits = (scale * rng.standard_normal((n, c))).astype(dtype)
         targets = rng.integers(0, c, n).astype(np.int64 if n % 2 else np.int32)
         layout = LAYOUTS[count % len(LAYOUTS)]
         label = (
-            f"softmax_ce_grad(logits, targets) for {n} rows, {c} classes, logits of scale "
-            f"{scale:g}{_LAYOUT_NAMES[layout]}"
+            f"softmax_ce_grad(logits, targets) for {n} rows, {c} classes, {dtype.__name__} "
+            f"logits of scale {scale:g}{_LAYOUT_NAMES[layout]}"
         )
         given = laid_out(logits, layout)
         got = call(label, answer, given, targets.copy(), changed=CHANGES_INPUT)
+        array = isinstance(got, np.ndarray)
+        kind = f"an array of shape {got.shape}" if array else type(got).__name__
         require(
-            isinstance(got, np.ndarray) and got.shape == logits.shape,
-            f"{label} returned {type(got).__name__} {getattr(got, 'shape', '')}; it must return an "
-            f"array of the logits' shape {logits.shape}",
+            array and got.shape == logits.shape,
+            f"{label} returned {kind}; it must return an array of the logits' shape {logits.shape}",
         )
-        fd = _finite_differences(logits, targets)
-        if not close(got, fd, rtol=1e-5, atol=1e-7):
+        fd = _finite_differences(logits.astype(f64), targets)  # the oracle, in float64
+        atol = 1e-7 if dtype is f64 else 1e-6  # float32 keeps about 7 digits
+        if not close(got, fd, rtol=1e-5, atol=atol):
             mistake = _softmax_ce_mistake(got, logits, targets, fd)
-            if layout != "C" and _right_when_row_major(answer, label, logits, targets, fd):
+            if layout != "C" and _right_when_row_major(answer, label, logits, targets, fd, atol):
                 mistake = WRITES_A_COPY
             raise Wrong(f"{label} {mismatch(got, fd)} (central differences of the loss)", mistake)
+        require(
+            got.dtype == logits.dtype,
+            f"{label} returned a {got.dtype} array; it must keep the logits' dtype {logits.dtype}",
+            KEEPS_DTYPE,
+        )
     return (
         f"matches central differences of the mean cross-entropy on {len(cases)} batches: "
-        "one row, one class, logits of ±1e3"
+        "one row, one class, logits of ±1e3, float32 logits"
     )
 
 
@@ -305,11 +322,12 @@ NORM_KINDS = ("layer", "rms")
 
 def _numpy_norm_grads(kind, dy, x, gamma, eps, *, centre=None, mean_term=True,
                       variance_term=True, eps_outside=False, exact_dr=True, ddof=0,
-                      gamma_in_dx=True, summed=True) -> dict:  # fmt: skip
+                      gamma_in_dx=True, rows=None) -> dict:  # fmt: skip
     """The gradients of sum(dy · norm(x)) in closed form, with one mistake switched on: the
     mistakes' results (the right ones come from ``cl.grad``). ``eps_outside``: r = 1/(sqrt(var)
     + ε), differentiated as such, or (``exact_dr=False``) put into the right closed form,
-    whose dr/dvar = −r³/2 holds only for ε inside the root."""
+    whose dr/dvar = −r³/2 holds only for ε inside the root. ``rows``: the axes gamma's and
+    beta's gradients are summed over (all but the last when None)."""
     centre = kind == "layer" if centre is None else centre
     n = x.shape[-1]
     xc = x - x.mean(axis=-1, keepdims=True) if centre else x
@@ -325,7 +343,7 @@ def _numpy_norm_grads(kind, dy, x, gamma, eps, *, centre=None, mean_term=True,
     if variance_term:
         dxc = dxc + 2 * dr / (n - ddof) * xc * (g * xc).sum(axis=-1, keepdims=True)
     dx = dxc - dxc.mean(axis=-1, keepdims=True) if centre and mean_term else dxc
-    rows = tuple(range(x.ndim - 1)) if summed else ()
+    rows = tuple(range(x.ndim - 1)) if rows is None else rows
     grads = {"x": dx, "gamma": (dy * xc * r).sum(axis=rows)}
     if kind == "layer":
         grads["beta"] = dy.sum(axis=rows)
@@ -355,7 +373,8 @@ def _norm_grads_mistake(kind, got: dict, dy, x, gamma, eps, close_enough) -> Mis
         (UNBIASED_VARIANCE, dict(ddof=1)),
         (RMS_AS_LAYER, dict(centre=True)),
         (NO_GAMMA_IN_DX, dict(gamma_in_dx=False)),
-        (NOT_SUMMED, dict(summed=False)),
+        (NOT_SUMMED, dict(rows=())),
+        (NOT_SUMMED, dict(rows=(0,))),  # over the first axis only: the batch, not the tokens
     ]
     # RMS norm has no mean term to forget; layer norm cannot be treated like itself
     not_for_kind = NO_MEAN_TERM if kind == "rms" else RMS_AS_LAYER
@@ -401,11 +420,10 @@ def _check_norm_case(answer, rng, kind, shape, eps, scale, offset) -> None:
         label += f" (values {offset:g} ± {scale:g})"
     got = call(label, answer, kind, dy, x, gamma, eps)
     want = _oracle_norm_grads(kind, dy, x, gamma, eps)
+    keys = f"keys {sorted(got)}" if isinstance(got, dict) else type(got).__name__
     require(
         isinstance(got, dict) and sorted(got) == sorted(want),
-        f"{label} returned {type(got).__name__} "
-        f"{sorted(got) if isinstance(got, dict) else ''}; it must return a dict with the keys "
-        f"{sorted(want)}",
+        f"{label} returned {keys}; it must return a dict with the keys {sorted(want)}",
     )
     wrong_shapes = [name for name in want if np.shape(got[name]) != want[name].shape]
     scale_of = {name: float(np.abs(w).max()) for name, w in want.items()}
