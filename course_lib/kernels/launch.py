@@ -80,13 +80,20 @@ def _xp(mode: str):
     return backend.array_module("gpu" if mode == "gpu" else "cpu")
 
 
-def _inputs(mode: str, *arrays):
+def _inputs(name: str, mode: str, *arrays):
     """Contiguous float32 copies (or the arrays themselves) in the mode's array module."""
     xp = _xp(mode)
     if mode == "emulator":  # the emulator runs on the CPU: host arrays only
-        arrays = [host_array(a, "an emulated kernel's input") for a in arrays]
-    return [a if _ready(xp, a) else xp.ascontiguousarray(xp.asarray(a, dtype=xp.float32))
-            for a in arrays]  # fmt: skip
+        arrays = [host_array(a, f"an emulated kernel's input ({name})") for a in arrays]
+    return [a if _ready(xp, a) else _float32(name, xp, a) for a in arrays]
+
+
+def _float32(name: str, xp, array):
+    """A contiguous float32 copy of real numbers; complex, text or object arrays are refused
+    (the cast would drop an imaginary part, or turn None into NaN)."""
+    array = array if hasattr(array, "dtype") else np.asarray(array)  # where it is: no copy
+    params.numeric_array(array, f"{name}'s input of shape {array.shape}")
+    return xp.ascontiguousarray(xp.asarray(array, dtype=xp.float32))
 
 
 def _ready(xp, array) -> bool:
@@ -142,7 +149,7 @@ def vector_add_float4(a, b, *, mode: str | None = None, block: int = 256):
 
 def _vector_add(name: str, a, b, mode, block: int, per_thread: int):
     mode = _mode(mode)
-    a, b = _inputs(mode, a, b)
+    a, b = _inputs(name, mode, a, b)
     if a.ndim != 1 or a.shape != b.shape:
         raise ShapeError(f"{name} needs two vectors of equal length, got {a.shape} and {b.shape}")
     if per_thread == 4:
@@ -157,17 +164,26 @@ def _vector_add(name: str, a, b, mode, block: int, per_thread: int):
     return c
 
 
-def _matmul_shapes(name: str, a, b) -> tuple[int, int, int]:
-    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
-        raise ShapeError(f"{name} needs (M, K) @ (K, N) matrices, got {a.shape} @ {b.shape}")
-    return a.shape[0], b.shape[1], a.shape[1]
+INT_INDEXED = ("matmul_naive", "matmul_tiled")  # they index with int: 2**31 elements at most
+
+
+def _matmul_shapes(name: str, a_shape, b_shape) -> tuple[int, int, int]:
+    if len(a_shape) != 2 or len(b_shape) != 2 or a_shape[1] != b_shape[0]:
+        raise ShapeError(f"{name} needs (M, K) @ (K, N) matrices, got {a_shape} @ {b_shape}")
+    (m, k), n = a_shape, b_shape[1]
+    if name in INT_INDEXED and max(m * k, k * n, m * n) > 2**31:
+        raise ShapeError(
+            f"{name} indexes with 32-bit ints: A, B and C may hold 2**31 elements at most, got "
+            f"{a_shape} @ {b_shape}; use matmul_register_tiled"
+        )
+    return m, n, k
 
 
 def _matmul(name: str, a, b, mode, tile: tuple[int, int], block: tuple[int, int]):
     """Launch ``<name>.cu`` with one block per ``tile`` (columns, rows) of C = a @ b."""
     mode = _mode(mode)
-    a, b = _aligned(*_inputs(mode, a, b))
-    m, n, k = _matmul_shapes(name, a, b)
+    m, n, k = _matmul_shapes(name, np.shape(a), np.shape(b))  # before any copy is made
+    a, b = _aligned(*_inputs(name, mode, a, b))
     c = _xp(mode).empty((m, n), dtype=np.float32)
     if c.size:
         grid = (_blocks(n, tile[0]), _blocks(m, tile[1]))
@@ -179,6 +195,8 @@ def _matmul(name: str, a, b, mode, tile: tuple[int, int], block: tuple[int, int]
 
 def matmul_naive(a, b, *, mode: str | None = None, block: tuple[int, int] = (16, 16)):
     """``a @ b`` with one thread per output element reading from global memory."""
+    if np.shape(block) != (2,):
+        raise ParameterError(f"matmul_naive needs a block of two sizes (x, y), got {block!r}")
     return _matmul("matmul_naive", a, b, mode, block, block)
 
 
@@ -198,7 +216,7 @@ def _one_array(name: str, mode: str, x, ndim: int, variant=None, variants=()):
     module, after checking that ``variant`` is one of ``variants`` (when there are some)."""
     if variants and variant not in variants:
         raise ParameterError(f"{name} variant must be one of {variants}, got {variant!r}")
-    (x,) = _inputs(mode, x)
+    (x,) = _inputs(name, mode, x)
     if x.ndim != ndim:
         raise ShapeError(f"{name} needs a {('vector', 'matrix')[ndim - 1]}, got shape {x.shape}")
     return x
@@ -255,7 +273,9 @@ def reduce_sum(x, *, variant: str = "shuffle", mode: str | None = None, block: i
     xp = _xp(mode)
     if x.size == 0:
         return xp.zeros((), dtype=np.float32)
-    blocks = min(_blocks(x.size, block), 1024) if blocks is None else blocks
+    if blocks is None:
+        blocks = min(_blocks(x.size, block), 1024)
+    blocks = params.count(blocks, "reduce_sum's blocks", 1, 2**31 - 1)
     kernel = get_kernel("reduce.cu", f"reduce_sum_{variant}", mode)
     partial, total = xp.empty(blocks, dtype=np.float32), xp.empty(1, dtype=np.float32)
     for values, out, grid in ((x, partial, blocks), (partial, total, 1)):
@@ -265,9 +285,9 @@ def reduce_sum(x, *, variant: str = "shuffle", mode: str | None = None, block: i
     return total.reshape(())
 
 
-def _rows(x) -> tuple[int, int]:
+def _rows(name: str, x) -> tuple[int, int]:
     if x.ndim == 0:
-        raise ShapeError("row kernels need at least one axis; got a scalar")
+        raise ShapeError(f"{name} works on rows: it needs an array of 1 or more axes, got a scalar")
     cols = x.shape[-1]
     return (x.size // cols if cols else 0), cols
 
@@ -277,7 +297,7 @@ def _launch_rows(filename: str, kernel: str, mode: str, block: int | None, array
     """A row kernel: one block (of ``block`` threads, or :func:`_row_block`'s choice) per row
     of ``arrays[0]``'s last axis, called as ``kernel(*arrays, out, rows, *scalars)``. Returns
     ``out``, shaped like ``arrays[0]``."""
-    rows, cols = _rows(arrays[0])
+    rows, cols = _rows(kernel, arrays[0])
     out = _xp(mode).empty_like(arrays[0])
     if out.size:
         block = _row_block(kernel, cols, block)
@@ -291,8 +311,8 @@ def softmax(x, *, mode: str | None = None, block: int | None = None):
     """Softmax over the last axis, one block of ``block`` threads per row, the row held in
     registers (``softmax.cu``)."""
     mode = _mode(mode)
-    (x,) = _inputs(mode, x)
-    _, cols = _rows(x)
+    (x,) = _inputs("softmax", mode, x)
+    _, cols = _rows("softmax", x)
     flops = 7 * x.size  # max; subtract, exp, add; subtract, exp, divide
     return _launch_rows("softmax.cu", "softmax_rows", mode, block, (x,), (np.int32(cols),), flops)
 
@@ -301,7 +321,7 @@ def causal_softmax(s, scale: float, *, mode: str | None = None, block: int | Non
     """``softmax(scale * s + M)`` of (..., T, S) attention scores, ``M = -inf`` for keys after
     each query (queries aligned with the last keys), one block per row (``softmax.cu``)."""
     mode = _mode(mode)
-    (s,) = _inputs(mode, s)
+    (s,) = _inputs("causal_softmax", mode, s)
     if s.ndim < 2 or s.shape[-2] > s.shape[-1]:
         raise ShapeError(f"causal_softmax needs (..., T, S) scores with T <= S, got {s.shape}")
     scalars = (np.int32(s.shape[-2]), np.int32(s.shape[-1]), np.float32(scale))
@@ -313,7 +333,7 @@ def softmax_grad(g, p, scale: float = 1.0, *, mode: str | None = None, block: in
     """``scale * p * (g - sum(g * p))`` over the last axis: a softmax's adjoint from its
     output p, one block per row, both rows held in registers (``softmax.cu``)."""
     mode = _mode(mode)
-    g, p = _inputs(mode, g, p)
+    g, p = _inputs("softmax_grad", mode, g, p)
     if g.shape != p.shape or g.ndim == 0:
         raise ShapeError(f"softmax_grad needs g and p of one shape (1-d or more), got "
                          f"{g.shape} and {p.shape}")  # fmt: skip
@@ -325,8 +345,8 @@ def softmax_grad(g, p, scale: float = 1.0, *, mode: str | None = None, block: in
 def rms_norm(x, weight, eps: float = 1e-6, *, mode: str | None = None, block: int | None = None):
     """``weight * x / sqrt(mean(x**2) + eps)`` over the last axis (``rms_norm.cu``)."""
     mode = _mode(mode)
-    x, weight = _inputs(mode, x, weight)
-    rows, cols = _rows(x)
+    x, weight = _inputs("rms_norm", mode, x, weight)
+    rows, cols = _rows("rms_norm", x)
     if weight.shape != (cols,):
         raise ShapeError(f"rms_norm weight must have shape ({cols},) like x's last axis, "
                          f"got {weight.shape}")  # fmt: skip
@@ -340,8 +360,8 @@ def rms_norm_grad_x(g, x, weight, eps: float = 1e-6, *, mode: str | None = None,
     """RMSNorm's input adjoint ``r * (g*w - x * mean(g*w*x) * r**2)``, ``r = 1/rms(x)``, over
     the last axis, one block per row (``rms_norm.cu``)."""
     mode = _mode(mode)
-    g, x, weight = _inputs(mode, g, x, weight)
-    rows, cols = _rows(x)
+    g, x, weight = _inputs("rms_norm_grad_x", mode, g, x, weight)
+    rows, cols = _rows("rms_norm_grad_x", x)
     if g.shape != x.shape or weight.shape != (cols,):
         raise ShapeError(f"rms_norm_grad_x needs g and x of one shape and a weight of shape "
                          f"({cols},), got {g.shape}, {x.shape} and {weight.shape}")  # fmt: skip
@@ -358,11 +378,11 @@ def rms_norm_grad_w(g, x, eps: float = 1e-6, *, mode: str | None = None, block: 
     (``rms_norm.cu``): the rows' r, then partial column sums over chunks of rows, added here
     (one partial row per chunk)."""
     mode = _mode(mode)
-    g, x = _inputs(mode, g, x)
+    g, x = _inputs("rms_norm_grad_w", mode, g, x)
     if g.shape != x.shape or x.ndim == 0:
         raise ShapeError(f"rms_norm_grad_w needs g and x of one shape (1-d or more), got "
                          f"{g.shape} and {x.shape}")  # fmt: skip
-    rows, cols = _rows(x)
+    rows, cols = _rows("rms_norm_grad_w", x)
     xp = _xp(mode)
     if not rows or not cols:
         return xp.zeros(cols, dtype=np.float32)
@@ -386,7 +406,7 @@ def rope(x, cos, sin, *, axis: int = -2, mode: str | None = None, block: int = 2
     """Half-split rotary embedding of x (..., head_dim) with positions along ``axis`` (any
     axis but the last; default the second-to-last: (..., seq_len, head_dim)) (``rope.cu``)."""
     mode = _mode(mode)
-    x, cos, sin = _inputs(mode, x, cos, sin)
+    x, cos, sin = _inputs("rope", mode, x, cos, sin)
     if x.ndim < 2 or x.shape[-1] % 2 or not -x.ndim <= axis < x.ndim or axis % x.ndim == x.ndim - 1:
         raise ShapeError(f"rope needs x of shape (..., even head_dim) with positions on an "
                          f"axis before the last, got {x.shape} and axis {axis}")  # fmt: skip
@@ -418,7 +438,7 @@ def adam_moment(m, g, beta: float, power: int, *, mode: str | None = None, block
     """AdamW's new moment ``beta * m + (1 - beta) * g**power`` (``adamw.cu``): power 1 for
     the first moment, 2 for the second."""
     mode = _mode(mode)
-    m, g = _inputs(mode, m, g)
+    m, g = _inputs("adam_moment", mode, m, g)
     if m.shape != g.shape or power not in (1, 2):
         raise ShapeError(f"adam_moment needs m and g of one shape and power 1 or 2, got "
                          f"{m.shape}, {g.shape}, power {power}")  # fmt: skip
@@ -436,13 +456,16 @@ def adamw_update(param, m, v, lr, step, beta1: float, beta2: float, eps: float,
     """AdamW's new parameter from the new moments (``adamw.cu``); ``lr`` (float64) and
     ``step`` (int64) are 0-d arrays read by the kernel, never by the host."""
     mode = _mode(mode)
-    param, m, v = _inputs(mode, param, m, v)
+    param, m, v = _inputs("adamw_update", mode, param, m, v)
     if not param.shape == m.shape == v.shape:
         raise ShapeError(f"adamw_update needs θ, m and v of one shape, got {param.shape}, "
                          f"{m.shape}, {v.shape}")  # fmt: skip
     xp = _xp(mode)
     lr = xp.ascontiguousarray(xp.asarray(lr, dtype=np.float64))
     step = xp.ascontiguousarray(xp.asarray(step, dtype=np.int64))
+    if lr.size != 1 or step.size != 1:
+        raise ShapeError(f"adamw_update needs one lr and one step (0-d arrays), got {lr.size} "
+                         f"and {step.size} values")  # fmt: skip
     out = xp.empty_like(param)
     if param.size:
         args = (param, m, v, lr, step, out, np.float64(beta1), np.float64(beta2),
@@ -468,9 +491,11 @@ def attention(q, k, v, causal: bool = True, scale: float | None = None, *,
               mode: str | None = None):  # fmt: skip
     """Attention of q (B, H, T, D) over k, v (B, KV, T, D), tiled with an online softmax
     (``attention.cu``, FlashAttention's recurrence); H must be a multiple of KV
-    (grouped-query attention)."""
+    (grouped-query attention). With ``causal``, a NaN or inf in v at key j reaches the outputs
+    of queries >= j and of the earlier queries in j's block of :func:`attention_rows` queries
+    (their masked 0 times it: NaN), not of earlier blocks; in reference.attention, all rows."""
     mode = _mode(mode)
-    q, k, v = _inputs(mode, q, k, v)
+    q, k, v = _inputs("attention", mode, q, k, v)
     scale = None if scale is None else float(scale)  # a hashable key, whatever number it was
     grid, shared, scalars, flops = _attention_plan(q.shape, k.shape, v.shape, bool(causal), scale)
     o = _xp(mode).empty_like(q)
@@ -519,7 +544,7 @@ def fused(kernel: FusedElementwise, *inputs, mode: str | None = None, block: int
         raise ShapeError(
             f"fused kernel {kernel.name} takes inputs {kernel.inputs}, got {len(inputs)} arrays"
         )
-    arrays = _inputs(mode, *inputs)
+    arrays = _inputs(kernel.name, mode, *inputs)
     shapes = {a.shape for a in arrays}
     if len(shapes) != 1:
         raise ShapeError(

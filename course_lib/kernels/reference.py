@@ -38,9 +38,11 @@ def reduce_sum(x: np.ndarray) -> np.ndarray:
 
 
 def softmax(x: np.ndarray) -> np.ndarray:
-    """Softmax over the last axis, with the maximum subtracted first."""
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
+    """Softmax over the last axis, with the maximum subtracted first: a row of -inf, or with
+    a +inf or a NaN, is all NaN (as in the kernels), without a warning."""
+    with np.errstate(invalid="ignore"):
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
 
 
 def causal_softmax(s: np.ndarray, scale: float) -> np.ndarray:
