@@ -61,6 +61,14 @@ def main() -> None:
             for name, (op, inputs) in cases().items():
                 runs[name, "kernels"] = lambda op=op, inputs=inputs: op.compute(np, *inputs)
                 runs[name, "grouped"] = grouped(op, inputs)
+                result = runs[name, "grouped"]()  # the kernels' numbers, up to rounding
+                np.testing.assert_allclose(
+                    runs[name, "kernels"](),
+                    result,
+                    rtol=0,
+                    atol=1e-5 * np.abs(result).max(),
+                    err_msg=name,
+                )
             medians = interleaved_medians(runs, repeats=args.repeats)
         print(f"--- {threads} thread{'s' if threads > 1 else ''}, medians of {args.repeats} ---")
         for name in cases():

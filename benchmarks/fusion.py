@@ -6,10 +6,10 @@ temporaries tmp1, tmp2; every array allocated beforehand, as in the lecture) aga
 expression as a C++ loop compiled for this CPU (on one thread, like NumPy, and on two: its
 blocks split over the pool it shares with BLAS) and the numexpr expression (one blocked pass;
 on one thread, and on two: it is limited by its interpreter's work, not by memory, so a free
-second core speeds it up). Both write into the
-preallocated E, like Program 1. Also NumPy written naturally (it allocates its result) and
-the Executor with and without the pass (a fused node on large float32 arrays runs the
-compiled loop, allocating its result). The byte model predicts 9N / 5N = 1.8x.
+second core speeds it up). Both write into the preallocated E, like Program 1. Also NumPy
+written naturally (it allocates its result) and the Executor with and without the pass, on
+one thread like NumPy (a fused node on large float32 arrays runs the compiled loop,
+allocating its result). The byte model predicts 9N / 5N = 1.8x.
 Part 2: three matmuls against one on the concatenated weights (``merge_matmuls``): the
 same FLOPs, x read once, one call instead of three. On a busy 2-core machine each BLAS call
 with two threads can wait milliseconds for its second thread, so the per-call saving
@@ -23,7 +23,7 @@ import argparse
 
 import numexpr
 import numpy as np
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 import course_lib as cl
 from course_lib.passes import fold_constants, fuse_elementwise, merge_matmuls
@@ -54,27 +54,30 @@ def fusion(n: int, repeats: int) -> None:
 
         return run
 
+    pools = ThreadpoolController()  # found once: threadpool_limits looks for them each time
+
     def loop_on(threads: int):
         def run():
-            with threadpool_limits(threads):  # the pool's count: BLAS's (one knob)
+            with pools.limit(limits=threads):  # the pool's count: BLAS's (one knob)
                 fused.op.run_kernel(np, *arrays, mode="cpu", out=e)
 
         return run
 
     threads = numexpr.get_num_threads()
-    medians = interleaved_medians(
-        {
-            "Program 1: NumPy, 3 kernels": program_1,
-            "Program 2: C++ loop 1 thread": loop_on(1),
-            "Program 2: C++ loop 2 threads": loop_on(2),
-            "Program 2: numexpr 1 thread": numexpr_on(1),
-            "Program 2: numexpr 2 threads": numexpr_on(2),
-            "NumPy d + (a + b) * c": lambda: d + (a + b) * c,
-            "Executor, unfused graph": lambda: run_unfused.run(feed),
-            "Executor, fused graph": lambda: run_fused.run(feed),
-        },
-        repeats=repeats,
-    )
+    with pools.limit(limits=1):  # one thread but where a row says two (the Executor's too)
+        medians = interleaved_medians(
+            {
+                "Program 1: NumPy, 3 kernels": program_1,
+                "Program 2: C++ loop 1 thread": loop_on(1),
+                "Program 2: C++ loop 2 threads": loop_on(2),
+                "Program 2: numexpr 1 thread": numexpr_on(1),
+                "Program 2: numexpr 2 threads": numexpr_on(2),
+                "NumPy d + (a + b) * c": lambda: d + (a + b) * c,
+                "Executor, unfused graph": lambda: run_unfused.run(feed),
+                "Executor, fused graph": lambda: run_fused.run(feed),
+            },
+            repeats=repeats,
+        )
     numexpr.set_num_threads(threads)
     print(f"E = D + (A + B) * C, N = {n} float32, median of {repeats} interleaved runs")
     print(

@@ -4,10 +4,14 @@
 256), batch 16, seq 128; ``--model gpu``: dim 1024, 8 layers, 16/8 heads, ffn 2816, vocab
 8192, batch 8, seq 512. Float32; on the CPU both with the same thread count (``--threads``
 caps PyTorch's pool and, through threadpoolctl, NumPy's BLAS and any OpenMP pool); with
-``--device gpu`` both on the same GPU (CuPy and CUDA PyTorch, TF32 off). Alternating blocks
-of steps (the first step of each block is a warm-up: worker threads of the other library
-spin for a while after its last call), medians; each step ends by reading the loss, so GPU
-work is finished when the clock stops.
+``--device gpu`` both on the same GPU (CuPy and CUDA PyTorch, TF32 off). PyTorch starts
+from course_lib's weights and steps with its AdamW hyper-parameters (PyTorch's fused AdamW,
+and on the CPU its GQA attention without copied kv heads: its fastest eager forms), so both
+take the same steps: after the timing one more step of each must give the same loss
+(:func:`same_losses`), or the run stops. Alternating blocks of steps (the first step of each
+block is a warm-up: worker threads of the other library spin for a while after its last
+call), medians; each step ends by reading the loss, so GPU work is finished when the clock
+stops.
 Run: ``.venv/bin/python benchmarks/llama_step.py [--device gpu] [--model gpu]`` (needs the
 ``oracle`` extra: PyTorch and threadpoolctl). Targets (:func:`target`): CPU ratio <= 1.0 on
 1 thread, <= 1.2 on 2, <= 1.5 on more; GPU <= 3 for tiny (launch-bound), <= 1.5 for the gpu
@@ -20,6 +24,7 @@ timed one by one beside PyTorch's profiler (``step_profile.py``).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 
@@ -28,6 +33,7 @@ from step_profile import course_lib_seconds, profile_table, torch_seconds
 from threadpoolctl import threadpool_limits
 
 import course_lib as cl
+from course_lib.backend import to_numpy
 from course_lib.models import Llama, LlamaConfig
 from course_lib.models.optim import AdamW
 from course_lib.models.train import training_step
@@ -38,6 +44,7 @@ MODELS = {
     "gpu": (LlamaConfig(dim=1024, n_layers=8, n_heads=16, n_kv_heads=8, ffn_dim=2816,
                         vocab_size=8192, max_seq_len=512), 8, 512),
 }  # fmt: skip
+LOSS_RTOL = 1e-4  # both sides' losses after the timed steps: measured within 2e-7 on the CPU
 
 
 def course_lib_step(config: LlamaConfig, tokens: np.ndarray):
@@ -57,17 +64,25 @@ def course_lib_step(config: LlamaConfig, tokens: np.ndarray):
         return float(loss)  # waits for the device
 
     step.outputs, step.feed = run.outputs, feed  # what --profile times op by op
+    step.model, step.optimizer = model, optimizer  # where PyTorch's copy starts
     return step
 
 
-def torch_step(config: LlamaConfig, tokens: np.ndarray, device: str = "cpu"):
+def torch_step(config: LlamaConfig, tokens: np.ndarray, like, device: str = "cpu"):
     """The same model in plain PyTorch (nn.Linear without biases, RMSNorm, half-split RoPE,
-    causal GQA through scaled_dot_product_attention, SwiGLU) with torch.optim.AdamW."""
+    causal GQA through scaled_dot_product_attention, SwiGLU), its parameters under Hugging
+    Face's names and loaded from ``like.model`` (course_lib's step, before its first run: the
+    same weights, untied, strictly the same names and shapes), trained by torch.optim.AdamW
+    with ``like.optimizer``'s hyper-parameters, fused (PyTorch's fastest on either device)."""
     import torch
     from torch import nn
     from torch.nn import functional as F
 
     c, d = config, config.head_dim
+    where = "cuda" if device == "gpu" else "cpu"
+    # the CPU's flash kernel reads each kv head for its group; CUDA's runs float16/bfloat16
+    # only, so float32 on a GPU copies the kv heads for the memory-efficient kernel
+    gqa = where == "cpu"
     inv_freq = c.rope_theta ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)
     angles = torch.outer(torch.arange(c.max_seq_len, dtype=torch.float32), inv_freq)
     cos, sin = torch.cat([angles.cos()] * 2, -1), torch.cat([angles.sin()] * 2, -1)
@@ -77,52 +92,57 @@ def torch_step(config: LlamaConfig, tokens: np.ndarray, device: str = "cpu"):
         rotated = torch.cat([-x[..., d // 2 :], x[..., : d // 2]], -1)
         return x * cos[:t] + rotated * sin[:t]
 
+    def linears(**shapes):
+        return nn.ModuleDict({n: nn.Linear(i, o, bias=False) for n, (o, i) in shapes.items()})
+
     class Block(nn.Module):
         def __init__(self):
             super().__init__()
-            self.q = nn.Linear(c.dim, c.n_heads * d, bias=False)
-            self.k = nn.Linear(c.dim, c.n_kv_heads * d, bias=False)
-            self.v = nn.Linear(c.dim, c.n_kv_heads * d, bias=False)
-            self.o = nn.Linear(c.n_heads * d, c.dim, bias=False)
-            self.gate = nn.Linear(c.dim, c.ffn_dim, bias=False)
-            self.up = nn.Linear(c.dim, c.ffn_dim, bias=False)
-            self.down = nn.Linear(c.ffn_dim, c.dim, bias=False)
-            self.norm1 = nn.RMSNorm(c.dim, eps=c.norm_eps)
-            self.norm2 = nn.RMSNorm(c.dim, eps=c.norm_eps)
+            q, kv = c.n_heads * d, c.n_kv_heads * d
+            self.self_attn = linears(q_proj=(q, c.dim), k_proj=(kv, c.dim), v_proj=(kv, c.dim),
+                                     o_proj=(c.dim, q))  # fmt: skip
+            self.mlp = linears(gate_proj=(c.ffn_dim, c.dim), up_proj=(c.ffn_dim, c.dim),
+                               down_proj=(c.dim, c.ffn_dim))  # fmt: skip
+            self.input_layernorm = nn.RMSNorm(c.dim, eps=c.norm_eps)
+            self.post_attention_layernorm = nn.RMSNorm(c.dim, eps=c.norm_eps)
 
         def forward(self, h):
-            b, t, _ = h.shape
-            a = self.norm1(h)
-            q = rope(self.q(a).view(b, t, c.n_heads, d).transpose(1, 2))
-            k = rope(self.k(a).view(b, t, c.n_kv_heads, d).transpose(1, 2))
-            v = self.v(a).view(b, t, c.n_kv_heads, d).transpose(1, 2)
-            k = k.repeat_interleave(c.kv_groups, 1)
-            v = v.repeat_interleave(c.kv_groups, 1)
-            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            h = h + self.o(out.transpose(1, 2).reshape(b, t, -1))
-            m = self.norm2(h)
-            return h + self.down(F.silu(self.gate(m)) * self.up(m))
+            (b, t, _), attn, mlp = h.shape, self.self_attn, self.mlp
+            a = self.input_layernorm(h)
+            q = rope(attn.q_proj(a).view(b, t, c.n_heads, d).transpose(1, 2))
+            k = rope(attn.k_proj(a).view(b, t, c.n_kv_heads, d).transpose(1, 2))
+            v = attn.v_proj(a).view(b, t, c.n_kv_heads, d).transpose(1, 2)
+            if not gqa:
+                k, v = k.repeat_interleave(c.kv_groups, 1), v.repeat_interleave(c.kv_groups, 1)
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+            h = h + attn.o_proj(out.transpose(1, 2).reshape(b, t, -1))
+            m = self.post_attention_layernorm(h)
+            return h + mlp.down_proj(F.silu(mlp.gate_proj(m)) * mlp.up_proj(m))
 
     class Model(nn.Module):
         def __init__(self):
             super().__init__()
-            self.embed = nn.Embedding(c.vocab_size, c.dim)
-            self.blocks = nn.ModuleList(Block() for _ in range(c.n_layers))
-            self.norm = nn.RMSNorm(c.dim, eps=c.norm_eps)
-            self.head = nn.Linear(c.dim, c.vocab_size, bias=False)
+            self.model = nn.ModuleDict({
+                "embed_tokens": nn.Embedding(c.vocab_size, c.dim),
+                "layers": nn.ModuleList(Block() for _ in range(c.n_layers)),
+                "norm": nn.RMSNorm(c.dim, eps=c.norm_eps),
+            })  # fmt: skip
+            self.lm_head = nn.Linear(c.dim, c.vocab_size, bias=False)
 
         def forward(self, x):
-            h = self.embed(x)
-            for block in self.blocks:
+            h = self.model.embed_tokens(x)
+            for block in self.model.layers:
                 h = block(h)
-            return self.head(self.norm(h))
+            return self.lm_head(self.model.norm(h))
 
-    torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False  # FP32
-    where = "cuda" if device == "gpu" else "cpu"
     cos, sin = cos.to(where), sin.to(where)
-    model = Model().to(where)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95))
+    model = Model()
+    model.load_state_dict({n: torch.tensor(to_numpy(a)) for n, a in like.model.params.items()})
+    model.to(where)
+    o = like.optimizer
+    optimizer = torch.optim.AdamW(model.parameters(), lr=o.lr, betas=o.betas, eps=o.eps,
+                                  weight_decay=o.weight_decay, fused=True)  # fmt: skip
     x = torch.from_numpy(tokens).to(where)
 
     def step():
@@ -160,11 +180,12 @@ def main() -> None:
         if args.device == "gpu" and not torch.cuda.is_available():
             print("this PyTorch build has no CUDA: showing course_lib only")
         elif args.device != "strict":
-            fns["PyTorch"] = torch_step(config, tokens, args.device)
+            fns["PyTorch"] = torch_step(config, tokens, fns["course_lib"], args.device)
     except ImportError:
         print("PyTorch is not installed (pip install -e '.[oracle]'); showing course_lib only")
     with threadpool_limits(limits=args.threads):  # NumPy's OpenBLAS would use every core
         medians = blocked_medians(fns, rounds=args.rounds, per_block=args.per_block)
+        losses = same_losses(fns)
     steps = args.rounds * args.per_block
     where = cl.describe_device() if args.device != "cpu" else (
         f"CPU, {args.threads} thread{'s' if args.threads != 1 else ''}")
@@ -177,9 +198,23 @@ def main() -> None:
     if "PyTorch" in medians:
         ratio = medians["course_lib"] / medians["PyTorch"]
         print(f"  ratio course_lib/PyTorch = {ratio:.2f}  (target <= {target(args)})")
+    print(losses)
     if args.profile and args.device == "cpu":
         for threads in sorted({1, args.threads}):
             print(profile_at(threads, fns, args.per_block))
+
+
+def same_losses(fns: dict) -> str:
+    """One more step of each library, which have all run the same steps on the same tokens
+    from the same weights: a line with their losses, or SystemExit when they differ by more
+    than :data:`LOSS_RTOL` (then the two do not compute the same step; one step of AdamW
+    changes the loss by about 1 %)."""
+    losses = {name: fn() for name, fn in fns.items()}
+    line = "  loss at the next step: " + ", ".join(f"{n} {v:.6f}" for n, v in losses.items())
+    if len(losses) == 2 and not math.isclose(*losses.values(), rel_tol=LOSS_RTOL):
+        raise SystemExit(f"{line}: they differ by more than {LOSS_RTOL:g} (relative), so the "
+                         "two libraries do not compute the same training step")  # fmt: skip
+    return line
 
 
 def target(args) -> float:
