@@ -77,7 +77,9 @@ def _declare_flops(mode: str, flops: int) -> None:
 
 @functools.cache
 def _xp(mode: str):
-    return backend.array_module("gpu" if mode == "gpu" else "cpu")
+    """NumPy for the emulator; CuPy for the GPU, checked once to see one (else a clear
+    KernelError, a DeviceError, instead of CuPy's own error from deep inside a launch)."""
+    return gpu._cupy() if mode == "gpu" else np
 
 
 def _inputs(name: str, mode: str, *arrays):

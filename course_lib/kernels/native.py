@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ..backend import host_array
-from ..errors import ShapeError
+from ..errors import GraphError, ShapeError
 from .errors import KernelCompileError, UnsafeCacheError
 
 CACHE_ENV = "COURSE_LIB_KERNEL_CACHE"
@@ -271,16 +271,17 @@ def load_simd_library(unit: str, filename: str) -> tuple[ctypes.CDLL, bool]:
 def loop_arrays(arrays: Sequence, what: str) -> list:
     """``arrays`` (the output last) if a compiled C loop over ``float*`` may take them: host
     float32 arrays of one shape, C-contiguous and aligned to 4 bytes, the output writeable and
-    overlapping no input (the loops read through ``__restrict__`` pointers), else ShapeError
-    naming ``what``."""
+    overlapping no input (the loops read through ``__restrict__`` pointers), else an error
+    naming ``what``: ShapeError for the shapes, GraphError (a TypeError) for the rest."""
     arrays = [host_array(a, f"an array of {what}") for a in arrays]
-    if len({a.shape for a in arrays}) != 1 or not all(
-        a.dtype == np.float32 and a.flags.c_contiguous and a.flags.aligned for a in arrays
-    ):
-        raise ShapeError(
-            f"{what} runs on C-contiguous float32 arrays of one shape (out included), aligned "
-            f"to 4 bytes, got (shape, dtype, aligned) "
-            f"{[(a.shape, str(a.dtype), a.flags.aligned) for a in arrays]}; use "
+    if len({a.shape for a in arrays}) != 1:
+        raise ShapeError(f"{what} runs on arrays of one shape (out included), got shapes "
+                         f"{[a.shape for a in arrays]}")  # fmt: skip
+    if not all(a.dtype == np.float32 and a.flags.c_contiguous and a.flags.aligned for a in arrays):
+        raise GraphError(
+            f"{what} runs on C-contiguous float32 arrays (out included), aligned to 4 bytes, "
+            f"got (dtype, C-contiguous, aligned) "
+            f"{[(str(a.dtype), a.flags.c_contiguous, a.flags.aligned) for a in arrays]}; use "
             "numpy.array(x, dtype=numpy.float32) (a fresh copy)"
         )
     *inputs, out = arrays

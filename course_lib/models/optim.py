@@ -333,6 +333,11 @@ class AdamW(Optimizer):
 
 def cosine_schedule(base_lr: float, steps: int, warmup: int = 0, final_fraction: float = 0.1):
     """A function step -> lr: linear warm-up, then cosine decay to ``final_fraction · base_lr``."""
+    if warmup > steps:
+        raise ParameterError(
+            f"cosine_schedule: warmup={warmup} is longer than steps={steps}, so the learning "
+            f"rate would never reach base_lr={base_lr}; use warmup <= steps"
+        )
 
     def lr_at(step: int) -> float:
         if step < warmup:

@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import params
 from ..backend import on_host
+from ..errors import GraphError
 from ..graph import Node, Op, apply
 from ..kernels import cpu_kernels
 from .axes import as_array
@@ -621,7 +622,12 @@ def power(x, p) -> Node:
 
 
 def sum_n(*xs) -> Node:
-    """The sum of two or more nodes as one node."""
+    """The sum of nodes as one node, given like Python's ``max``: as separate arguments,
+    ``sum_n(a, b, c)``, or as one list, ``sum_n(node_to_grad[i])``."""
+    if len(xs) == 1 and isinstance(xs[0], (list, tuple)):
+        xs = tuple(xs[0])
+    if not xs:
+        raise GraphError("sum_n: nothing to add (an empty sum has no shape); pass one node or more")
     return apply(AddN(), *xs) if len(xs) > 1 else xs[0]
 
 

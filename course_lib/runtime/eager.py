@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 from collections.abc import Iterable
 
 import numpy as np
@@ -199,11 +200,17 @@ class Tensor(Node):
     def backward(self, gradient=None, create_graph: bool = False) -> None:
         """Accumulate d self / d leaf into ``leaf.grad`` for every leaf that requires grad.
 
-        ``gradient`` is the seed (ones by default, which for a scalar is d self/d self).
-        With ``create_graph=True`` the gradients are themselves differentiable tensors.
+        ``gradient`` is the seed, needed unless ``self`` holds one number (then it is 1:
+        d self/d self). With ``create_graph=True`` the gradients are differentiable tensors.
         """
         if not self.requires_grad:
             raise GraphError(f"{self.name} does not require grad: no tensor it depends on does")
+        if gradient is None and math.prod(self.shape) != 1:
+            raise GraphError(
+                f"backward: {self.name} has shape {self.shape}, and a gradient can be implied "
+                "only for one number; reduce it first (cl.sum(...).backward()) or pass "
+                "backward(gradient=array of its shape)"
+            )
         order = topological_order([self])
         leaves = [n for n in order if not n.inputs and n.is_eager and n.requires_grad]
         seed = None if gradient is None else Tensor(gradient)

@@ -98,6 +98,7 @@ class Executor:
             raise FeedError(f"run() takes a dict {{variable or name: array}}, got "
                             f"{type(feed).__name__}; pass run({{{name!r}: array}})")  # fmt: skip
         values = {}
+        unused = set()  # names fed that these outputs do not use (allow_unused=True)
         for key, value in feed.items():
             if isinstance(key, str):
                 var = self._names.get(key)
@@ -109,13 +110,10 @@ class Executor:
             else:
                 var = key
             if var is None or var not in self._var_slot:
-                if allow_unused:
-                    continue
-                name = key if isinstance(key, str) else getattr(key, "name", key)
-                expected = ", ".join(sorted(self._names)) or "nothing"
-                raise FeedError(
-                    f"feed names {name!r}, which these outputs do not use; expected {expected}"
-                )
+                if not allow_unused:
+                    raise self._unused(key)
+                unused.add(_key_name(key))
+                continue
             if var in values:
                 raise FeedError(
                     f"variable {var.name} is fed twice (by node and by name); feed it once"
@@ -123,11 +121,20 @@ class Executor:
             values[var] = value
         missing = [v.name for v in self.variables if v not in values]
         if missing:
-            raise FeedError(
-                f"missing feed for variable(s) {', '.join(missing)}; "
-                f"pass run({{{missing[0]!r}: array, ...}})"
-            )
+            raise _missing(missing, unused)
         return values
+
+    def _unused(self, key) -> FeedError:
+        """The error for a feed key that names no variable of these outputs."""
+        name = _key_name(key)
+        if isinstance(key, Node) and name in self._names:
+            return FeedError(_another_variable(name))
+        expected = ", ".join(sorted(self._names)) or "nothing"
+        return FeedError(
+            f"feed names {name!r}, which these outputs do not use; expected {expected} "
+            "(a derivative need not use every variable of its function: to give it the "
+            "function's feed, pass allow_unused=True)"
+        )
 
     @staticmethod
     def _check(var: Node, value):
@@ -275,6 +282,29 @@ def _writable(value) -> bool:
     strides = value.strides
     return getattr(flags, "writeable", True) and (
         0 not in strides or all(stride or size < 2 for stride, size in zip(strides, value.shape))
+    )
+
+
+def _key_name(key):
+    return key if isinstance(key, str) else getattr(key, "name", key)
+
+
+def _missing(missing: list[str], unused: set) -> FeedError:
+    """The error for variables left unfed; ``unused`` holds the names fed but not used."""
+    for name in missing:
+        if name in unused:  # fed, but as another node of that name
+            return FeedError(_another_variable(name))
+    return FeedError(
+        f"missing feed for variable(s) {', '.join(missing)}; "
+        f"pass run({{{missing[0]!r}: array, ...}})"
+    )
+
+
+def _another_variable(name: str) -> str:
+    return (
+        f"the feed's {name} is another variable named {name!r} than the one these outputs were "
+        "built from (was the cell that defines it run again?): re-run the cells that build the "
+        f"graph, or feed by name ({{{name!r}: array}})"
     )
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from ... import kernels
 from ...autodiff import grad, jvp
 from ...backend import host_array, is_gpu, on_host
-from ...errors import ShapeError
+from ...errors import GraphError, ShapeError
 from ...graph import Node, Op, interpret, is_weak_scalar, rebuild, topological_order, variable
 from .codegen import NumexprProgram, cuda_kernel, is_weak_value, numexpr_program
 from .cpu_loop import loop_worthy, run_cpu_loop, try_cpu_loop
@@ -102,10 +102,11 @@ class Fused(Op):
         (result,) = kernels.fused(self.kernel, *full, mode=mode)
         if out is None:
             return result
-        if out.shape != result.shape or out.dtype != result.dtype:
+        if out.dtype != result.dtype:
+            raise GraphError(f"{self.kernel.name}: out must be {result.dtype}, got {out.dtype}")
+        if out.shape != result.shape:
             raise ShapeError(
-                f"{self.kernel.name}: out must be {result.dtype} of shape {result.shape}, "
-                f"got {out.dtype} of shape {out.shape}"
+                f"{self.kernel.name}: out must be of shape {result.shape}, got {out.shape}"
             )
         out[...] = result
         return out
