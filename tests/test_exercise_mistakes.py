@@ -292,6 +292,9 @@ def _gradient_variant(reverse=True, summed=True, skip_leaves=True):
 
 GRADIENT = {
     "no-seed": lambda ref: lambda out, wrt: [cl.zeros_like(x) for x in wrt],
+    # the pseudocode's {out: [1]} summed by Python's sum: out's own adjoint is the number 1
+    "seed-not-a-node": lambda ref: lambda out, wrt: [1 if x is out else g
+                                                     for x, g in zip(wrt, ref(out, wrt))],
     "walk-order": lambda ref: _gradient_variant(reverse=False),
     "partials-not-summed": lambda ref: _gradient_variant(summed=False),
     "rule-of-a-leaf": lambda ref: _gradient_variant(skip_leaves=False),
@@ -778,6 +781,7 @@ def _mean_square(x, **kwargs):
 
 RMSNORM = {
     "eps-outside": lambda ref: lambda x, w, eps: x / (cl.sqrt(_mean_square(x)) + eps) * w,
+    "no-eps": lambda ref: lambda x, w, eps: x * cl.rsqrt(_mean_square(x)) * w,
     "mean-over-all": lambda ref: lambda x, w, eps: x * cl.rsqrt(cl.mean(x * x) + eps) * w,
     "mean-over-axis-0": lambda ref: (
         lambda x, w, eps: x * cl.rsqrt(cl.mean(x * x, axis=0, keepdims=True) + eps) * w

@@ -6,6 +6,7 @@ import math
 import os
 import subprocess
 import sys
+from fractions import Fraction
 from pathlib import Path
 from types import SimpleNamespace
 from typing import NamedTuple
@@ -15,7 +16,7 @@ import pytest
 from exercise_notebooks import notebook_exercises, reference_answer
 
 import course_lib as cl
-from course_lib.exercises import EXERCISES, verify
+from course_lib.exercises import EXERCISES, check, check_guess, verify
 
 
 def _hint(exercise_id, mistake):
@@ -336,3 +337,108 @@ def test_a_typical_wrong_answer_gets_its_hint(exercise_id, old, new, mistake):
     """Each got no hint."""
     verdict = verify(exercise_id, _edited(exercise_id, old, new))
     assert verdict.status == "failed" and verdict.mistake == mistake, verdict.message
+
+
+# -- review round 7: what students met in the notebooks -------------------------------------
+def _endless_strides(shape):
+    if len(shape) == 0:
+        return ()
+    return _endless_strides(shape)
+
+
+def test_endless_recursion_is_reported_as_such():
+    """It said "your answer switched off the profiler that watches library calls": the
+    RecursionError had killed the profile hook too."""
+    verdict = verify("05.contiguous_strides", _endless_strides)
+    assert verdict.status == "failed", verdict.message
+    assert "RecursionError: maximum recursion depth exceeded — a recursive call that never " \
+        "reaches its base case" in verdict.message, verdict.message
+    assert "profiler" not in verdict.message, verdict.message
+
+
+def _down(depth):
+    return _down(depth + 1)
+
+
+def test_killing_the_profiler_by_a_recursion_it_catches_is_still_caught():
+    """The profiler is off after the recursion; the library's strides behind it must not pass."""
+
+    def contiguous_strides(shape):
+        try:
+            _down(0)
+        except RecursionError:
+            pass
+        return cl.strides.row_major_strides(shape)
+
+    verdict = verify("05.contiguous_strides", contiguous_strides)
+    assert verdict.status == "failed", verdict.message
+    assert "switched off the profiler" in verdict.message, verdict.message
+
+
+def test_switching_the_profiler_off_is_still_caught():
+    def contiguous_strides(shape):
+        sys.setprofile(None)
+        return cl.strides.row_major_strides(shape)
+
+    verdict = verify("05.contiguous_strides", contiguous_strides)
+    assert verdict.status == "failed", verdict.message
+    assert "switched off the profiler" in verdict.message, verdict.message
+
+
+@pytest.mark.parametrize(("guess", "answer"), [([3, 2], (3, 2)), ([1, 2, 6], (1, 2, 6)),
+                                               ([5.546, 2], (5.545, 2))])  # fmt: skip
+def test_a_list_guess_of_the_right_numbers_is_right(guess, answer, capsys):
+    """It printed "✗ not [3, 2]: think again" for the answer (3, 2)."""
+    check_guess(guess, answer, rel_tol=1e-3)
+    assert capsys.readouterr().out == f"✓ right: {guess}\n"
+
+
+@pytest.mark.parametrize(("guess", "answer"), [("2", 2), ("0.5", Fraction(1, 2)),
+                                               ("1/2", Fraction(1, 2))])  # fmt: skip
+def test_the_right_number_as_text_is_told_to_be_a_number(guess, answer, capsys):
+    check_guess(guess, answer)
+    assert capsys.readouterr().out == (
+        f"✗ {guess!r} is text: write it as a number, not text (without the quotes)\n")
+
+
+@pytest.mark.parametrize(("guess", "answer"), [([3, 1], (3, 2)), ([3, 2, 1], (3, 2)),
+                                               ("3", 2), ("1/0", 2), ("two", 2)])  # fmt: skip
+def test_a_wrong_guess_is_still_wrong(guess, answer, capsys):
+    check_guess(guess, answer)
+    assert capsys.readouterr().out == f"✗ not {guess}: think again (the answer is under the cell)\n"
+
+
+def test_swapped_arguments_are_named(capsys):
+    """It printed "? <function evaluate at 0x…>: there is no such exercise; known: …"."""
+
+    def evaluate(nodes, feed):
+        return []
+
+    check(evaluate, "01.evaluate")
+    assert capsys.readouterr().out == (
+        '? 01.evaluate: the first argument is the exercise id: check("01.evaluate", evaluate)\n')
+
+
+def test_a_misspelt_id_gets_the_closest_one(capsys):
+    check("01.evalute", lambda nodes, feed: [])
+    assert capsys.readouterr().out == '? 01.evalute: there is no such exercise; did you mean ' \
+        '"01.evaluate"?\n'
+
+
+def test_the_pseudocodes_seed_of_1_is_told_to_be_a_node():
+    """It got the numbers-not-nodes hint, "(no evaluate)": the seed and the sum as the
+    pseudocode writes them, {out: [1]} and sum(node_to_grad[i])."""
+    exercise = notebook_exercises()["03.gradient"]
+    code = tuple(source.replace("{out: [cl.ones_like(out)]}", "{out: [1]}").replace(
+        "cl.sum_n(*node_to_grad[i])", "sum(node_to_grad[i])") for source in exercise.code)
+    verdict = verify("03.gradient", reference_answer(dataclasses.replace(exercise, code=code)))
+    assert verdict.mistake == "seed-not-a-node", verdict.message
+    assert _hint("03.gradient", "seed-not-a-node").startswith(
+        "the seed must be a node: cl.ones_like(out)")
+
+
+def test_rmsnorm_without_eps_gets_a_hint():
+    """It said "off by up to 9.7e-06" and nothing else."""
+    verdict = verify("08.rmsnorm", lambda x, w, eps: x * cl.rsqrt(
+        cl.mean(x * x, axis=-1, keepdims=True)) * w)  # fmt: skip
+    assert verdict.mistake == "no-eps", verdict.message

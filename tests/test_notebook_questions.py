@@ -47,8 +47,9 @@ def _code(notebook):
         (234.0, 234.4, 0.01, "✓ right: 234.0"),
         (7, 8, 0.0, "✗ not 7: think again"),
         (230.0, 234.4, 0.01, "✗ not 230.0"),
-        ("8", 8, 0.0, "✗ not 8"),
-        ("8", 8, 0.1, "✗ not 8"),  # no number: not close, and no TypeError
+        ("8", 8, 0.0, "✗ '8' is text: write it as a number"),
+        ("8", 8, 0.1, "✗ '8' is text"),  # no number: not close, and no TypeError
+        ("nine", 8, 0.1, "✗ not nine"),
         (np.array([1, 2]), np.array([1, 2]), 0.0, "✗ not [1 2]"),  # ambiguous truth: wrong
     ],
 )

@@ -11,6 +11,7 @@ against an oracle (NumPy, ``cl.grad``, ``cl.jvp``, the FLOP table, ...), never s
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 # Each topic module registers the checkers of one notebook's exercises.
 from . import (  # noqa: F401
@@ -48,18 +49,35 @@ def check_guess(guess, answer, rel_tol: float = 0.0) -> None:
     """Print whether ``guess`` equals ``answer`` (or is within ``rel_tol`` of it); never raises.
 
     ``None``, the blank guess of the student edition, prints "no guess yet"; a wrong guess is
-    told so without the answer.
+    told so without the answer. A list guesses a tuple as well; the right number written as
+    text (``"2"``) is not taken, and told why.
     """
+    answer = host(answer)
     if guess is None:
         print("… no guess yet: replace None with your guess and run the cell again")
-    elif _same(guess, host(answer), rel_tol):
+    elif _same(guess, answer, rel_tol):
         print(f"✓ right: {guess}")
+    elif isinstance(guess, str) and _same(_number(guess), answer, rel_tol):
+        print(f"✗ {guess!r} is text: write it as a number, not text (without the quotes)")
     else:
         print(f"✗ not {guess}: think again (the answer is under the cell)")
 
 
 def _same(guess, answer, rel_tol: float) -> bool:
+    if isinstance(answer, tuple | list) and isinstance(guess, tuple | list):
+        return len(guess) == len(answer) and all(
+            _same(g, a, rel_tol) for g, a in zip(guess, answer, strict=True))  # fmt: skip
     try:
         return bool(math.isclose(guess, answer, rel_tol=rel_tol) if rel_tol else guess == answer)
     except Exception:  # a guess of another kind: a string, an array, ...
         return False
+
+
+def _number(text: str):
+    """The number ``text`` spells (``"2"``, ``"0.5"``, ``"1/2"``), or None."""
+    for kind in (int, float, Fraction):
+        try:
+            return kind(text)
+        except (ValueError, ZeroDivisionError):  # not a number; "1/0"
+            continue
+    return None

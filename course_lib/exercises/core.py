@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import functools
 import importlib
 import io
@@ -208,8 +209,7 @@ def verify(exercise_id: str, answer, *, time_limit: float | None = None) -> Verd
     if type(exercise_id) is str:  # noqa: E721  (exact: a str subclass could pretend)
         found = _RECORDS.get(exercise_id) or EXERCISES.get(exercise_id)
     if found is None:
-        known = ", ".join(sorted(EXERCISES))
-        return Verdict(str(exercise_id), UNKNOWN, f"there is no such exercise; known: {known}")
+        return _unknown(exercise_id, answer)
     seconds = found.time_limit if time_limit is None else time_limit
     early = None
     if answer is None or answer is Ellipsis:
@@ -232,6 +232,19 @@ def verify(exercise_id: str, answer, *, time_limit: float | None = None) -> Verd
     # to the grader's audit hook, if there is one (guard.py): the verdict, from this code
     sys.audit(VERDICT_EVENT, found.id, found, verdict.status, verdict.message, verdict.mistake)
     return verdict
+
+
+def _unknown(exercise_id, answer) -> Verdict:
+    """The verdict when ``exercise_id`` names no exercise: the arguments swapped, a typo (the
+    closest id suggested), or the ids there are."""
+    if type(answer) is str and answer in EXERCISES:  # noqa: E721  (exact, as above)
+        named = isinstance(exercise_id, types.FunctionType) and exercise_id.__name__.isidentifier()
+        name = exercise_id.__name__ if named else "answer"  # not "<lambda>"
+        message = f'the first argument is the exercise id: check("{answer}", {name})'
+        return Verdict(answer, UNKNOWN, message)
+    close = difflib.get_close_matches(str(exercise_id), EXERCISES, n=1)
+    known = f'did you mean "{close[0]}"?' if close else f"known: {', '.join(sorted(EXERCISES))}"
+    return Verdict(str(exercise_id), UNKNOWN, f"there is no such exercise; {known}")
 
 
 def _out_of_time(exercise_id: str, seconds: float) -> Verdict:
@@ -912,8 +925,12 @@ def _refusing(found: Exercise, answer):  # noqa: C901  (one closure: the profile
     previous = sys.getprofile()
     sys.setprofile(profile)
     threading.setprofile(profile)
+    failure = None  # what ends the check, if it fails
     try:
         yield
+    except BaseException as error:
+        failure = error
+        raise
     finally:
         above.clear()
         _HANDED.clear()
@@ -927,7 +944,9 @@ def _refusing(found: Exercise, answer):  # noqa: C901  (one closure: the profile
                             USES_NUMPY)  # fmt: skip
             raise Wrong(f"your answer calls the library's {label}",
                         USES_LIBRARY if kind == "oracle" else _library_mistake(found))  # fmt: skip
-        if not still:
+        # endless recursion also switches it off (the hook itself runs out of stack); the
+        # answer fails for that anyway, and a recursion it caught leaves no failure here
+        if not still and not _recursion(failure):
             raise Wrong("your answer switched off the profiler that watches library calls")
 
 
@@ -1007,9 +1026,20 @@ def exact(label: str, value, depth: int = 0):
     return value
 
 
+def _recursion(error: BaseException | None) -> bool:
+    """Whether ``error`` is a RecursionError, or the :class:`Wrong` that :func:`call` made of
+    one."""
+    return isinstance(error, RecursionError) or (
+        isinstance(error, Wrong) and isinstance(error.__context__, RecursionError))  # fmt: skip
+
+
 def describe_error(error: BaseException) -> str:
     """``ZeroDivisionError: division by zero (line: `return a / b`)``: the type, the message
-    and the innermost line of the answer's own code (not course_lib's, not NumPy's)."""
+    and the innermost line of the answer's own code (not course_lib's, not NumPy's); for a
+    RecursionError what it usually means (its innermost line is wherever the stack ran out)."""
+    if isinstance(error, RecursionError):
+        return ("RecursionError: maximum recursion depth exceeded — a recursive call that never "
+                "reaches its base case (is the argument getting smaller?)")  # fmt: skip
     text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
     frames = _answer_frames(error)
     if frames and frames[-1].line:

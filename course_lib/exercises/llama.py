@@ -45,6 +45,11 @@ EPS_OUTSIDE = Mistake(
     "ε is added outside the root, as on the slide; LLaMA (and the weights trained with it) put "
     "it inside: x / sqrt(mean(x²) + ε).",
 )
+NO_EPS = Mistake(
+    "no-eps",
+    "ε is missing: add it inside the square root, sqrt(mean(x²) + eps) (a row of zeros would "
+    "divide by zero without it).",
+)
 MEAN_OVER_ALL = Mistake(
     "mean-over-all",
     "the mean runs over every element; RMSNorm normalises each row (token) on its own: "
@@ -92,6 +97,7 @@ def _numpy_rms(x, w, eps, axis=-1, outside=False, reduce=np.mean):
 def _rms_mistake(got, x, w, eps: float) -> Mistake | None:
     wrong = [
         (EPS_OUTSIDE, lambda: _numpy_rms(x, w, eps, outside=True)),
+        (NO_EPS, lambda: _numpy_rms(x, w, 0.0)),
         (MEAN_OVER_ALL, lambda: _numpy_rms(x, w, eps, axis=None)),
         (MEAN_DOWN_THE_BATCH, lambda: _numpy_rms(x, w, eps, axis=0)),
         (NO_WEIGHT, lambda: _numpy_rms(x, 1.0, eps)),
@@ -128,8 +134,8 @@ def _compare(label: str, out, reference: Node, inputs: list, feed: dict, mistake
 @exercise(
     "08.rmsnorm", "rmsnorm(x, weight, eps) -> Node: x / sqrt(mean(x², last axis) + eps) * weight",
     mistakes=(
-        EPS_OUTSIDE, MEAN_OVER_ALL, MEAN_DOWN_THE_BATCH, NO_WEIGHT, SUM_NOT_MEAN, NUMPY_ON_NODES,
-        NO_KEEPDIMS, USES_THE_OP,
+        EPS_OUTSIDE, NO_EPS, MEAN_OVER_ALL, MEAN_DOWN_THE_BATCH, NO_WEIGHT, SUM_NOT_MEAN,
+        NUMPY_ON_NODES, NO_KEEPDIMS, USES_THE_OP,
     ),
 )
 def check_rmsnorm(answer) -> str:

@@ -67,6 +67,11 @@ NO_SEED = Mistake(
     "no-seed",
     "start from node_to_grad = {out: [cl.ones_like(out)]}: the adjoint of the output is 1.",
 )
+SEED_NOT_A_NODE = Mistake(
+    "seed-not-a-node",
+    "the seed must be a node: cl.ones_like(out), so node_to_grad = {out: [cl.ones_like(out)]}, "
+    "not {out: [1]} (every adjoint is a node of the backward graph).",
+)
 WALK_ORDER = Mistake(
     "walk-order",
     "a node's adjoint is complete only when every consumer has been visited: walk "
@@ -121,10 +126,11 @@ def _gradients(answer, label: str, out: Node, wrt: list) -> list:
         f"{label} returned {show(got)}; it must return a list of {len(wrt)} nodes",
     )
     for node, x in zip(got, wrt):
+        seed = x is out and isinstance(node, int | float)  # the pseudocode's {out: [1]}
         require(
             isinstance(node, Node),
             f"{label} returned {show(node)} for {x.name}; return a node for every input",
-            NOT_NODES if x in used else UNUSED_INPUT,
+            SEED_NOT_A_NODE if seed else NOT_NODES if x in used else UNUSED_INPUT,
         )
     return list(got)
 
@@ -170,7 +176,8 @@ def _random_graph(rng):
 
 @exercise(
     "03.gradient", "gradient(out, wrt) -> list[Node]: reverse mode with node_to_grad",
-    mistakes=(NO_SEED, WALK_ORDER, NOT_SUMMED, LEAF_RULE, UNUSED_INPUT, NOT_NODES, USES_GRAD),
+    mistakes=(NO_SEED, SEED_NOT_A_NODE, WALK_ORDER, NOT_SUMMED, LEAF_RULE, UNUSED_INPUT,
+              NOT_NODES, USES_GRAD),  # fmt: skip
     forbidden=DERIVATIVES,
 )
 def check_gradient(answer) -> str:
