@@ -149,15 +149,8 @@ def to_device(value, what: str = "an array"):
     array) is copied there; an array already there is returned as it is; an array of another
     device is refused, naming both devices and ``what`` it was meant for. A list or tuple may
     hold arrays of the current device (losses collected step by step): it is gathered on the
-    host, then copied. A subclass of NumPy's array enters as a plain one (``np.matrix`` would
-    make ``*`` a matrix product); a masked array is refused (its mask would be lost)."""
-    if isinstance(value, numpy.ndarray) and type(value) is not numpy.ndarray:
-        if isinstance(value, numpy.ma.MaskedArray):
-            raise ParameterError(
-                f"{what} is a masked array, whose mask course_lib would ignore; pass "
-                "array.filled(value) (masked entries set to value)"
-            )
-        value = numpy.asarray(value)  # a view: a memmap is read in place
+    host, then copied. NumPy arrays of subclasses enter as plain ones (:func:`plain_array`)."""
+    value = plain_array(value, what)
     device = get_device()
     found = device_of(value)
     if found == device:
@@ -168,6 +161,20 @@ def to_device(value, what: str = "an array"):
     if device == "cpu":
         return numpy.asarray(value)
     return xp().asarray(host_array(value, what))
+
+
+def plain_array(value, what: str = "an array"):
+    """``value``, or a plain NumPy view of it when it is an array of a NumPy subclass: a
+    subclass computes its own way (``np.matrix`` makes ``*`` a matrix product). A masked array
+    with entries masked is refused with a ParameterError: its mask would be lost."""
+    if not isinstance(value, numpy.ndarray) or type(value) is numpy.ndarray:
+        return value
+    if numpy.ma.is_masked(value):
+        raise ParameterError(
+            f"{what} is a masked array, whose mask course_lib would ignore; pass "
+            "array.filled(value) (masked entries set to value)"
+        )
+    return numpy.asarray(value)  # a view: a memmap is read in place
 
 
 def refuse_foreign(value, what: str = "an array") -> None:

@@ -570,6 +570,7 @@ def constant(value, name: str | None = None) -> Node:
         return Node(Constant(value), (), name, (), None)
     # a host copy: changing ``value`` later cannot change the graph, and a graph runs on any
     # device (the value is copied to a device when a run there first needs it)
+    value = backend.plain_array(value, "constant()")  # a masked array's mask would be lost
     array = params.numeric_array(np.array(backend.to_numpy(value)), "constant()")
     array = frozen(array)  # nor can changing what a run returns
     op = Constant(array)

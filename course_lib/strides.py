@@ -57,6 +57,9 @@ def col_major_strides(shape: Sequence[int]) -> tuple[int, ...]:
     return tuple(math.prod(shape[:k]) for k in range(len(shape)))
 
 
+COUNTED_OFFSETS = 1 << 20  # StridedView.overlaps counts at most this many offsets
+
+
 class StridedView:
     """A view of a 1-D buffer with a shape, strides and an offset, all in elements.
 
@@ -242,16 +245,21 @@ class StridedView:
         """Whether two elements share a memory offset (a stride of 0, sliding windows).
 
         Axes from the smallest stride up: each stride past the reach of the smaller ones
-        (a mixed radix, as row-major strides are) gives every element its own offset; else
-        the offsets are counted.
+        (a mixed radix, as row-major strides are) gives every element its own offset; one step
+        along an axis that equals a few steps along a smaller one (sliding windows) is an
+        overlap; else the offsets are counted, up to :data:`COUNTED_OFFSETS` of them (a larger
+        view is taken to overlap: read-only is the safe answer).
         """
-        reach = 0  # the largest offset the smaller strides reach from the first element
+        reach, smaller = 0, []  # how far the smaller strides reach; those (stride, length)
         for s, n in sorted((abs(s), n) for n, s in zip(self.shape, self.strides) if n > 1):
-            if s == 0:  # n elements at one offset (an empty view has none)
-                return self.size > 0
+            if s == 0 or any(s % t == 0 and s // t < m for t, m in smaller):
+                return self.size > 0  # n elements at one offset (an empty view has none)
             if s <= reach:
+                if self.size > COUNTED_OFFSETS:
+                    return True
                 return np.unique(self.element_offsets()).size < self.size
             reach += (n - 1) * s
+            smaller.append((s, n))
         return False
 
     def to_numpy(self) -> np.ndarray:

@@ -75,3 +75,13 @@ def test_formula_longer_than_python_writes_in_decimal_is_a_graph_error():
         y = y * y
     with pytest.raises(GraphError, match=r"about 2\^15\d{3} characters"):
         cl.formula(y)
+
+
+def test_a_masked_array_is_refused_as_a_constant_too_and_taken_when_nothing_is_masked():
+    masked = np.ma.array([1.0, 2.0], mask=[False, True])
+    x = cl.variable("x")
+    for make in (lambda: cl.constant(masked), lambda: x * masked):
+        with pytest.raises(ParameterError, match="masked array"):
+            make()
+    unmasked = np.ma.masked_invalid(np.array([1.0, 2.0]))
+    np.testing.assert_array_equal(cl.to_numpy(cl.evaluate(x * unmasked, {x: 2.0})), [2.0, 4.0])

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import course_lib as cl
-from course_lib.errors import GraphError, ShapeError
+from course_lib.errors import GraphError, ParameterError, ShapeError
 from course_lib.kernels import emulator, nvrtc
 from course_lib.passes import fuse_elementwise
 from course_lib.passes.fusion.codegen import cpu_source, numexpr_program
@@ -167,7 +167,7 @@ def test_cpu_loop_writes_only_into_a_writeable_out_apart_from_its_inputs():
     inputs = [shared[:15].reshape(3, 5), *(np.ones((3, 5), np.float32) for _ in kernel.inputs[1:])]
     frozen = np.frombuffer(bytes(60), np.float32).reshape(3, 5)  # immutable memory
     for out in (frozen, inputs[-1], shared[5:].reshape(3, 5)):
-        with pytest.raises(ShapeError, match="out must be writeable and overlap no input"):
+        with pytest.raises(ParameterError, match="out must be writeable and overlap no input"):
             run_cpu_loop(kernel, inputs, out=out)
     assert not frozen.any() and all((a == 1).all() for a in inputs)
     unaligned = np.frombuffer(bytes(61), np.uint8)[1:].view(np.float32).reshape(3, 5)

@@ -190,3 +190,9 @@ def test_adamw_update_refuses_an_lr_or_step_that_is_not_one_value():
     for lr, step, sizes in ((np.array([1e-3, 5.0]), 1, "2 and 1"), (1e-3, np.ones(3), "1 and 3")):
         with pytest.raises(ShapeError, match=f"needs one lr and one step.*got {sizes}"):
             launch.adamw_update(x, x, x, lr, step, 0.9, 0.999, 1e-8, 0.0, **E)
+
+
+def test_a_torch_tensor_is_read_as_numbers_by_the_launchers_conversion():
+    torch = pytest.importorskip("torch")
+    converted = launch._float32("softmax", np, torch.ones(2, 3, dtype=torch.float64))
+    assert converted.dtype == np.float32 and converted.shape == (2, 3)

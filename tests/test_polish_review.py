@@ -154,3 +154,16 @@ def test_shape_errors_of_the_ops_count_one_dimension_and_one_element_in_the_sing
         cl.transpose(x, (1, 0))
     with pytest.raises(cl.ShapeError, match=r"cannot reshape \(1,\) \(1 element\) to \(2,\)"):
         cl.reshape(cl.variable("y", shape=(1,)), (2,))
+
+
+def test_overlaps_decides_sliding_windows_and_large_views_without_listing_offsets(monkeypatch):
+    def listed(self):
+        raise AssertionError("listed every offset")
+
+    monkeypatch.setattr(StridedView, "element_offsets", listed)
+    buffer = np.arange(200_000, dtype=np.float32)
+    windows = StridedView(buffer, (199_901, 100), (1, 1))  # windows of 100, one step apart
+    assert windows.overlaps() and not windows.to_numpy().flags.writeable
+    assert StridedView(buffer, (1000, 100), (100, 1)).overlaps() is False  # row-major
+    interleaved = StridedView(buffer, (1100, 1000), (3, 2))  # past the counting limit
+    assert interleaved.size > 1 << 20 and interleaved.overlaps()

@@ -7,7 +7,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from course_lib.errors import GraphError, ShapeError
+from course_lib.errors import GraphError, ParameterError, ShapeError
 from course_lib.kernels import emulator
 from course_lib.perf import vectorization as vec
 
@@ -72,11 +72,11 @@ def test_wrong_arrays_are_refused_before_any_c_code_runs():
             vec.run_loop("add", a, bad)
     with pytest.raises(ShapeError, match=r"'add' runs on arrays of one shape.*\(9,\)"):
         vec.run_loop("add", a, np.ones(9, np.float32))
-    with pytest.raises(ShapeError, match="out must be writeable and overlap no input"):
+    with pytest.raises(ParameterError, match="out must be writeable and overlap no input"):
         vec.run_loop("add", a, np.ones(8, np.float32), out=a)  # out aliases an input
     locked = np.empty(8, np.float32)
     locked.flags.writeable = False
-    with pytest.raises(ShapeError, match="writeable"):
+    with pytest.raises(ParameterError, match="writeable"):
         vec.run_loop("horner", a, a, out=locked)
     with pytest.raises(ValueError, match="no loop named 'mul'.*'add', 'horner'"):
         vec.run_loop("mul", a, a)

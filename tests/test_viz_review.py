@@ -103,3 +103,21 @@ def test_player_starts_where_a_front_end_runs_its_script_in_head(tmp_path):
             shown = [f for f in player.locator("figure.cl-step").all() if f.is_visible()]
             assert len(shown) == 1
         assert page.locator("head .cl-controls").count() == 0 and errors == []
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium)")
+def test_a_player_run_in_head_takes_its_own_controls_not_a_stale_players_below(tmp_path):
+    """An untrusted notebook's saved players never started (their scripts were stripped):
+    re-running a cell above one must start the new player, not the stale one."""
+    new = json.dumps(StepThrough(cl.gradient_trace(*_chain(2)[::-1])[1]).html())
+    stale = json.dumps(StepThrough(cl.gradient_trace(*_chain(3)[::-1])[1]).html())
+    page_text = JQUERY_LIKE.replace(
+        'show("out1", PLAYER); show("out2", PLAYER);',
+        'document.getElementById("out2").innerHTML = STALE; show("out1", PLAYER);',
+    ).replace("STALE", stale.replace("</", "<\\/")).replace("PLAYER", new.replace("</", "<\\/"))
+    page_file = tmp_path / "page.html"
+    page_file.write_text(page_text, encoding="utf-8")
+    with offline_page(page_file.as_uri()) as (page, _, errors):
+        assert page.locator("#out1").get_by_role("slider").count() == 1
+        assert page.locator("#out2").get_by_role("slider").count() == 0 and errors == []

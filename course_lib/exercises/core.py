@@ -113,9 +113,9 @@ USES_LIBRARY = Mistake(
 #: a transpose, a reshape, broadcasting: what the exercise asks the student to work out).
 USES_NUMPY = Mistake(
     "uses-library",
-    "the exercise asks you to work this out yourself: NumPy's as_strided, broadcast_to, "
-    "transpose, reshape and the like would do it for you, so the task rules them out. Compute "
-    "it from the shapes and strides with plain Python (tuples, loops, arithmetic).",
+    "the exercise asks you to work this out yourself: the NumPy function named above would do "
+    "it for you, so the task rules it out (its text says which ones). Compute it from the "
+    "shapes and strides with plain Python (tuples, loops, arithmetic).",
 )
 
 #: The library's finite differences: an exercise that asks for one forbids them all.

@@ -93,7 +93,8 @@ def _inputs(name: str, mode: str, *arrays):
 def _float32(name: str, xp, array):
     """A contiguous float32 copy of real numbers; complex, text or object arrays are refused
     (the cast would drop an imaginary part, or turn None into NaN)."""
-    array = array if hasattr(array, "dtype") else np.asarray(array)  # where it is: no copy
+    if not hasattr(getattr(array, "dtype", None), "kind"):  # a list, a torch tensor
+        array = xp.asarray(array)
     params.numeric_array(array, f"{name}'s input of shape {array.shape}")
     return xp.ascontiguousarray(xp.asarray(array, dtype=xp.float32))
 

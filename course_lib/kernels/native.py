@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ..backend import host_array
-from ..errors import GraphError, ShapeError
+from ..errors import GraphError, ParameterError, ShapeError
 from .errors import KernelCompileError, UnsafeCacheError
 
 CACHE_ENV = "COURSE_LIB_KERNEL_CACHE"
@@ -286,7 +286,7 @@ def loop_arrays(arrays: Sequence, what: str) -> list:
         )
     *inputs, out = arrays
     if not out.flags.writeable or any(np.may_share_memory(out, a) for a in inputs):
-        raise ShapeError(
+        raise ParameterError(
             f"{what}: out must be writeable and overlap no input (the C loop reads its inputs "
             "through __restrict__ pointers); pass a fresh array"
         )

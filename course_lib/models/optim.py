@@ -14,6 +14,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+from numpy.lib.array_utils import byte_bounds
 
 from .. import backend, params
 from ..backend import on_host, to_numpy
@@ -153,17 +154,27 @@ def _floating(dtype, what: str) -> None:
 
 
 def _distinct_targets(what: str, targets: Sequence[tuple[str, object]]) -> None:
-    """Each update needs its own array: written twice, an array keeps only the last update
-    (a weight tied by giving one array two names would take one of its two gradients)."""
-    first: dict[int, str] = {}
-    for label, target in targets:
-        earlier = first.setdefault(id(target), label)
-        if earlier != label:
+    """Each update needs memory of its own: written twice, memory keeps only the last update
+    (a weight tied by giving one array, or views of it, two names would take one of its two
+    gradients). Ranges of bytes sorted by start, each compared with the furthest before it."""
+    furthest, owner = None, None  # the end of the spans so far, and whose it is
+    for start, end, label in sorted((*_byte_span(t), label) for label, t in targets if t.size):
+        if furthest is not None and start < furthest:
             raise ParameterError(
-                f"{what}: {earlier} and {label} are the same array, so one update would "
-                "overwrite the other; a tied weight is one parameter (one name, used twice "
-                "in the graph)"
+                f"{what}: {owner} and {label} share memory, so one update would overwrite the "
+                "other; a tied weight is one parameter (one name, used twice in the graph)"
             )
+        if furthest is None or end > furthest:
+            furthest, owner = end, label
+
+
+def _byte_span(array) -> tuple[int, int]:
+    """The bytes ``array`` spans: NumPy's bounds, a CuPy array's pointer and size, else the
+    object itself (an array type that says neither)."""
+    if isinstance(array, np.ndarray):
+        return byte_bounds(array)
+    pointer = getattr(getattr(array, "data", None), "ptr", None)
+    return (pointer, pointer + array.nbytes) if pointer is not None else (id(array), id(array) + 1)
 
 
 def _check_target(what: str, label: str, target, value) -> None:

@@ -6,12 +6,11 @@
 (function () {
   "use strict";
   // The player is this script's parent; a front end that runs an output's scripts elsewhere
-  // (the classic Notebook's jQuery runs them in <head>) has just added the last player that
-  // no script has started yet.
+  // (the classic Notebook's jQuery runs them in <head>) finds it by the digest of its
+  // pictures, which player.py writes both on the player and here.
   var script = document.currentScript;
-  var waiting = document.querySelectorAll(".cl-player:not([data-started])");
   var root = script && script.parentNode.matches(".cl-player") ? script.parentNode
-    : waiting[waiting.length - 1];
+    : document.querySelector('.cl-player[data-player="__PLAYER__"]:not([data-started])');
   if (!root) return;
   root.setAttribute("data-started", "");
   var frames = Array.prototype.slice.call(root.querySelectorAll(".cl-step"));

@@ -12,6 +12,7 @@ super-linear ``dot`` run each (161 steps took 216 s).
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 import re
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import graphviz
 
+from .. import params
 from ..autodiff.trace import StepKind, Trace
 from ..errors import GraphError
 from ..graph import Node
@@ -244,6 +246,7 @@ class StepThrough:
         interval_ms: int = 1500,
         max_steps: int = 100,
     ):
+        max_steps = params.count(max_steps, "StepThrough: max_steps", minimum=1)
         if len(trace.steps) > max_steps:  # 100 steps take 11 MB, 200 take 43 MB
             raise GraphError(
                 f"StepThrough: {counted(len(trace.steps), 'step')} is too many to play "
@@ -277,10 +280,11 @@ class StepThrough:
             f"</figcaption>{page}</figure>"
             for i, (caption, page) in enumerate(zip(self.captions, self.pages))
         )
-        script = PLAYER_SCRIPT.read_text(encoding="utf-8")
+        digest = hashlib.blake2b(frames_html.encode(), digest_size=8).hexdigest()
+        script = PLAYER_SCRIPT.read_text(encoding="utf-8").replace("__PLAYER__", digest)
         return (
-            f'<div class="cl-player" data-interval="{int(self.interval_ms)}">'
-            f"{frames_html}<script>{script}</script></div>"
+            f'<div class="cl-player" data-player="{digest}" '
+            f'data-interval="{int(self.interval_ms)}">{frames_html}<script>{script}</script></div>'
         )
 
     def _repr_html_(self) -> str:
