@@ -51,16 +51,32 @@ def _repeat_kv(k, heads):
     return k.repeat_interleave(heads // k.shape[2], dim=2)
 
 
+def _allowed(t, n):
+    """Attention's causal mask: query i sees key j when j <= i + n - t."""
+    return _t().ones(t, n, dtype=_t().bool).tril(n - t)
+
+
+def _kept(x):
+    """``x`` (..., T, S) with the masked entries 0 (the causal products' operand)."""
+    return x.masked_fill(~_allowed(*x.shape[-2:]), 0.0)
+
+
 def _causal_softmax_torch(s, scale):
-    t, n = s.shape[-2], s.shape[-1]
-    allowed = _t().ones(t, n, dtype=_t().bool).tril(n - t)
+    allowed = _allowed(*s.shape[-2:])
     return (s * scale).masked_fill(~allowed, float("-inf")).softmax(-1)
 
 
+def _head_scores_torch(a, k):
+    return _t().einsum("bthd,bshd->bhts", a, _repeat_kv(k, a.shape[2]))
+
+
+def _head_mix_torch(p, v):
+    return _t().einsum("bhts,bshd->bthd", p, _repeat_kv(v, p.shape[1]))
+
+
 def _attention_torch(q, k, v):
-    scores = _t().einsum("bthd,bshd->bhts", q, _repeat_kv(k, q.shape[2]))
-    probs = _causal_softmax_torch(scores, q.shape[-1] ** -0.5)
-    return _t().einsum("bhts,bshd->bthd", probs, _repeat_kv(v, q.shape[2]))
+    probs = _causal_softmax_torch(_head_scores_torch(q, k), q.shape[-1] ** -0.5)
+    return _head_mix_torch(probs, v)
 
 
 def _head_mix_t_torch(p, a, like):
@@ -115,7 +131,7 @@ TRANSFORMER_SPECS = [
         "head_scores",
         cl.head_scores,
         2,
-        torch=lambda a, k: _t().einsum("bthd,bshd->bhts", a, _repeat_kv(k, a.shape[2])),
+        torch=_head_scores_torch,
         shape_kind="fixed",
         extra=_fixed([(2, 3, 4, 2), (2, 5, 2, 2)], [(1, 2, 2, 3), (1, 2, 2, 3)]),
     ),
@@ -123,7 +139,7 @@ TRANSFORMER_SPECS = [
         "head_mix",
         cl.head_mix,
         2,
-        torch=lambda p, v: _t().einsum("bhts,bshd->bthd", p, _repeat_kv(v, p.shape[1])),
+        torch=_head_mix_torch,
         shape_kind="fixed",
         extra=_fixed([(2, 4, 3, 5), (2, 5, 2, 2)], [(1, 3, 2, 2), (1, 2, 1, 3)]),
     ),
@@ -135,6 +151,33 @@ TRANSFORMER_SPECS = [
         shape_kind="fixed",
         extra=_fixed(
             [(2, 4, 3, 5), (2, 3, 4, 2), (2, 5, 2, 2)], [(1, 3, 2, 2), (1, 2, 3, 3), (1, 2, 3, 3)]
+        ),
+    ),
+    # the causal products: attention's mask on the (B, H, T, S) operand, T <= S
+    OpSpec(
+        "head_scores_causal",
+        lambda a, k: cl.head_scores(a, k, causal=True),
+        2,
+        torch=lambda a, k: _kept(_head_scores_torch(a, k)),
+        shape_kind="fixed",
+        extra=_fixed([(2, 3, 4, 2), (2, 5, 2, 2)], [(1, 4, 2, 3), (1, 4, 2, 3)]),
+    ),
+    OpSpec(
+        "head_mix_causal",
+        lambda p, v: cl.head_mix(p, v, causal=True),
+        2,
+        torch=lambda p, v: _head_mix_torch(_kept(p), v),
+        shape_kind="fixed",
+        extra=_fixed([(2, 4, 3, 5), (2, 5, 2, 2)], [(1, 3, 4, 4), (1, 4, 1, 3)]),
+    ),
+    OpSpec(
+        "head_mix_t_causal",
+        lambda p, a, like: cl.head_mix_t(p, a, like, causal=True),
+        3,
+        torch=lambda p, a, like: _head_mix_t_torch(_kept(p), a, like),
+        shape_kind="fixed",
+        extra=_fixed(
+            [(2, 4, 3, 5), (2, 3, 4, 2), (2, 5, 2, 2)], [(1, 3, 4, 4), (1, 4, 3, 3), (1, 4, 3, 3)]
         ),
     ),
     OpSpec(

@@ -114,8 +114,10 @@ LM_HEAD_PER_LAYER = Mistake(
 )
 CAUSAL_HALVED = Mistake(
     "causal-halved",
-    "the table counts the whole s × s score matrix (QKᵀ, its softmax, PV) as a plain kernel "
-    "computes it: the causal mask hides half the scores, but they are still computed.",
+    "the table counts the whole s × s score matrix (QKᵀ, its softmax, PV), as a plain kernel "
+    "computes it: the causal mask hides half the scores, but the table counts them all "
+    "(kernels that skip the masked half, such as FlashAttention's, do fewer FLOPs than it "
+    "says).",
 )
 EMBEDDING_AS_MATMUL = Mistake(
     "embedding-as-matmul",

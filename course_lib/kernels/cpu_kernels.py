@@ -720,13 +720,23 @@ def products_worth_it(*arrays) -> bool:
     )
 
 
-def head_products(a, b, out, items, mnk, trans, ld, strides) -> np.ndarray | None:
+#: :func:`head_products`' causal masks (``cpu_products.hpp``): none, the result's masked
+#: entries written 0, the left matrix's masked entries counted as 0
+UNMASKED, MASK_ON_RESULT, MASK_ON_LEFT = 0, 1, 2
+
+
+def head_products(
+    a, b, out, items, mnk, trans, ld, strides, mask=(UNMASKED, 0)
+) -> np.ndarray | None:
     """Small matrix products read in place from float32 ``a`` and ``b`` (made C-contiguous)
     into ``out``, each on one thread, split over the pool: ``items`` = (outer, middle, inner)
     products, ``mnk`` their sizes, ``trans`` whether ``a``'s and ``b``'s matrices are stored
     transposed, ``ld`` the row strides of ``a``, ``b``, ``out``, ``strides`` three triples (in
     elements) from one item to the next along each of the three item axes, for ``a``, ``b``
     and ``out``; an ``out`` stride 0 on the inner axis adds those products into one matrix.
+    ``mask`` = (where, keys − queries): attention's causal mask on the T × S result
+    (:data:`MASK_ON_RESULT`, masked entries 0) or on the left matrix (:data:`MASK_ON_LEFT`,
+    masked entries count as 0 and are skipped where the right matrix is finite).
     None (nothing computed) where they do not fit (:func:`head_products_fit`: the grouped
     matmul is faster). Nothing else is checked here: the attention ops compute these numbers
     from shapes they have checked (``ops/attention.py``)."""
@@ -737,6 +747,7 @@ def head_products(a, b, out, items, mnk, trans, ld, strides) -> np.ndarray | Non
     _library().head_products(
         *_pointers(a, b, out), _longs(items), *(ctypes.c_longlong(x) for x in mnk),
         *(ctypes.c_int(t) for t in trans), _longs(ld), *(_longs(s) for s in strides),
+        ctypes.c_int(mask[0]), ctypes.c_longlong(mask[1]),
     )  # fmt: skip
     return out
 

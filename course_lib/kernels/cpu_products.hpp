@@ -3,6 +3,8 @@
 // (one AVX register; other CPUs split it into their own vectors).
 #include <string.h>
 
+#include <cmath>
+
 #include <vector>
 
 // The attention's products, read in place: item (i, j, g) of outer × middle × inner
@@ -50,16 +52,65 @@ static inline void transpose_8x8(const float* x, long long ldx, float* out, long
     }
 }
 
-// Rows 0 .. R-1 and columns 0 .. cols-1 (cols <= NR) of C = A·B, written (or added, ADD);
-// A(r, p) = a[r·lda + p] (TA: a[p·lda + r]), B(p, j) = b[p·ldb + j]. Multiply-adds fused
-// here only (the other kernels keep NumPy's separate roundings): BLAS fuses them too.
+// The causal mask of attention's products (``causal`` in ops/attention.py): query i sees
+// key j when j <= i + off (off = keys − queries >= 0). ON_RESULT: C is a T × S score
+// matrix whose masked entries are written 0. ON_LEFT: the left matrix is a T × S
+// probability matrix P whose masked entries count as 0 — read as stored (A = P: row i keeps
+// the columns p <= i + off) or transposed (A = Pᵀ: row j keeps the queries p >= j − off).
+// When the right matrix holds only finite numbers a masked term adds exactly nothing, so it
+// is skipped (about half the work); else it is multiplied by 0, as (M ⊙ P)·B would.
+enum { UNMASKED = 0, ON_RESULT = 1, ON_LEFT = 2 };
+struct Mask {
+    int on;
+    long long off;
+    bool skip;  // ON_LEFT: the right matrix is finite, masked terms are skipped
+};
+
+// The columns [lo, hi) of A's row r that the mask keeps, of k
+static inline void kept_columns(const Mask& mask, bool ta, long long r, long long k,
+                                long long* lo, long long* hi) {
+    *lo = 0;
+    *hi = k;
+    if (mask.on != ON_LEFT) return;
+    if (ta) *lo = r - mask.off > 0 ? r - mask.off : 0;
+    else *hi = r + mask.off + 1 < k ? r + mask.off + 1 : k;
+}
+
+// Rows row0 .. row0+R-1 and columns 0 .. cols-1 (cols <= NR) of C = A·B, written (or added,
+// ADD); A(r, p) = a[r·lda + p] (TA: a[p·lda + r]), B(p, j) = b[p·ldb + j]. The steps p that
+// every row keeps run without a test; the masked edges [any_lo, all_lo) and [all_hi, any_hi)
+// test each row, in p's order (the same sums as without the mask). Multiply-adds fused here
+// only (the other kernels keep NumPy's separate roundings): BLAS fuses them too.
 template <int R, bool TA, bool ADD>
 __attribute__((optimize("fp-contract=fast")))
 static void product_block(const float* __restrict__ a, long long lda, const float* __restrict__ b,
                           long long ldb, long long k, float* __restrict__ c, long long ldc,
-                          long long cols) {
+                          long long cols, const Mask& mask, long long row0) {
     v8 acc[R][2] = {};
-    for (long long p = 0; p < k; ++p) {
+    long long lo[R], hi[R], all_lo = 0, all_hi = k, any_lo = k, any_hi = 0;
+    for (int r = 0; r < R; ++r) {
+        kept_columns(mask, TA, row0 + r, k, &lo[r], &hi[r]);
+        all_lo = lo[r] > all_lo ? lo[r] : all_lo;
+        all_hi = hi[r] < all_hi ? hi[r] : all_hi;
+        any_lo = lo[r] < any_lo ? lo[r] : any_lo;
+        any_hi = hi[r] > any_hi ? hi[r] : any_hi;
+    }
+    if (!mask.skip) any_lo = 0, any_hi = k;  // masked terms multiplied by 0
+    if (all_hi < all_lo) all_hi = all_lo;
+    auto edge = [&](long long from, long long to) {
+        for (long long p = from; p < to; ++p) {
+            const v8 b0 = load8(b + p * ldb), b1 = load8(b + p * ldb + 8);
+            for (int r = 0; r < R; ++r) {
+                const bool kept = p >= lo[r] && p < hi[r];
+                if (!kept && mask.skip) continue;
+                const float x = !kept ? 0.0f : TA ? a[p * lda + r] : a[r * lda + p];
+                acc[r][0] += x * b0;
+                acc[r][1] += x * b1;
+            }
+        }
+    };
+    edge(any_lo, all_lo);
+    for (long long p = all_lo; p < all_hi; ++p) {
         const v8 b0 = load8(b + p * ldb), b1 = load8(b + p * ldb + 8);
         for (int r = 0; r < R; ++r) {
             const float x = TA ? a[p * lda + r] : a[r * lda + p];
@@ -67,6 +118,7 @@ static void product_block(const float* __restrict__ a, long long lda, const floa
             acc[r][1] += x * b1;
         }
     }
+    edge(all_hi > any_lo ? all_hi : any_lo, any_hi);
     for (int r = 0; r < R; ++r) {
         float* row = c + r * ldc;
         if (cols == NR) {
@@ -80,36 +132,64 @@ static void product_block(const float* __restrict__ a, long long lda, const floa
     }
 }
 
-// Rows i0 .. i0+R-1 of C, all columns
+// Rows i0 .. i0+R-1 of C, all columns; ON_RESULT: the column blocks that some row keeps,
+// then each row's masked columns set to 0
 template <int R, bool TA, bool ADD>
 static void product_rows(const float* a, long long lda, long long i0, const float* b,
-                         long long ldb, long long n, long long k, float* c, long long ldc) {
+                         long long ldb, long long n, long long k, float* c, long long ldc,
+                         const Mask& mask) {
     const float* rows = TA ? a + i0 : a + i0 * lda;
-    for (long long j0 = 0; j0 < n; j0 += NR)
+    const long long kept = mask.on == ON_RESULT && i0 + R + mask.off < n ? i0 + R + mask.off : n;
+    for (long long j0 = 0; j0 < kept; j0 += NR)
         product_block<R, TA, ADD>(rows, lda, b + j0, ldb, k, c + i0 * ldc + j0, ldc,
-                                  n - j0 < NR ? n - j0 : NR);
+                                  n - j0 < NR ? n - j0 : NR, mask, i0);
+    if (mask.on == ON_RESULT)
+        for (long long r = i0; r < i0 + R; ++r)
+            for (long long j = r + mask.off + 1; j < n; ++j) c[r * ldc + j] = 0.0f;
 }
 
 template <bool TA, bool ADD>
 static void product_all_rows(const float* a, long long lda, const float* b, long long ldb,
-                             long long m, long long n, long long k, float* c, long long ldc) {
+                             long long m, long long n, long long k, float* c, long long ldc,
+                             const Mask& mask) {
     long long i0 = 0;
-    for (; i0 + MR <= m; i0 += MR) product_rows<MR, TA, ADD>(a, lda, i0, b, ldb, n, k, c, ldc);
+    for (; i0 + MR <= m; i0 += MR)
+        product_rows<MR, TA, ADD>(a, lda, i0, b, ldb, n, k, c, ldc, mask);
     switch (m - i0) {  // the last rows: fewer than MR
-        case 1: product_rows<1, TA, ADD>(a, lda, i0, b, ldb, n, k, c, ldc); break;
-        case 2: product_rows<2, TA, ADD>(a, lda, i0, b, ldb, n, k, c, ldc); break;
-        case 3: product_rows<3, TA, ADD>(a, lda, i0, b, ldb, n, k, c, ldc); break;
-        case 4: product_rows<4, TA, ADD>(a, lda, i0, b, ldb, n, k, c, ldc); break;
-        case 5: product_rows<5, TA, ADD>(a, lda, i0, b, ldb, n, k, c, ldc); break;
+        case 1: product_rows<1, TA, ADD>(a, lda, i0, b, ldb, n, k, c, ldc, mask); break;
+        case 2: product_rows<2, TA, ADD>(a, lda, i0, b, ldb, n, k, c, ldc, mask); break;
+        case 3: product_rows<3, TA, ADD>(a, lda, i0, b, ldb, n, k, c, ldc, mask); break;
+        case 4: product_rows<4, TA, ADD>(a, lda, i0, b, ldb, n, k, c, ldc, mask); break;
+        case 5: product_rows<5, TA, ADD>(a, lda, i0, b, ldb, n, k, c, ldc, mask); break;
     }
 }
 
-// C (m×n) = A·B, or C += A·B (add), on this thread. B is first copied into k rows of a
-// multiple of NR floats (zeros after column n) when it is stored transposed or n is not such
-// a multiple; A is read where it lies.
+// Does the k × n matrix at b (rows ldb apart, not transposed) hold only finite numbers?
+// x − x is 0 for a finite x and NaN for an infinity or a NaN: 8 columns a step
+static bool all_finite(const float* b, long long k, long long n, long long ldb) {
+    v8 any = {};
+    float rest = 0.0f;
+    for (long long p = 0; p < k; ++p) {
+        const float* row = b + p * ldb;
+        long long j = 0;
+        for (; j + 8 <= n; j += 8) {
+            const v8 x = load8(row + j);
+            any += x - x;
+        }
+        for (; j < n; ++j) rest += row[j] - row[j];
+    }
+    float lanes[8];
+    memcpy(lanes, &any, sizeof lanes);
+    for (float x : lanes) rest += x;
+    return rest == 0.0f;
+}
+
+// C (m×n) = A·B, or C += A·B (add), on this thread, under the causal mask ``mask``. B is
+// first copied into k rows of a multiple of NR floats (zeros after column n) when it is stored
+// transposed or n is not such a multiple; A is read where it lies.
 static void small_matmul(const float* a, const float* b, float* c, long long m, long long n,
                          long long k, bool trans_a, bool trans_b, long long lda, long long ldb,
-                         long long ldc, bool add) {
+                         long long ldc, bool add, const Mask& mask) {
     thread_local std::vector<float> packed;
     if (trans_b || n % NR) {
         const long long width = (n + NR - 1) / NR * NR;
@@ -133,26 +213,30 @@ static void small_matmul(const float* a, const float* b, float* c, long long m, 
         b = to;
         ldb = width;
     }
-    if (trans_a && add) product_all_rows<true, true>(a, lda, b, ldb, m, n, k, c, ldc);
-    else if (trans_a) product_all_rows<true, false>(a, lda, b, ldb, m, n, k, c, ldc);
-    else if (add) product_all_rows<false, true>(a, lda, b, ldb, m, n, k, c, ldc);
-    else product_all_rows<false, false>(a, lda, b, ldb, m, n, k, c, ldc);
+    if (trans_a && add) product_all_rows<true, true>(a, lda, b, ldb, m, n, k, c, ldc, mask);
+    else if (trans_a) product_all_rows<true, false>(a, lda, b, ldb, m, n, k, c, ldc, mask);
+    else if (add) product_all_rows<false, true>(a, lda, b, ldb, m, n, k, c, ldc, mask);
+    else product_all_rows<false, false>(a, lda, b, ldb, m, n, k, c, ldc, mask);
 }
 
 extern "C" __attribute__((visibility("default")))
 void head_products(const float* a, const float* b, float* c, const long long* items,
                    long long m, long long n, long long k, int trans_a, int trans_b,
                    const long long* ld, const long long* sa, const long long* sb,
-                   const long long* sc) {
+                   const long long* sc, int masked, long long off) {
     const bool summed = sc[2] == 0;
     pool::parallel_for(items[0] * items[1], 1, 1, [=](long long lo, long long hi) {
         for (long long ij = lo; ij < hi; ++ij) {
             const long long i = ij / items[1], j = ij % items[1];
-            for (long long g = 0; g < items[2]; ++g)
-                small_matmul(a + i * sa[0] + j * sa[1] + g * sa[2],
-                             b + i * sb[0] + j * sb[1] + g * sb[2],
+            Mask mask = {masked, off, false};
+            for (long long g = 0; g < items[2]; ++g) {
+                const float* right = b + i * sb[0] + j * sb[1] + g * sb[2];
+                if (masked == ON_LEFT && (g == 0 || sb[2] != 0))  // the kv head's values: once
+                    mask.skip = !trans_b && all_finite(right, k, n, ld[1]);
+                small_matmul(a + i * sa[0] + j * sa[1] + g * sa[2], right,
                              c + i * sc[0] + j * sc[1] + g * sc[2], m, n, k, trans_a, trans_b,
-                             ld[0], ld[1], ld[2], summed && g);
+                             ld[0], ld[1], ld[2], summed && g, mask);
+            }
         }
     });
 }

@@ -13,9 +13,18 @@ product                          adjoint of the 1st input    adjoint of the 2nd 
 ``head_mix_t(p, a)   = Σ pᵀ·a``  ``head_scores(a, g)``        ``head_mix(p, g)``
 ==============================  ==========================  ===========================
 
-FLOP convention: each product ``2·B·H·T·S·d`` (matmul 2mnk); the masked softmax 3 per score
-(scale, exp, divide; the row max and sum are not counted), softmax's count, as in the
-lecture's ``2bs²nd + 3bs²n``; its adjoint 4 per score (dot, subtract, multiply, scale).
+With ``causal=True`` each product applies attention's mask M (query i sees key j when
+j <= i + S − T) to its (B, H, T, S) operand: ``head_scores`` writes 0 at the masked scores,
+``head_mix`` and ``head_mix_t`` count the masked probabilities as 0, ``(M ⊙ p)·v``. The
+causal products are closed under differentiation too (each adjoint above, causal), so the
+backward pass of ``causal_attention`` never needs the masked half; the CPU kernels skip it
+(about half the work; a masked term is multiplied by 0 instead where the other operand holds
+an infinity or a NaN, as ``(M ⊙ p)·v`` would).
+
+FLOP convention: each product ``2·B·H·T·S·d`` (matmul 2mnk), causal or not, as the lecture's
+table counts the whole score matrix; the masked softmax 3 per score (scale, exp, divide; the
+row max and sum are not counted), softmax's count, as in the lecture's ``2bs²nd + 3bs²n``;
+its adjoint 4 per score (dot, subtract, multiply, scale).
 
 On the CPU, large float32 scores run the softmax and its adjoint as row kernels
 (``kernels.cpu_kernels``: one pass over the scores); elsewhere the array module's
@@ -34,6 +43,7 @@ from ..backend import on_host
 from ..errors import ShapeError
 from ..graph import Node, Op, apply
 from ..kernels import cpu_kernels
+from ..kernels.cpu_kernels import MASK_ON_LEFT, MASK_ON_RESULT, UNMASKED
 from ..kernels.dispatch import run_on_gpu
 from .elementwise import mul, sub, tangent_sum
 from .nn import Softmax
@@ -56,6 +66,39 @@ def _same(what, label, a, b):
         raise ValueError(f"{what}: {label} differ ({a} vs {b})")
 
 
+def _check_causal(what, t, s):
+    if t is not None and s is not None and t > s:
+        raise ValueError(f"{what}(causal=True): {t} queries but only {s} keys")
+
+
+@lru_cache(maxsize=16)
+def _causal_kept(xp, t: int, s: int):
+    """(T, S) booleans, True where query i sees key j (j <= i + s - t); made on the host and
+    copied to xp's device once per shape."""
+    return xp.asarray(np.arange(s)[None, :] <= np.arange(t)[:, None] + (s - t))
+
+
+def _kept_only(xp, x):
+    """``x`` (..., T, S) with the causally masked entries 0 (not multiplied: a NaN there
+    goes too)."""
+    t, s = x.shape[-2:]
+    return xp.where(_causal_kept(xp, t, s), x, xp.zeros((), dtype=x.dtype))
+
+
+class _Causal(Op):
+    """An attention product with the attribute ``causal`` (see the module's docstring)."""
+
+    attributes = ("causal",)
+    family = "products"
+
+    def __init__(self, causal: bool = False):
+        super().__init__(causal=params.flag(causal, f"{self.name}: causal"))
+
+    def _mask(self, where, t, s):
+        """:func:`cpu_kernels.head_products`' ``mask`` for T queries and S keys."""
+        return (where, s - t) if self.causal else (UNMASKED, 0)
+
+
 def _on_kernels(xp, *arrays) -> bool:
     """May the CPU kernels take the products (host float32 arrays, large enough, kernels
     built)? Each ``*_in_place`` then still returns None for products too large for them."""
@@ -65,7 +108,7 @@ def _on_kernels(xp, *arrays) -> bool:
 # On the CPU small products read each head where it lies, one product per (batch, head), the
 # (batch, kv group) pairs on the pool's threads: no copies into grouped layouts and back
 # (cpu_kernels.head_products; strides in elements). None: the grouped matmul is faster.
-def _scores_in_place(a, k):
+def _scores_in_place(a, k, mask):
     """(B, T, H, d), (B, S, KV, d) -> (B, H, T, S): item (b, kv, g) is a[b, :, h] @ k[b, :, kv]ᵀ."""
     b, t, h, d = a.shape
     s, kv = k.shape[1], k.shape[2]
@@ -73,11 +116,11 @@ def _scores_in_place(a, k):
     out = np.empty((b, h, t, s), np.float32)
     strides = ((t * h * d, g * d, d), (s * kv * d, d, 0), (h * t * s, g * t * s, t * s))
     return cpu_kernels.head_products(
-        a, k, out, (b, kv, g), (t, s, d), (False, True), (h * d, kv * d, s), strides
+        a, k, out, (b, kv, g), (t, s, d), (False, True), (h * d, kv * d, s), strides, mask
     )
 
 
-def _mix_in_place(p, v):
+def _mix_in_place(p, v, mask):
     """(B, H, T, S), (B, S, KV, d) -> (B, T, H, d): item (b, kv, g) is p[b, h] @ v[b, :, kv]."""
     b, h, t, s = p.shape
     kv, d = v.shape[2], v.shape[3]
@@ -85,11 +128,11 @@ def _mix_in_place(p, v):
     out = np.empty((b, t, h, d), np.float32)
     strides = ((h * t * s, g * t * s, t * s), (s * kv * d, d, 0), (t * h * d, g * d, d))
     return cpu_kernels.head_products(
-        p, v, out, (b, kv, g), (t, d, s), (False, False), (s, kv * d, h * d), strides
+        p, v, out, (b, kv, g), (t, d, s), (False, False), (s, kv * d, h * d), strides, mask
     )
 
 
-def _mix_t_in_place(p, a, kv):
+def _mix_t_in_place(p, a, kv, mask):
     """(B, H, T, S), (B, T, H, d) -> (B, S, KV, d): Σ over the group's heads of p[b, h]ᵀ @
     a[b, :, h] (out's head stride 0: the products add up, heads in order)."""
     b, h, t, s = p.shape
@@ -98,7 +141,7 @@ def _mix_t_in_place(p, a, kv):
     out = np.zeros((b, s, kv, d), np.float32)  # zeros: a group of no heads sums to 0
     strides = ((h * t * s, g * t * s, t * s), (t * h * d, g * d, d), (s * kv * d, d, 0))
     return cpu_kernels.head_products(
-        p, a, out, (b, kv, g), (s, d, t), (True, False), (s, h * d, kv * d), strides
+        p, a, out, (b, kv, g), (s, d, t), (True, False), (s, h * d, kv * d), strides, mask
     )
 
 
@@ -125,11 +168,11 @@ def _kv_major(xp, b):
     return xp.ascontiguousarray(b.transpose(0, 2, 1, 3))
 
 
-class HeadScores(Op):
-    """``s[b, h] = a[b, :, h] @ k[b, :, h // G]ᵀ``: (B, T, H, d), (B, S, KV, d) -> (B, H, T, S)."""
+class HeadScores(_Causal):
+    """``s[b, h] = a[b, :, h] @ k[b, :, h // G]ᵀ``: (B, T, H, d), (B, S, KV, d) -> (B, H, T, S);
+    causal: 0 at the masked scores."""
 
     name = "head_scores"
-    family = "products"
     flop_rows = ("softmax(QKᵀ/√d)",)  # QKᵀ: 2bs²nd of the row (causal_softmax has the rest)
 
     def infer_shape(self, a, k):
@@ -139,38 +182,42 @@ class HeadScores(Op):
         _same(self.name, "batch sizes", a[0], k[0])
         _same(self.name, "head sizes", a[3], k[3])
         _groups(a[2], k[2], self.name)
+        if self.causal:
+            _check_causal(self.name, a[1], k[1])
         return (a[0], a[2], a[1], k[1])
 
     def compute(self, xp, a, k):
-        if _on_kernels(xp, a, k):
-            self.infer_shape(a.shape, k.shape)  # raises where the strides would not fit
-            if (out := _scores_in_place(a, k)) is not None:
-                return out
+        self.infer_shape(a.shape, k.shape)  # first: the kernels index by it
         b, t, h, _ = a.shape
-        s = k.shape[1]
-        kv = k.shape[2]
+        s, kv = k.shape[1], k.shape[2]
+        if _on_kernels(xp, a, k):
+            if (out := _scores_in_place(a, k, self._mask(MASK_ON_RESULT, t, s))) is not None:
+                return out
         scores = xp.matmul(_queries_by_group(xp, a, kv), _kv_major(xp, k).swapaxes(-1, -2))
-        return scores.reshape(b, h, t, s)
+        scores = scores.reshape(b, h, t, s)
+        return _kept_only(xp, scores) if self.causal else scores
 
     def gradient(self, node, g, needs):
         a, k = node.inputs
-        return [head_mix(g, k) if needs[0] else None, head_mix_t(g, a, k) if needs[1] else None]
+        c = self.causal
+        return [head_mix(g, k, c) if needs[0] else None,
+                head_mix_t(g, a, k, c) if needs[1] else None]  # fmt: skip
 
     def jvp(self, node, da, dk):
         a, k = node.inputs
-        return tangent_sum(
-            None if da is None else head_scores(da, k), None if dk is None else head_scores(a, dk)
-        )
+        c = self.causal
+        return tangent_sum(None if da is None else head_scores(da, k, c),
+                           None if dk is None else head_scores(a, dk, c))  # fmt: skip
 
     def flops(self, out_shape, a_shape, k_shape):
         return 2 * math.prod(out_shape) * a_shape[-1]
 
 
-class HeadMix(Op):
-    """``y[b, :, h] = p[b, h] @ v[b, :, h // G]``: (B, H, T, S), (B, S, KV, d) -> (B, T, H, d)."""
+class HeadMix(_Causal):
+    """``y[b, :, h] = p[b, h] @ v[b, :, h // G]``: (B, H, T, S), (B, S, KV, d) -> (B, T, H, d);
+    causal: p's masked entries count as 0."""
 
     name = "head_mix"
-    family = "products"
     flop_rows = ("PV",)
 
     def infer_shape(self, p, v):
@@ -180,38 +227,43 @@ class HeadMix(Op):
         _same(self.name, "batch sizes", p[0], v[0])
         _same(self.name, "key lengths", p[3], v[1])
         _groups(p[1], v[2], self.name)
+        if self.causal:
+            _check_causal(self.name, p[2], p[3])
         return (p[0], p[2], p[1], v[3])
 
     def compute(self, xp, p, v):
-        if _on_kernels(xp, p, v):
-            self.infer_shape(p.shape, v.shape)  # raises where the strides would not fit
-            if (out := _mix_in_place(p, v)) is not None:
-                return out
+        self.infer_shape(p.shape, v.shape)  # first: the kernels index by it
         b, h, t, s = p.shape
+        if _on_kernels(xp, p, v):
+            if (out := _mix_in_place(p, v, self._mask(MASK_ON_LEFT, t, s))) is not None:
+                return out
         kv = v.shape[2]
-        grouped = xp.ascontiguousarray(p).reshape(b, kv, (h // kv) * t, s)
+        p = _kept_only(xp, p) if self.causal else xp.ascontiguousarray(p)
+        grouped = p.reshape(b, kv, (h // kv) * t, s)
         return _heads_back(xp, xp.matmul(grouped, _kv_major(xp, v)), h, t)
 
     def gradient(self, node, g, needs):
         p, v = node.inputs
-        return [head_scores(g, v) if needs[0] else None, head_mix_t(p, g, v) if needs[1] else None]
+        c = self.causal
+        return [head_scores(g, v, c) if needs[0] else None,
+                head_mix_t(p, g, v, c) if needs[1] else None]  # fmt: skip
 
     def jvp(self, node, dp, dv):
         p, v = node.inputs
-        return tangent_sum(
-            None if dp is None else head_mix(dp, v), None if dv is None else head_mix(p, dv)
-        )
+        c = self.causal
+        return tangent_sum(None if dp is None else head_mix(dp, v, c),
+                           None if dv is None else head_mix(p, dv, c))  # fmt: skip
 
     def flops(self, out_shape, p_shape, v_shape):
         return 2 * math.prod(p_shape) * v_shape[-1]
 
 
-class HeadMixT(Op):
+class HeadMixT(_Causal):
     """``y[b, :, j] = Σ_{h in group j} p[b, h]ᵀ @ a[b, :, h]``: (B, H, T, S), (B, T, H, d)
-    -> (B, S, KV, d), shaped like the keys/values ``like`` (it is their adjoint)."""
+    -> (B, S, KV, d), shaped like the keys/values ``like`` (it is their adjoint); causal: p's
+    masked entries count as 0."""
 
     name = "head_mix_t"
-    family = "products"
 
     def infer_shape(self, p, a, like):
         _check_4d(self.name, probabilities=p, queries=a, like=like)
@@ -223,32 +275,36 @@ class HeadMixT(Op):
         _same(self.name, "key lengths", p[3], like[1])
         _same(self.name, "head sizes", a[3], like[3])
         _groups(p[1], like[2], self.name)
+        if self.causal:
+            _check_causal(self.name, p[2], p[3])
         return like
 
     def infer_dtype(self, p, a, like):
         return Op.infer_dtype(self, p, a)
 
     def compute(self, xp, p, a, like):
+        self.infer_shape(p.shape, a.shape, like.shape)  # first: the kernels index by it
         kv = like.shape[2]
-        if _on_kernels(xp, p, a):
-            self.infer_shape(p.shape, a.shape, like.shape)  # raises where the strides would not fit
-            if (out := _mix_t_in_place(p, a, kv)) is not None:
-                return out
         b, h, t, s = p.shape
-        grouped = xp.ascontiguousarray(p).reshape(b, kv, (h // kv) * t, s)
+        if _on_kernels(xp, p, a):
+            if (out := _mix_t_in_place(p, a, kv, self._mask(MASK_ON_LEFT, t, s))) is not None:
+                return out
+        p = _kept_only(xp, p) if self.causal else xp.ascontiguousarray(p)
+        grouped = p.reshape(b, kv, (h // kv) * t, s)
         out = xp.matmul(grouped.swapaxes(-1, -2), _queries_by_group(xp, a, kv))  # (B, KV, S, d)
         return xp.ascontiguousarray(out.transpose(0, 2, 1, 3))
 
     def gradient(self, node, g, needs):
         p, a, _ = node.inputs
-        return [head_scores(a, g) if needs[0] else None, head_mix(p, g) if needs[1] else None, None]
+        c = self.causal
+        return [head_scores(a, g, c) if needs[0] else None,
+                head_mix(p, g, c) if needs[1] else None, None]  # fmt: skip
 
     def jvp(self, node, dp, da, dlike):
         p, a, like = node.inputs
-        return tangent_sum(
-            None if dp is None else head_mix_t(dp, a, like),
-            None if da is None else head_mix_t(p, da, like),
-        )
+        c = self.causal
+        return tangent_sum(None if dp is None else head_mix_t(dp, a, like, c),
+                           None if da is None else head_mix_t(p, da, like, c))  # fmt: skip
 
     def flops(self, out_shape, p_shape, a_shape, like_shape):
         return 2 * math.prod(p_shape) * a_shape[-1]
@@ -364,19 +420,22 @@ class SoftmaxGrad(Op):
         return tangent_sum(None if dg is None else apply(self, dg, p), along_p)
 
 
-def head_scores(a, k) -> Node:
-    """Every query head against its kv head: (B, T, H, d), (B, S, KV, d) -> (B, H, T, S)."""
-    return apply(HeadScores(), a, k)
+def head_scores(a, k, causal: bool = False) -> Node:
+    """Every query head against its kv head: (B, T, H, d), (B, S, KV, d) -> (B, H, T, S);
+    ``causal``: the masked scores (key j after query i) are 0."""
+    return apply(HeadScores(causal), a, k)
 
 
-def head_mix(p, v) -> Node:
-    """Each head's probabilities times its kv head's values: -> (B, T, H, d)."""
-    return apply(HeadMix(), p, v)
+def head_mix(p, v, causal: bool = False) -> Node:
+    """Each head's probabilities times its kv head's values: -> (B, T, H, d); ``causal``:
+    the masked probabilities count as 0."""
+    return apply(HeadMix(causal), p, v)
 
 
-def head_mix_t(p, a, like) -> Node:
-    """``Σ_{h in group} p_hᵀ a_h``, shaped like the keys/values ``like`` (B, S, KV, d)."""
-    return apply(HeadMixT(), p, a, like)
+def head_mix_t(p, a, like, causal: bool = False) -> Node:
+    """``Σ_{h in group} p_hᵀ a_h``, shaped like the keys/values ``like`` (B, S, KV, d);
+    ``causal``: the masked entries of p count as 0."""
+    return apply(HeadMixT(causal), p, a, like)
 
 
 def causal_softmax(scores, scale: float = 1.0) -> Node:
@@ -388,7 +447,8 @@ def causal_attention(q, k, v, scale: float | None = None) -> tuple[Node, Node]:
     """Causal grouped-query attention: q (B, T, H, d), k and v (B, S, KV, d).
 
     Returns ``(output (B, T, H, d), probabilities (B, H, T, S))``; ``scale`` defaults to
-    ``d ** -0.5``.
+    ``d ** -0.5``. The products are the causal ones: neither they nor their adjoints compute
+    the masked half of the scores.
     """
     if scale is None:
         if q.shape is None or q.shape[-1] is None:
@@ -396,5 +456,5 @@ def causal_attention(q, k, v, scale: float | None = None) -> tuple[Node, Node]:
                 f"causal_attention: pass scale= when the head size of {q.name} is unknown"
             )
         scale = q.shape[-1] ** -0.5
-    probs = causal_softmax(head_scores(q, k), scale)
-    return head_mix(probs, v), probs
+    probs = causal_softmax(head_scores(q, k, causal=True), scale)
+    return head_mix(probs, v, causal=True), probs
