@@ -11,7 +11,8 @@ take the same steps: after the timing one more step of each must give the same l
 (:func:`same_losses`), or the run stops. Alternating blocks of steps (the first step of each
 block is a warm-up: worker threads of the other library spin for a while after its last
 call), medians; each step ends by reading the loss, so GPU work is finished when the clock
-stops.
+stops. ``--cpu-time`` (one thread, CPU) times by the process's CPU time instead of the wall
+clock: on a shared machine another process's time on the core is then not counted.
 Run: ``.venv/bin/python benchmarks/llama_step.py [--device gpu] [--model gpu]`` (needs the
 ``oracle`` extra: PyTorch and threadpoolctl). Targets (:func:`target`): CPU ratio <= 1.0 on
 1 thread, <= 1.2 on 2, <= 1.5 on more; GPU <= 3 for tiny (launch-bound), <= 1.5 for the gpu
@@ -27,6 +28,7 @@ import argparse
 import math
 import os
 import sys
+import time
 
 import numpy as np
 from step_profile import course_lib_seconds, profile_table, torch_seconds
@@ -165,9 +167,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="blocks per library")
     parser.add_argument("--per-block", type=int, default=3, help="timed steps per block")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time each step by this process's CPU time, not the wall clock "
+                             "(one thread only: time another process takes is not counted)")
     parser.add_argument("--profile", action="store_true",
                         help="also print each op family's time at 1 and --threads threads")
     args = parser.parse_args()
+    if args.cpu_time and (args.threads != 1 or args.device != "cpu"):
+        parser.error("--cpu-time needs --threads 1 on the CPU (it sums every thread's time)")
     config, batch, seq = MODELS[args.model]
     batch, seq = args.batch or batch, args.seq or seq
     cl.set_device(args.device)  # a DeviceError says why when there is no GPU
@@ -184,7 +191,8 @@ def main() -> None:
     except ImportError:
         print("PyTorch is not installed (pip install -e '.[oracle]'); showing course_lib only")
     with threadpool_limits(limits=args.threads):  # NumPy's OpenBLAS would use every core
-        medians = blocked_medians(fns, rounds=args.rounds, per_block=args.per_block)
+        clock = time.process_time if args.cpu_time else time.perf_counter
+        medians = blocked_medians(fns, rounds=args.rounds, per_block=args.per_block, clock=clock)
         losses = same_losses(fns)
     steps = args.rounds * args.per_block
     where = cl.describe_device() if args.device != "cpu" else (
@@ -192,6 +200,7 @@ def main() -> None:
     print(
         f"{args.model} LLaMA training step (forward + backward + AdamW), batch {batch}, "
         f"seq {seq}, float32, {where}, median of {steps} steps each"
+        + (" (CPU time)" if args.cpu_time else "")
     )
     for name, seconds in medians.items():
         print(f"  {name:12s} {seconds * 1e3:8.1f} ms")

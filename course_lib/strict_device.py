@@ -128,7 +128,8 @@ def _method(name: str):
     def method(self, *args, **kwargs):
         what = f"StrictArray.{name}"
         _refuse_lists(name, None, (self, *args), "StrictArray")  # a.dot(b) as dot(a, b)
-        return _wrap(getattr(self._a, name)(*_unwrap(args, what), **_unwrap(kwargs, what)))
+        result = getattr(self._a, name)(*_unwrap(args, what), **_unwrap(kwargs, what))
+        return self if result is self._a else _wrap(result)  # astype(copy=False): CuPy's self
 
     method.__name__ = name
     return method

@@ -35,3 +35,28 @@ def test_the_benchmark_stops_when_the_losses_differ():
     assert agree == "  loss at the next step: course_lib 2.000000, PyTorch 2.000000"
     with pytest.raises(SystemExit, match="course_lib 2.000000, PyTorch 2.010000: they differ"):
         same_losses({"course_lib": lambda: 2.0, "PyTorch": lambda: 2.01})
+
+
+def test_cpu_time_is_for_one_thread_on_the_cpu(monkeypatch, capsys):
+    """``--cpu-time`` sums every thread's time, so it is refused with more than one thread
+    (before anything is built or timed)."""
+    sys.path.insert(0, str(BENCHMARKS))
+    import llama_step  # noqa: PLC0415
+
+    monkeypatch.setattr(sys, "argv", ["llama_step.py", "--cpu-time", "--threads", "2"])
+    with pytest.raises(SystemExit):
+        llama_step.main()
+    assert "--cpu-time needs --threads 1" in capsys.readouterr().err
+
+
+def test_blocked_medians_take_the_clock_they_are_given():
+    """A clock that advances 5 per reading times every call at 5 (not the wall time)."""
+    import course_lib as cl  # noqa: PLC0415
+    from course_lib.perf import blocked_medians  # noqa: PLC0415
+
+    readings = iter(range(0, 10_000, 5))
+    medians = blocked_medians({"a": lambda: None, "b": lambda: None}, rounds=2, per_block=2,
+                              clock=lambda: next(readings))  # fmt: skip
+    assert medians == {"a": 5, "b": 5}
+    with pytest.raises(cl.ParameterError, match="clock must be a function"):
+        blocked_medians({"a": lambda: None}, clock=0.0)

@@ -30,6 +30,8 @@ def _views_then_bases(y):
         "empty slice, base": [y[:, 3:], y],
         "same node twice": [y, y],
         "row of a result, result": [(y * 2.0)[0], y * 2.0],
+        "cast to its own dtype, row": [cl.cast(y, np.float64), y[0]],  # the feed itself
+        "cast, base": [cl.cast(y, np.float64), y],
     }
 
 
@@ -56,6 +58,17 @@ def test_no_output_shares_memory_with_another_or_a_feed(case, optimize):
     before = cl.to_numpy(again[0]).copy()
     again[-1][...] = 9.0  # the base, written after the view came out
     np.testing.assert_array_equal(cl.to_numpy(again[0]), before)
+
+
+def test_a_cast_to_the_dtype_it_has_copies_nothing():
+    """Inside a run a cast to the array's own dtype (the gradients' cast to their parameter's
+    dtype) is the array itself; to another dtype, a new array."""
+    from course_lib.ops.elementwise import Cast  # noqa: PLC0415
+
+    x = np.asfortranarray(np.ones((3, 4), np.float32))  # a weight's gradient is transposed
+    assert Cast(np.float32).compute(np, x) is x
+    wider = Cast(np.float64).compute(np, x)
+    assert wider.dtype == np.float64 and not np.shares_memory(wider, x)
 
 
 @pytest.mark.parametrize("value", [np.ones((2, 3)), np.array(2.5), np.zeros((0, 3)),

@@ -546,7 +546,7 @@ class Cast(Elementwise):
         return self.dtype
 
     def compute(self, xp, x):
-        return xp.asarray(x).astype(self.dtype)
+        return xp.asarray(x).astype(self.dtype, copy=False)  # its own dtype: x itself
 
     def gradient(self, node, g, needs):
         x = node.inputs[0]

@@ -12,6 +12,7 @@ from typing import TypeVar
 
 from .. import params
 from ..backend import synchronize
+from ..errors import ParameterError
 
 K = TypeVar("K", bound=Hashable)
 
@@ -57,14 +58,22 @@ def _interleaved_times(
 
 
 def blocked_medians(
-    fns: Mapping[K, Callable], rounds: int = 3, per_block: int = 3, settle: int = 1
+    fns: Mapping[K, Callable],
+    rounds: int = 3,
+    per_block: int = 3,
+    settle: int = 1,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> dict[K, float]:
     """Medians of several functions run in blocks (A A A, B B B, A A A, ...), ``rounds`` times.
 
     For work that keeps thread pools busy (BLAS, OpenMP): the first ``settle`` runs of each
     block let the other library's worker threads go idle and are not counted, so each
     function is timed in its steady state while both still share the same minutes.
+    ``clock``: wall time by default; ``time.process_time`` counts this process's CPU time
+    (for one thread: time another process takes from the core is not counted).
     """
+    if not callable(clock):
+        raise ParameterError(f"blocked_medians: clock must be a function, got {clock!r}")
     rounds = params.count(rounds, "blocked_medians: rounds", minimum=1)
     per_block = params.count(per_block, "blocked_medians: per_block", minimum=1)
     settle = params.count(settle, "blocked_medians: settle")
@@ -73,9 +82,9 @@ def blocked_medians(
         for name, fn in fns.items():
             for i in range(settle + per_block):
                 synchronize()
-                start = time.perf_counter()
+                start = clock()
                 fn()
                 synchronize()
                 if i >= settle:
-                    times[name].append(time.perf_counter() - start)
+                    times[name].append(clock() - start)
     return {name: statistics.median(ts) for name, ts in times.items()}
