@@ -176,6 +176,25 @@ def test_cpu_loop_writes_only_into_a_writeable_out_apart_from_its_inputs():
 
 
 @needs_emulator
+def test_the_emulated_kernel_checks_its_out_before_it_runs():
+    """``run_kernel(mode="emulator", out=...)``: a read-only, mistyped or misshapen ``out``
+    is refused with the kernel's name before anything runs (not NumPy's ValueError after)."""
+    xs, _, fused = fused_root()
+    feed = feed_for(xs)
+    inputs = [np.asarray(feed[x], np.float32) for x in fused.inputs]
+    shape = np.broadcast_shapes(*(a.shape for a in inputs))
+    frozen = np.frombuffer(bytes(4 * int(np.prod(shape))), np.float32).reshape(shape)
+    cases = [(frozen, ParameterError, "out is read-only"),
+             (np.zeros(shape, np.float64), GraphError, "out must be float32, got float64"),
+             (np.zeros((1, *shape), np.float32), ShapeError, "out must be of shape")]  # fmt: skip
+    for out, error, message in cases:
+        with pytest.raises(error, match=message):
+            fused.op.run_kernel(np, *inputs, mode="emulator", out=out)
+    out = np.zeros(shape, np.float32)
+    assert fused.op.run_kernel(np, *inputs, mode="emulator", out=out) is out
+
+
+@needs_emulator
 def test_a_bound_loop_reads_its_arrays_at_each_call_and_keeps_them_alive():
     x = cl.variable("x", (1000,), np.float32)
     kernel = fuse_elementwise(x * 3.0 + 1.0).op.kernel

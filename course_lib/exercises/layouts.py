@@ -107,7 +107,7 @@ def _strides_of(shape: tuple, order: str) -> tuple[int, ...]:
     same products written out for a shape too large to allocate."""
     if math.prod(shape) >= math.prod(_HUGE):
         sizes = shape if order == "C" else shape[::-1]
-        strides = tuple(int(np.prod(sizes[k + 1 :], dtype=np.int64)) for k in range(len(sizes)))
+        strides = tuple(math.prod(sizes[k + 1 :]) for k in range(len(sizes)))
         return strides if order == "C" else strides[::-1]
     return _element_strides(np.empty(shape, np.int8, order=order))
 

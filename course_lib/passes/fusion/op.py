@@ -22,12 +22,22 @@ import numpy as np
 from ... import kernels
 from ...autodiff import grad, jvp
 from ...backend import host_array, is_gpu, on_host
-from ...errors import GraphError, ShapeError
+from ...errors import GraphError, ParameterError, ShapeError
 from ...graph import Node, Op, interpret, is_weak_scalar, rebuild, topological_order, variable
 from .codegen import NumexprProgram, cuda_kernel, is_weak_value, numexpr_program
 from .cpu_loop import loop_worthy, run_cpu_loop, try_cpu_loop
 
 _DISPLAY = {"+": 1, "-": 1, "*": 2, "/": 2}  # precedence of infix symbols in formulas
+
+
+def _check_out(name: str, out, shape: tuple) -> None:
+    """``out`` for a fused kernel's result: float32, of the broadcast shape, writeable."""
+    if getattr(out, "dtype", None) != np.float32:
+        raise GraphError(f"{name}: out must be float32, got {getattr(out, 'dtype', type(out))}")
+    if tuple(out.shape) != tuple(shape):
+        raise ShapeError(f"{name}: out must be of shape {tuple(shape)}, got {tuple(out.shape)}")
+    if not getattr(getattr(out, "flags", None), "writeable", True):
+        raise ParameterError(f"{name}: out is read-only; pass a writeable array")
 
 
 def _one_dtype(body: Node, params: Sequence[Node], examples: list) -> bool:
@@ -98,16 +108,12 @@ class Fused(Op):
         shape = np.broadcast_shapes(*(a.shape for a in arrays))
         full = [xp.ascontiguousarray(xp.broadcast_to(a, shape)) for a in arrays]
         if mode == "cpu":
-            return run_cpu_loop(self.kernel, full, out=out)
+            return run_cpu_loop(self.kernel, full, out=out)  # its checks: native.loop_arrays
+        if out is not None:
+            _check_out(self.kernel.name, out, shape)  # before the kernel runs
         (result,) = kernels.fused(self.kernel, *full, mode=mode)
         if out is None:
             return result
-        if out.dtype != result.dtype:
-            raise GraphError(f"{self.kernel.name}: out must be {result.dtype}, got {out.dtype}")
-        if out.shape != result.shape:
-            raise ShapeError(
-                f"{self.kernel.name}: out must be of shape {result.shape}, got {out.shape}"
-            )
         out[...] = result
         return out
 
