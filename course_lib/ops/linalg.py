@@ -8,7 +8,7 @@ from ..graph import Node, Op, apply
 from ..kernels.dispatch import run_on_gpu
 from .broadcast import broadcast_shapes, sum_to
 from .elementwise import tangent_sum
-from .shape import matrix_transpose, reshape
+from .shape import Permute, SwapLastAxes, matrix_transpose, reshape
 
 
 class MatMul(Op):
@@ -39,7 +39,7 @@ class MatMul(Op):
         x, y = node.inputs
         return [
             _unbatch(matmul(g, matrix_transpose(y)), x, y) if needs[0] else None,
-            _unbatch(matmul(matrix_transpose(x), g), y, x) if needs[1] else None,
+            _right_adjoint(x, y, g) if needs[1] else None,
         ]
 
     def jvp(self, node, dx, dy):
@@ -52,6 +52,25 @@ class MatMul(Op):
     def flops(self, out_shape, x_shape, y_shape):
         """``2·m·n·p`` per matrix product (the lecture's m·p·(2n − 1), rounded up)."""
         return 2 * math.prod(out_shape) * x_shape[-1]
+
+
+def _right_adjoint(x: Node, y: Node, g: Node) -> Node:
+    """ȳ = xᵀ·g. For a linear layer, ``x @ Wᵀ`` with x and W matrices, the same product is
+    taken as ``(gᵀ·x)ᵀ``: transposed back by Wᵀ's own rule, W's gradient is then ``gᵀ·x``,
+    row-major like W (as PyTorch's linear computes it), not a transposed view of ``xᵀ·g``
+    that every reader of it (the optimiser's kernels) would copy first."""
+    if x.ndim == 2 and _is_transposed_matrix(y):
+        return matrix_transpose(matmul(matrix_transpose(g), x))
+    return _unbatch(matmul(matrix_transpose(x), g), y, x)
+
+
+def _is_transposed_matrix(y: Node) -> bool:
+    """Is ``y`` a matrix that a transpose op made (``W.T``, ``transpose(W)``)?"""
+    if y.ndim != 2:
+        return False
+    if isinstance(y.op, SwapLastAxes):
+        return True
+    return isinstance(y.op, Permute) and (y.op.axes is None or [a % 2 for a in y.op.axes] == [1, 0])
 
 
 def _unbatch(partial: Node, x: Node, other: Node) -> Node:
