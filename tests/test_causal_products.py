@@ -50,10 +50,18 @@ SHAPES = [(40, 50), (128, 128), (7, 7), (1, 33), (13, 30), (6, 6), (12, 12)]
 @needs_kernels
 @pytest.mark.parametrize(("t", "s"), SHAPES)
 @pytest.mark.parametrize("kv", [1, 2, 6])
-def test_the_kernels_skip_exactly_the_masked_terms(t, s, kv):
+def test_the_kernels_skip_exactly_the_masked_terms(t, s, kv, monkeypatch):
     """On finite numbers, each causal kernel gives the bits of the unmasked kernel on the
     masked operand (the skipped terms are exact zeros), on any number of threads; masked
-    scores are 0."""
+    scores are 0. Small shapes too: the kernels are made to take them."""
+    monkeypatch.setattr(cpu_kernels, "products_worth_it", lambda *arrays: True)
+    ran, products = [], cpu_kernels.head_products
+
+    def counted(*args, **kwargs):
+        ran.append(products(*args, **kwargs))
+        return ran[-1]
+
+    monkeypatch.setattr(cpu_kernels, "head_products", counted)
     a, k, p = _arrays(t, s, kv=kv)
     kept = _kept(t, s)
     masked_p = np.where(kept, p, np.float32(0))
@@ -70,6 +78,7 @@ def test_the_kernels_skip_exactly_the_masked_terms(t, s, kv):
                     want = np.where(kept, want, np.float32(0))
                 assert got.dtype == np.float32 and got.shape == want.shape, name
                 assert got.tobytes() == want.tobytes(), (name, threads)
+    assert len(ran) == 18 and all(out is not None for out in ran), "the kernels computed all"
 
 
 @pytest.mark.parametrize(("t", "s"), [(40, 50), (13, 30), (128, 128)])
@@ -186,3 +195,32 @@ def test_causal_attention_builds_only_causal_products_forward_and_backward():
     kinds = (HeadScores, HeadMix, HeadMixT)
     products = [n.op for n in cl.topological_order(grads) if isinstance(n.op, kinds)]
     assert len(products) == 6 and all(op.causal for op in products)
+
+
+@needs_kernels
+@pytest.mark.parametrize("masked_sign", [1, -1])
+def test_skipped_terms_still_meet_a_kept_sum_of_negative_zero(masked_sign, monkeypatch):
+    """A row of p·v whose kept terms underflow to −0: (M ⊙ p)·v adds the masked terms'
+    signed zeros 0·v after them, +0 where v >= 0 (−0 + +0 = +0), −0 where each v < 0. The
+    kernel that skips them gives those bits too (the unmasked kernel's on the masked p)."""
+    ran, products = [], cpu_kernels.head_products
+
+    def counted(*args):
+        ran.append(products(*args))
+        return ran[-1]
+
+    monkeypatch.setattr(cpu_kernels, "head_products", counted)
+    t = s = 40
+    rng = np.random.default_rng(2)
+    p = rng.uniform(0.1, 1.0, (4, 4, t, s)).astype(np.float32)
+    v = masked_sign * rng.uniform(0.1, 1.0, (4, s, 2, 16)).astype(np.float32)
+    p[0, 0, 0, 0] = 0.25  # query 0 sees key 0 only: 0.25 · (−1e-45) rounds to −0
+    v[0, 0, 0, 0] = -1e-45
+    zeroed = np.where(_kept(t, s), p, np.float32(0))
+    for threads in (1, 2, 3):
+        with threadpool_limits(threads):
+            got = HeadMix(True).compute(np, p, v)
+            want = HeadMix(False).compute(np, zeroed, v)
+        assert got[0, 0, 0, 0] == 0 and np.signbit(got[0, 0, 0, 0]) == (masked_sign < 0)
+        assert got.tobytes() == want.tobytes(), threads
+    assert ran and all(out is not None for out in ran)  # the kernels computed them

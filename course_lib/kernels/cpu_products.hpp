@@ -3,8 +3,6 @@
 // (one AVX register; other CPUs split it into their own vectors).
 #include <string.h>
 
-#include <cmath>
-
 #include <vector>
 
 // The attention's products, read in place: item (i, j, g) of outer × middle × inner
@@ -57,8 +55,9 @@ static inline void transpose_8x8(const float* x, long long ldx, float* out, long
 // matrix whose masked entries are written 0. ON_LEFT: the left matrix is a T × S
 // probability matrix P whose masked entries count as 0 — read as stored (A = P: row i keeps
 // the columns p <= i + off) or transposed (A = Pᵀ: row j keeps the queries p >= j − off).
-// When the right matrix holds only finite numbers a masked term adds exactly nothing, so it
-// is skipped (about half the work); else it is multiplied by 0, as (M ⊙ P)·B would.
+// When the right matrix holds only finite numbers a masked term adds exactly nothing (but to
+// a sum of −0: product_block), so it is skipped (about half the work); else it is multiplied
+// by 0, as (M ⊙ P)·B would.
 enum { UNMASKED = 0, ON_RESULT = 1, ON_LEFT = 2 };
 struct Mask {
     int on;
@@ -74,6 +73,17 @@ static inline void kept_columns(const Mask& mask, bool ta, long long r, long lon
     if (mask.on != ON_LEFT) return;
     if (ta) *lo = r - mask.off > 0 ? r - mask.off : 0;
     else *hi = r + mask.off + 1 < k ? r + mask.off + 1 : k;
+}
+
+// Does one of the 16 sums x, y hold −0 (the sign bit alone)?
+static inline bool negative_zero(v8 x, v8 y) {
+    i8 bits_x, bits_y;
+    memcpy(&bits_x, &x, sizeof x);
+    memcpy(&bits_y, &y, sizeof y);
+    const i8 hit = (bits_x == (int)0x80000000) | (bits_y == (int)0x80000000);
+    for (int q = 0; q < 8; ++q)
+        if (hit[q]) return true;
+    return false;
 }
 
 // Rows row0 .. row0+R-1 and columns 0 .. cols-1 (cols <= NR) of C = A·B, written (or added,
@@ -119,6 +129,17 @@ static void product_block(const float* __restrict__ a, long long lda, const floa
         }
     }
     edge(all_hi > any_lo ? all_hi : any_lo, any_hi);
+    // A = P skips each row's masked tail [hi, k): its terms 0·B are signed zeros, which
+    // leave every sum as it is except −0 (kept terms that underflow), made +0 by any +0
+    // term; a row that holds −0 adds them after all, in p's order (A = Pᵀ skips a head of
+    // masked terms, which leaves the sums' +0 start as it is)
+    if (mask.skip && !TA)
+        for (int r = 0; r < R; ++r)
+            if (negative_zero(acc[r][0], acc[r][1]))
+                for (long long p = hi[r]; p < k; ++p) {
+                    acc[r][0] += 0.0f * load8(b + p * ldb);
+                    acc[r][1] += 0.0f * load8(b + p * ldb + 8);
+                }
     for (int r = 0; r < R; ++r) {
         float* row = c + r * ldc;
         if (cols == NR) {
