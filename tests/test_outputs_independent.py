@@ -65,7 +65,7 @@ def test_a_cast_to_the_dtype_it_has_copies_nothing():
     dtype) is the array itself; to another dtype, a new array."""
     from course_lib.ops.elementwise import Cast  # noqa: PLC0415
 
-    x = np.asfortranarray(np.ones((3, 4), np.float32))  # a weight's gradient is transposed
+    x = np.asfortranarray(np.ones((3, 4), np.float32))  # any layout: F-ordered here
     assert Cast(np.float32).compute(np, x) is x
     wider = Cast(np.float64).compute(np, x)
     assert wider.dtype == np.float64 and not np.shares_memory(wider, x)

@@ -523,8 +523,8 @@ def worth_it(*arrays) -> bool:
 
 
 def _rows(a: np.ndarray) -> np.ndarray:
-    """``a`` as a C-contiguous host array; a transposed float32 matrix (F-contiguous, such as a
-    weight's gradient) copied in tiles over the pool (:func:`transposed`)."""
+    """``a`` as a C-contiguous host array; a transposed float32 matrix (F-contiguous: the
+    transposed view of another) copied in tiles over the pool (:func:`transposed`)."""
     a = host_array(a, "an input of a CPU row kernel")
     if a.ndim == 2 and a.dtype == np.float32 and a.flags.f_contiguous and not a.flags.c_contiguous:
         return transposed(a)
