@@ -1200,6 +1200,10 @@ def _on_int_axis(rule):
     ("02.jvp_rules", _replacing("div", lambda ref, ins, out, d: d[0] / ins[1]), "quotient-rule"),
     ("02.jvp_rules", _replacing("mean", lambda ref, ins, out, d, **a: d[0] / out.size),
      "tangent-not-reduced"),
+    ("06.swiglu", lambda ref: _swiglu_with(  # np.prod's np.int64, 4 per element
+        ref, flops=lambda self, out, a, b: 4 * np.prod(out, dtype=np.int64)), "flops-miscounted"),
+    ("06.swiglu", lambda ref: _swiglu_with(
+        ref, flops=lambda self, out, a, b: np.int64(math.prod(out))), "flops-not-counted"),
 ])  # fmt: skip
 def test_op_rule_mistakes_made_another_way_get_their_hint(exercise_id, answer, mistake):
     verdict = verify(exercise_id, answer(_reference(exercise_id)))

@@ -50,6 +50,9 @@ def _code(notebook):
         ("8", 8, 0.0, "✗ '8' is text: write it as a number"),
         ("8", 8, 0.1, "✗ '8' is text"),  # no number: not close, and no TypeError
         ("nine", 8, 0.1, "✗ not nine"),
+        ([1, "2"], (1, 2), 0.0, "✗ [1, '2'] holds text: write each number as a number"),
+        (("4", ["5"]), (4, (5,)), 0.0, "✗ ('4', ['5']) holds text"),
+        ([1, "3"], (1, 2), 0.0, "✗ not [1, '3']"),  # wrong as numbers too: just wrong
         (np.array([1, 2]), np.array([1, 2]), 0.0, "✗ not [1 2]"),  # ambiguous truth: wrong
     ],
 )

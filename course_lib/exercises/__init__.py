@@ -50,7 +50,7 @@ def check_guess(guess, answer, rel_tol: float = 0.0) -> None:
 
     ``None``, the blank guess of the student edition, prints "no guess yet"; a wrong guess is
     told so without the answer. A list guesses a tuple as well; the right number written as
-    text (``"2"``) is not taken, and told why.
+    text (``"2"``, or ``[1, "2"]``) is not taken, and told why.
     """
     answer = host(answer)
     if guess is None:
@@ -59,6 +59,8 @@ def check_guess(guess, answer, rel_tol: float = 0.0) -> None:
         print(f"✓ right: {guess}")
     elif isinstance(guess, str) and _same(_number(guess), answer, rel_tol):
         print(f"✗ {guess!r} is text: write it as a number, not text (without the quotes)")
+    elif _has_text(guess) and _same(_numbers(guess), answer, rel_tol):
+        print(f"✗ {guess!r} holds text: write each number as a number (without the quotes)")
     else:
         print(f"✗ not {guess}: think again (the answer is under the cell)")
 
@@ -71,6 +73,21 @@ def _same(guess, answer, rel_tol: float) -> bool:
         return bool(math.isclose(guess, answer, rel_tol=rel_tol) if rel_tol else guess == answer)
     except Exception:  # a guess of another kind: a string, an array, ...
         return False
+
+
+def _has_text(guess) -> bool:
+    """Is ``guess`` a list or tuple with text somewhere in it?"""
+    return isinstance(guess, tuple | list) and any(
+        isinstance(g, str) or _has_text(g) for g in guess)  # fmt: skip
+
+
+def _numbers(guess):
+    """``guess`` with each piece of text in it read as the number it spells (or None)."""
+    if isinstance(guess, str):
+        return _number(guess)
+    if isinstance(guess, tuple | list):
+        return [_numbers(g) for g in guess]
+    return guess
 
 
 def _number(text: str):
