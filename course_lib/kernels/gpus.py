@@ -27,8 +27,9 @@ class GPU:
     ``tf32_tflops`` the tensor cores' dense TF32 peak (None: no TF32), which our kernels do
     not use but cuBLAS does; ``bf16_tflops`` their dense BF16 peak with FP32 accumulation
     (None: no BF16), the rate LLM training and serving are measured against (MFU);
-    ``memory_gib`` the DRAM capacity (the datasheets' "40 GB" are binary: 40 GiB, as
-    ``nvidia-smi`` shows 40960 MiB); ``clock_ghz`` the boost clock the peaks are quoted at.
+    ``memory_gib`` the DRAM the driver exposes, ``nvidia-smi``'s total in GiB (the A100's
+    "40 GB" are 40960 MiB, the H100's "80 GB" only 81559 MiB, the T4's "16 GB" 15360 MiB with
+    ECC on); ``clock_ghz`` the boost clock the peaks are quoted at.
     """
 
     name: str
@@ -78,11 +79,12 @@ GPUS: dict[str, GPU] = {
     # NVIDIA H100 Tensor Core GPU datasheet (SXM5) and Hopper architecture whitepaper (2022):
     # 132 SMs at 1980 MHz, 67 TFLOPS FP32, 495 TFLOPS TF32 (989 with sparsity), 3.35 TB/s
     # HBM3, 50 MB L2, up to 228 KB shared memory per SM, 1979 TFLOPS BF16 tensor with
-    # sparsity (989.5 dense), 80 GB. Compute capability 9.0: 2048 threads, 32 blocks per SM.
+    # sparsity (989.5 dense), 80 GB (nvidia-smi: 81559 MiB, 79.6 GiB). Compute capability 9.0:
+    # 2048 threads, 32 blocks per SM.
     "H100": GPU("H100", "Hopper", "9.0", sms=132, clock_ghz=1.98, fp32_tflops=67.0,
                 tf32_tflops=495.0, dram_gb_per_s=3350.0, l2_mib=50.0, shared_kib_per_sm=228,
                 max_threads_per_sm=2048, max_blocks_per_sm=32, bf16_tflops=989.5,
-                memory_gib=80.0),
+                memory_gib=79.6),
     # NVIDIA H200 Tensor Core GPU datasheet (SXM): the H100's GH100 chip (132 SMs at 1980 MHz,
     # 67 TFLOPS FP32, 494.7 TFLOPS TF32 and 989.5 TFLOPS BF16 dense, 228 KB shared memory per
     # SM) with 141 GB of HBM3e at 4.8 TB/s. nvidia-smi on the H200 that ran `make gpu-check`
@@ -93,11 +95,11 @@ GPUS: dict[str, GPU] = {
                 memory_gib=140.4),
     # NVIDIA T4 datasheet and Turing architecture whitepaper (2018): 40 SMs at 1590 MHz,
     # 8.1 TFLOPS FP32, no TF32 (Turing's tensor cores take FP16/INT8), 320 GB/s GDDR6, 4 MB
-    # L2, 64 KB shared memory per SM, 16 GB. Compute capability 7.5: 1024 threads, 16 blocks
-    # per SM, no reserved shared memory.
+    # L2, 64 KB shared memory per SM, 16 GB (15360 MiB with ECC on, its default: 15 GiB).
+    # Compute capability 7.5: 1024 threads, 16 blocks per SM, no reserved shared memory.
     "T4": GPU("T4", "Turing", "7.5", sms=40, clock_ghz=1.59, fp32_tflops=8.1, tf32_tflops=None,
               dram_gb_per_s=320.0, l2_mib=4.0, shared_kib_per_sm=64, max_threads_per_sm=1024,
-              max_blocks_per_sm=16, reserved_shared_bytes=0, memory_gib=16.0),
+              max_blocks_per_sm=16, reserved_shared_bytes=0, memory_gib=15.0),
     # NVIDIA Ada Lovelace architecture whitepaper (2022), GeForce RTX 4090: 128 SMs at
     # 2520 MHz, 82.6 TFLOPS FP32, 82.6 TFLOPS TF32 (dense), 165.2 TFLOPS BF16 tensor with
     # FP32 accumulation (dense), 1008 GB/s GDDR6X, 72 MB L2, 24 GB.
@@ -113,7 +115,7 @@ def get_gpu(gpu: GPU | str) -> GPU:
     """``gpu`` itself, or the GPU of that name in :data:`GPUS`."""
     if isinstance(gpu, GPU):
         return gpu
-    if gpu not in GPUS:
+    if not isinstance(gpu, str) or gpu not in GPUS:
         raise ParameterError(f"unknown GPU {gpu!r}; the table has {', '.join(GPUS)}")
     return GPUS[gpu]
 

@@ -81,6 +81,18 @@ class FlopConvention:
     embedding_as_matmul: bool = False
     causal_half: bool = False
 
+    def __post_init__(self):
+        # a negative cost could keep attention below the MLP at every length: a search that
+        # never ends; a float a fractional count; 2 for True a doubled embedding
+        for field in ("rope_per_element", "softmax_per_score", "swish_per_element",
+                      "rms_per_element", "rms_per_row"):  # fmt: skip
+            if params.integer(getattr(self, field), f"FlopConvention.{field}") < 0:
+                raise ParameterError(
+                    f"FlopConvention.{field} must be >= 0 FLOPs, got {getattr(self, field)}"
+                )
+        for field in ("rope_on_keys", "embedding_as_matmul", "causal_half"):
+            params.flag(getattr(self, field), f"FlopConvention.{field}")
+
 
 LECTURE = FlopConvention()
 #: What course_lib's ops charge in ``Llama``'s graph: RoPE on Q and K, the rest as the lecture.
@@ -315,6 +327,7 @@ def training_flops_per_token(
 
     Examples
     --------
+    >>> from course_lib.models.memory import param_count
     >>> c = LlamaConfig.llama2_7b()
     >>> round(training_flops_per_token(c, 4096) / (6 * param_count(c)), 3)
     1.141

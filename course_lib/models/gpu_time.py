@@ -25,7 +25,7 @@ def peak_flops(gpu: GPU | str, precision: str = "bf16") -> float:
     """The GPU's published peak rate in FLOP/s for ``precision`` (``"bf16"``, ``"tf32"``,
     ``"fp32"``): A100 BF16 is 312e12."""
     gpu = get_gpu(gpu)
-    if precision not in PRECISIONS:
+    if not isinstance(precision, str) or precision not in PRECISIONS:
         raise ParameterError(f"unknown precision {precision!r}; use one of {', '.join(PRECISIONS)}")
     tflops = getattr(gpu, PRECISIONS[precision])
     if tflops is None:

@@ -154,6 +154,7 @@ def max_batch(config: LlamaConfig, context: int, gpu: GPU | str, dtype_bytes: in
     (all of them, the embedding included): (memory − weights) // KV cache per sequence.
     0 when the weights alone do not fit. Activations and fragmentation are not counted."""
     c = require_config(config, "max_batch")
+    context = positive_size(context, "context", "max_batch")
     gpu = get_gpu(gpu)
     if gpu.memory_gib is None:
         raise ParameterError(f"max_batch: the table has no memory size for the {gpu.name}")

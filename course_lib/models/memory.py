@@ -8,9 +8,10 @@ Training memory, in bytes, for a step with ``dtype_bytes`` per number (2 for bf1
 
 * **weights** and **gradients**: one number per parameter each (``grad_bytes=4`` keeps the
   gradients in fp32);
-* **optimizer**: AdamW keeps two fp32 moments (8 bytes per parameter); when training in a
-  type narrower than fp32, an fp32 master copy of the weights (4 more) — ZeRO's 12 bytes per
-  parameter, 16 with weights and gradients. SGD keeps no state (only the master copy);
+* **optimizer**: AdamW keeps two fp32 moments (8 bytes per parameter; fp64 moments, 16,
+  when the weights are fp64); when training in a type narrower than fp32, an fp32 master
+  copy of the weights (4 more) — ZeRO's 12 bytes per parameter, 16 with weights and
+  gradients. SGD keeps no state (only the master copy);
 * **activations**: the tensors the backward pass reads, kept from the forward pass, with no
   fused attention (see :func:`activation_elements`), by default with no recomputation.
 
@@ -28,7 +29,8 @@ from ..tables import ShownAsTable, Table
 from .config import LlamaConfig, number_bytes, positive_size, recompute_choice, require_config
 from .crossover import first_seq_where
 
-#: Bytes of optimizer state per parameter: (moments in fp32, fp32 master copy when narrower).
+#: Bytes of optimizer state per parameter in fp32 (moments; fp64 weights double them), without
+#: the fp32 master copy kept for narrower weights.
 OPTIMIZER_STATE_BYTES = {"adamw": 8, "sgd": 0}
 _MASTER_COPY_BYTES = 4
 
@@ -146,12 +148,13 @@ def training_memory(
             f"training_memory: unknown optimizer {optimizer!r}; use one of "
             f"{sorted(OPTIMIZER_STATE_BYTES)}"
         )
-    number_bytes(dtype_bytes, "dtype_bytes", "training_memory")
+    dtype_bytes = number_bytes(dtype_bytes, "dtype_bytes", "training_memory")
     if grad_bytes is None:
         grad_bytes = dtype_bytes
-    number_bytes(grad_bytes, "grad_bytes", "training_memory")
+    grad_bytes = number_bytes(grad_bytes, "grad_bytes", "training_memory")
     params = param_count(config)
     master = _MASTER_COPY_BYTES if dtype_bytes < _MASTER_COPY_BYTES else 0
+    moments = OPTIMIZER_STATE_BYTES[optimizer] * max(dtype_bytes, 4) // 4  # fp32, or as wide
     activations = sum(activation_elements(config, b, s, recompute).values())
     title = (f"training memory, b={b}, s={s}, {dtype_bytes}-byte numbers, {optimizer}, "
              f"{params:,} parameters")
@@ -160,7 +163,7 @@ def training_memory(
     return TrainingMemory(
         weights=params * dtype_bytes,
         gradients=params * grad_bytes,
-        optimizer=params * (OPTIMIZER_STATE_BYTES[optimizer] + master),
+        optimizer=params * (moments + master),
         activations=activations * dtype_bytes,
         title=title,
     )

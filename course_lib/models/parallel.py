@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import params
 from ..errors import ParameterError
 from ..tables import Table
 from .config import (
@@ -77,6 +78,8 @@ class ParallelMemory(TrainingMemory):
 def ring_all_reduce_bytes(buffer_bytes: int, devices: int) -> float:
     """Bytes each of ``devices`` sends to all-reduce a buffer over a ring: a reduce-scatter and
     an all-gather, each passing ``n - 1`` of the buffer's ``n`` chunks."""
+    buffer_bytes = params.real(buffer_bytes, "ring_all_reduce_bytes: buffer_bytes", minimum=0.0)
+    devices = positive_size(devices, "devices", "ring_all_reduce_bytes")
     return 2 * (devices - 1) / devices * buffer_bytes
 
 
@@ -104,7 +107,7 @@ def parallel_memory(
     seq = positive_size(seq, "seq", "parallel_memory")
     n = positive_size(devices, "devices", "parallel_memory")
     one_of(strategy, STRATEGIES, "parallel_memory: strategy")
-    number_bytes(dtype_bytes, "dtype_bytes", "parallel_memory")
+    dtype_bytes = number_bytes(dtype_bytes, "dtype_bytes", "parallel_memory")
     recompute_choice(recompute, "parallel_memory")
     title = f"{strategy} parallelism over {n} devices, b={batch} in all, s={seq}"
     title += f", {recompute} recomputation" * (recompute != "none")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import params
-from ..errors import ParameterError
+from ..errors import GraphError, ParameterError
 from .timing import best_seconds, median_seconds
 
 
@@ -44,8 +44,12 @@ class Roofline:
 
     def attainable(self, intensity):
         """``min(peak, intensity × bandwidth)`` in FLOP/s (numbers or arrays of intensities,
-        each at least 0 FLOPs per byte)."""
+        each at least 0 FLOPs per byte), computed in float64 (integers cannot wrap around)."""
         intensity = params.numeric_array(np.asarray(intensity), "Roofline.attainable: intensity")
+        if intensity.dtype == np.bool_:
+            raise GraphError("Roofline.attainable: intensity must be FLOPs per byte (numbers), "
+                             "not bools")  # fmt: skip
+        intensity = intensity.astype(np.float64)
         if not (intensity >= 0).all():
             bad = intensity[~(intensity >= 0)].flat[0]
             raise ParameterError(f"Roofline.attainable: an arithmetic intensity must be FLOPs "

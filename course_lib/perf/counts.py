@@ -8,6 +8,7 @@ that every count of the package (here and in :mod:`course_lib.models`) goes thro
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -15,7 +16,15 @@ from fractions import Fraction
 import numpy as np
 
 from ..errors import GraphError, ShapeError, describe_shapes
-from ..graph import Node, Shape, is_static, node_list, topological_order
+from ..graph import (
+    EXAMPLE_NDIM,
+    Node,
+    Shape,
+    is_static,
+    is_weak_scalar,
+    node_list,
+    topological_order,
+)
 
 
 class Intensities:
@@ -133,7 +142,7 @@ def op_cost(node: Node, dtypes: dict | None = None) -> OpCost:
             f"op_cost: {node!r} is not an op node; variables and constants are inputs, not "
             "kernels, so they cost nothing (arithmetic_intensity counts the ops of a graph)"
         )
-    dtypes = dtypes or {}
+    dtypes = _dtypes(_untyped_upstream(node)) if dtypes is None else dtypes
     shapes = static_shapes(node)
     itemsizes = [_itemsize(n, node, dtypes) for n in (node, *node.inputs)]
     return OpCost(
@@ -158,12 +167,46 @@ def arithmetic_intensity(outputs: Node | Iterable[Node]) -> IntensityReport:
 
 def _dtypes(ops: list[Node]) -> dict:
     """Each op's dtype; where the graph has none (a weak scalar took part), NumPy's rule:
-    the result type of the inputs whose dtypes are known."""
+    the op run on one element of each known dtype and on the weak scalars themselves
+    (``int32 * 0.5`` and ``int32 / 2`` are float64), else the result type of the inputs
+    whose dtypes are known."""
     dtypes: dict = {}
     for node in ops:
-        known = [d for d in (dtypes.get(i, i.dtype) for i in node.inputs) if d is not None]
-        dtypes[node] = node.dtype if node.dtype is not None or not known else np.result_type(*known)
+        inputs = [dtypes.get(i, i.dtype) for i in node.inputs]
+        known = [d for d in inputs if d is not None]
+        if node.dtype is not None or not known:
+            dtypes[node] = node.dtype
+        elif None in inputs and all(d is not None or is_weak_scalar(i)
+                                    for d, i in zip(inputs, node.inputs)):  # fmt: skip
+            dtypes[node] = _weak_dtype(node, inputs)  # a weak scalar, every other dtype known
+        else:
+            dtypes[node] = np.result_type(*known)
     return dtypes
+
+
+def _untyped_upstream(node: Node) -> list[Node]:
+    """``node`` and the ops it reaches through inputs without a dtype, in creation order: the
+    ops whose dtypes :func:`_dtypes` works out for ``node``'s bytes (not the whole graph)."""
+    found, stack = {node}, [node]
+    while stack:
+        for i in stack.pop().inputs:
+            if i.dtype is None and i.inputs and i not in found:
+                found.add(i)
+                stack.append(i)
+    return sorted(found, key=lambda n: n.seq)
+
+
+def _weak_dtype(node: Node, inputs: list) -> np.dtype:
+    """The dtype of ``node``'s op computed by NumPy on one element of each input dtype, the
+    weak scalars as the Python numbers they are (NumPy's weak promotion)."""
+    args = [np.ones((1,) * EXAMPLE_NDIM, d) if d is not None else i.op.value
+            for d, i in zip(inputs, node.inputs)]  # fmt: skip
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return np.asarray(node.op.compute(np, *args)).dtype
+    except Exception:  # noqa: BLE001  (the example cannot run: NumPy's promotion rule)
+        return np.result_type(*args)
 
 
 def _itemsize(node: Node, user: Node, dtypes: dict) -> int:

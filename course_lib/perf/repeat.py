@@ -14,13 +14,13 @@ fusion pass's compiled C++ loop and NumPy's kernels.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from .. import params
-from ..errors import ParameterError
+from ..errors import GraphError, ParameterError
 from ..graph import variable
 from ..passes import Fused, fuse_elementwise
 from ..passes.fusion.cpu_loop import bind_cpu_loop
@@ -111,8 +111,12 @@ def measure_op_repeat(
     medians of ``repeats`` runs are taken in turn (every run of a round, round after round),
     so a busy machine slows all alike.
     """
+    if not isinstance(ks, Iterable) or getattr(ks, "ndim", 1) != 1:
+        raise GraphError(f"measure_op_repeat: ks must be a sequence of chain lengths such as "
+                         f"(1, 2, 4), got {ks!r}")  # fmt: skip
     ks = tuple(params.positive_size(k, "measure_op_repeat: k") for k in ks)
     n = params.positive_size(n, "measure_op_repeat: n")
+    repeats = params.count(repeats, "measure_op_repeat: repeats", minimum=1)  # before compiling
     if not ks or list(ks) != sorted(set(ks)) or ks[-1] > MAX_OPS:
         raise ParameterError(
             f"measure_op_repeat: ks must be increasing chain lengths from 1 to {MAX_OPS} (the "

@@ -45,13 +45,23 @@ class ThreadLimits:
 
             numexpr.set_num_threads(self.before["numexpr"])
 
+    def __enter__(self) -> ThreadLimits:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        """``with limit_threads(1): ...``: the pools get their threads back, even when the
+        body raises."""
+        self.restore()
+
 
 def limit_threads(threads: int = 1) -> ThreadLimits:
     """Let BLAS, OpenMP (through threadpoolctl) and numexpr each use ``threads`` threads.
 
     The limit holds for the whole process (every later NumPy call), until
-    :meth:`ThreadLimits.restore`. threadpoolctl finds the pools of the libraries loaded so
-    far; NumPy's BLAS is loaded with ``course_lib``.
+    :meth:`ThreadLimits.restore` (or the end of a ``with limit_threads(...):`` block).
+    threadpoolctl finds the pools of the libraries loaded so far; NumPy's BLAS is loaded
+    with ``course_lib``. A pool gets at most the threads its library allows (numexpr:
+    ``numexpr.MAX_THREADS``, 64 unless ``NUMEXPR_MAX_THREADS`` says otherwise).
 
     Examples
     --------
@@ -71,5 +81,6 @@ def limit_threads(threads: int = 1) -> ThreadLimits:
         api = pool["user_api"]
         before[api] = max(before.get(api, 0), pool["num_threads"])
     controller = threadpool_limits(limits=threads)
-    before["numexpr"] = numexpr.set_num_threads(threads)
+    # numexpr refuses more than MAX_THREADS (it keeps its count and returns -1): at most that
+    before["numexpr"] = numexpr.set_num_threads(min(threads, numexpr.MAX_THREADS))
     return ThreadLimits(threads, before, controller)

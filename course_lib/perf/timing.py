@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from .. import params
 from ..backend import synchronize
-from ..errors import ParameterError
+from ..errors import GraphError, ParameterError
 
 K = TypeVar("K", bound=Hashable)
 
@@ -41,6 +41,7 @@ def _interleaved_times(
     fns: Mapping[K, Callable], repeats: int, warmup: int
 ) -> dict[K, list[float]]:
     """Every wall time of each function, run in turn after ``warmup`` runs of each."""
+    _check_functions(fns, "timing")
     repeats = params.count(repeats, "timing: repeats", minimum=1)
     warmup = params.count(warmup, "timing: warmup")
     for fn in fns.values():
@@ -74,6 +75,7 @@ def blocked_medians(
     """
     if not callable(clock):
         raise ParameterError(f"blocked_medians: clock must be a function, got {clock!r}")
+    _check_functions(fns, "blocked_medians")
     rounds = params.count(rounds, "blocked_medians: rounds", minimum=1)
     per_block = params.count(per_block, "blocked_medians: per_block", minimum=1)
     settle = params.count(settle, "blocked_medians: settle")
@@ -88,3 +90,14 @@ def blocked_medians(
                 if i >= settle:
                     times[name].append(clock() - start)
     return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def _check_functions(fns, what: str) -> None:
+    """``fns`` is a mapping of names to functions (a clear error before any run, not a
+    TypeError from the middle of the timings)."""
+    if not isinstance(fns, Mapping):
+        raise GraphError(f"{what}: the functions to time come as a dict {{name: function}}, "
+                         f"got {type(fns).__name__}")  # fmt: skip
+    for key, fn in fns.items():
+        if not callable(fn):
+            raise GraphError(f"{what}: {key!r} must be a function to call, got {fn!r}")
