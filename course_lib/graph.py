@@ -138,10 +138,13 @@ class Op:
         """Elements loaded from each input and stored to the output, run as one kernel.
 
         The compulsory traffic: each input element is read once and each output element
-        written once (``C = A + B``: loads ``(n, n)``, stores ``n``); a view moves nothing.
+        written once (``C = A + B``: loads ``(n, n)``, stores ``n``); a view moves nothing;
+        an op that reads only its inputs' shapes (``ones_like``) loads nothing.
         """
         if self.view:
             return (0,) * len(in_shapes), 0
+        if self.shape_only:
+            return (0,) * len(in_shapes), math.prod(out_shape)
         return tuple(math.prod(s) for s in in_shapes), math.prod(out_shape)
 
     def memory_elements(self, out_shape: Shape, *in_shapes: Shape) -> int:

@@ -129,3 +129,25 @@ def test_measure_op_repeat_checks_ks_and_repeats_before_compiling():
             measure_op_repeat(ks=ks, n=64)
     with pytest.raises(ParameterError, match="measure_op_repeat: repeats must be an integer >= 1"):
         measure_op_repeat(ks=(1, 2), n=64, repeats=0)
+
+
+def test_ops_are_charged_only_the_memory_they_touch():
+    """A gather reads the rows it picks, not the table; its adjoint and ``unreduce`` read
+    only the shape of their ``table``/``like``; ``ones_like`` reads no input; summing an
+    empty array away costs no FLOPs (not a negative count)."""
+    from course_lib.graph import apply  # noqa: PLC0415
+    from course_lib.ops.broadcast import SumTo  # noqa: PLC0415
+    from course_lib.ops.reductions import Unreduce  # noqa: PLC0415
+    from course_lib.ops.shape import Take, TakeAdjoint  # noqa: PLC0415
+
+    assert Take().accesses((5, 8), (100, 8), (5,)) == ((40, 5), 40)
+    assert TakeAdjoint().accesses((100, 8), (5, 8), (5,), (100, 8)) == ((40, 5, 0), 800)
+    assert Unreduce(axis=1).accesses((4, 6), (4, 1), (4, 6)) == ((4, 0), 24)
+    x = cl.variable("x", (4, 6), np.float32)
+    assert cl.ones_like(x).op.accesses((4, 6), (4, 6)) == ((0,), 24)
+    assert SumTo((1, 3)).flops((1, 3), (0, 3)) == 0
+    assert SumTo((1, 3)).flops((1, 3), (4, 3)) == 9
+    table = cl.variable("E", (100, 8), np.float32)
+    ids = cl.variable("ids", (5,), np.int64)
+    report = cl.perf.arithmetic_intensity(apply(Take(), table, ids))
+    assert report.bytes == 40 * 4 + 5 * 8 + 40 * 4  # rows read, ids read, output written

@@ -142,7 +142,8 @@ class SumTo(ToShape):
         return (x.sum(axis=axes, keepdims=True) if axes else x).reshape(shape)
 
     def flops(self, out_shape, in_shape, *like):
-        return math.prod(in_shape) - math.prod(out_shape)
+        """One addition per element summed away (none where x is empty: the sums are 0)."""
+        return max(0, math.prod(in_shape) - math.prod(out_shape))
 
 
 # Closed under differentiation: y = broadcast_to(x) has x̄ = sum_to(ȳ, x), and vice versa.

@@ -154,6 +154,10 @@ class Unreduce(Op):
             g = g / builtins.max(1, math.prod(like.shape[a] for a in axes))
         return xp.broadcast_to(g, like.shape)
 
+    def accesses(self, out_shape, g_shape, like_shape):
+        """Reads g (``like`` lends only its shape) and writes the broadcast result."""
+        return (math.prod(g_shape), 0), math.prod(out_shape)
+
     def gradient(self, node, g, needs):
         reduce = mean if self.mean else sum
         return [reduce(g, self.axis, self.keepdims), None]

@@ -293,6 +293,10 @@ class Take(Op):
         table, indices = node.inputs
         return [apply(TakeAdjoint(), g, indices, table), None]
 
+    def accesses(self, out_shape, table_shape, index_shape):
+        """A gather reads the rows it picks (the output's size) and the ids, not the table."""
+        return (math.prod(out_shape), math.prod(index_shape)), math.prod(out_shape)
+
 
 class TakeAdjoint(Op):
     """Zeros shaped like ``table`` with each row of ``g`` added to its index's row."""
@@ -315,6 +319,10 @@ class TakeAdjoint(Op):
         out = xp.zeros(table.shape, dtype=g.dtype)
         scatter_add(xp, out, indices, g)
         return out
+
+    def accesses(self, out_shape, g_shape, index_shape, table_shape):
+        """Reads g and the ids; the table only lends its shape; writes the whole result."""
+        return (math.prod(g_shape), math.prod(index_shape), 0), math.prod(out_shape)
 
     def gradient(self, node, gg, needs):
         return [apply(Take(), gg, node.inputs[1]), None, None]
