@@ -58,5 +58,5 @@ def test_blocked_medians_take_the_clock_they_are_given():
     medians = blocked_medians({"a": lambda: None, "b": lambda: None}, rounds=2, per_block=2,
                               clock=lambda: next(readings))  # fmt: skip
     assert medians == {"a": 5, "b": 5}
-    with pytest.raises(cl.ParameterError, match="clock must be a function"):
+    with pytest.raises(cl.GraphError, match="clock must be a function"):
         blocked_medians({"a": lambda: None}, clock=0.0)

@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from .. import params
 from ..backend import synchronize
-from ..errors import GraphError, ParameterError
+from ..errors import GraphError
 
 K = TypeVar("K", bound=Hashable)
 
@@ -74,7 +74,7 @@ def blocked_medians(
     (for one thread: time another process takes from the core is not counted).
     """
     if not callable(clock):
-        raise ParameterError(f"blocked_medians: clock must be a function, got {clock!r}")
+        raise GraphError(f"blocked_medians: clock must be a function, got {clock!r}")
     _check_functions(fns, "blocked_medians")
     rounds = params.count(rounds, "blocked_medians: rounds", minimum=1)
     per_block = params.count(per_block, "blocked_medians: per_block", minimum=1)
