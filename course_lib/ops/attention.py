@@ -71,11 +71,16 @@ def _check_causal(what, t, s):
         raise ValueError(f"{what}(causal=True): {t} queries but only {s} keys")
 
 
+def _allowed(t: int, s: int) -> np.ndarray:
+    """Attention's causal mask on the host: (T, S) booleans, True where query i sees key j
+    (j <= i + s - t: the queries are the last t of the s positions)."""
+    return np.arange(s)[None, :] <= np.arange(t)[:, None] + (s - t)
+
+
 @lru_cache(maxsize=16)
 def _causal_kept(xp, t: int, s: int):
-    """(T, S) booleans, True where query i sees key j (j <= i + s - t); made on the host and
-    copied to xp's device once per shape."""
-    return xp.asarray(np.arange(s)[None, :] <= np.arange(t)[:, None] + (s - t))
+    """:func:`_allowed` on xp's device, copied there once per shape."""
+    return xp.asarray(_allowed(t, s))
 
 
 def _kept_only(xp, x):
@@ -312,10 +317,9 @@ class HeadMixT(_Causal):
 
 @lru_cache(maxsize=16)
 def _causal_bias(xp, t: int, s: int, dtype):
-    """0 where key j may be seen by query i (j <= i + s - t), −inf elsewhere; made on the
+    """0 where key j may be seen by query i (:func:`_allowed`), −inf elsewhere; made on the
     host and copied to xp's device once per shape."""
-    allowed = np.arange(s)[None, :] <= np.arange(t)[:, None] + (s - t)
-    return xp.asarray(np.where(allowed, 0.0, -np.inf).astype(dtype))
+    return xp.asarray(np.where(_allowed(t, s), 0.0, -np.inf).astype(dtype))
 
 
 class CausalSoftmax(Op):
