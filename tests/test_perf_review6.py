@@ -151,3 +151,12 @@ def test_ops_are_charged_only_the_memory_they_touch():
     ids = cl.variable("ids", (5,), np.int64)
     report = cl.perf.arithmetic_intensity(apply(Take(), table, ids))
     assert report.bytes == 40 * 4 + 5 * 8 + 40 * 4  # rows read, ids read, output written
+
+
+def test_both_ceilings_take_the_best_time(monkeypatch):
+    """The memory ceiling, like the matmul's, is the copy's best time (a median let kernels
+    sit above the roof on a shared machine)."""
+    from course_lib.perf import ceilings  # noqa: PLC0415
+
+    monkeypatch.setattr(ceilings, "best_seconds", lambda fn, repeats=5, warmup=1: 0.5)
+    assert ceilings.measure_bandwidth(8 * 1024, repeats=3) == 2 * 8 * 1024 / 0.5

@@ -1,12 +1,14 @@
 """The two ceilings of a roofline, measured on this machine.
 
 * Memory bandwidth: copy a large array (bigger than the caches); bytes read + written
-  divided by the median time.
-* Compute: a float32 matrix product through BLAS, ``2·n³`` FLOPs over the *best* time — a
-  ceiling is what the machine can do, and on a shared machine a BLAS call is often delayed by
-  its worker threads waiting for a core. It is what NumPy's BLAS reaches, not the processor's
-  peak (every core's vector units busy every cycle): a kernel that beats BLAS can sit above
-  it, and most kernels have a lower ceiling of their own.
+  divided by the *best* time.
+* Compute: a float32 matrix product through BLAS, ``2·n³`` FLOPs over the *best* time. It
+  is what NumPy's BLAS reaches, not the processor's peak (every core's vector units busy
+  every cycle): a kernel that beats BLAS can sit above it, and most kernels have a lower
+  ceiling of their own.
+
+Both take the best time: a ceiling is what the machine can do, and on a shared machine a
+copy or a BLAS call is often delayed (a median copy time let kernels sit above the roof).
 
 Both are the CPU's, whatever course_lib's current device: they run NumPy on host memory.
 
@@ -22,7 +24,7 @@ import numpy as np
 
 from .. import params
 from ..errors import GraphError, ParameterError
-from .timing import best_seconds, median_seconds
+from .timing import best_seconds
 
 
 @dataclass(frozen=True)
@@ -64,12 +66,13 @@ class Roofline:
 
 
 def measure_bandwidth(nbytes: int = 256 * 2**20, repeats: int = 7) -> float:
-    """Bytes per second of a large copy (each byte read once and written once)."""
+    """Bytes per second of a large copy (each byte read once and written once), at its best
+    time of ``repeats``."""
     if params.integer(nbytes, "measure_bandwidth: nbytes") < 8:
         raise ParameterError(f"measure_bandwidth needs at least 8 bytes, got {nbytes}")
     src = np.ones(nbytes // 8, dtype=np.float64)
     dst = np.empty_like(src)
-    seconds = median_seconds(lambda: np.copyto(dst, src), repeats=repeats)
+    seconds = best_seconds(lambda: np.copyto(dst, src), repeats=repeats)
     return 2 * src.nbytes / seconds
 
 
