@@ -45,9 +45,10 @@ EXAMPLE_NDIM = 8
 def dtype_by_example(op: Op, dtypes: Sequence) -> np.dtype:
     """The dtype of ``op`` computed by NumPy on arrays of one element, one of each dtype
     (``EXAMPLE_NDIM`` axes of size 1): int / int is float64, the sum of int8 is int64, exp of
-    int8 is float16, as on real inputs. Where the example cannot run (an op that needs other
-    shapes), NumPy's promotion of the input dtypes."""
-    examples = [np.ones((1,) * EXAMPLE_NDIM, d) for d in dtypes]
+    int8 is float16, as on real inputs. An entry may be a Python number instead (a weak
+    scalar), passed as it is: ``int32 * 0.5`` is float64. Where the example cannot run (an op
+    that needs other shapes), NumPy's promotion of the input dtypes."""
+    examples = [d if isinstance(d, Number) else np.ones((1,) * EXAMPLE_NDIM, d) for d in dtypes]
     try:
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -45,9 +45,14 @@ def flag(value, what: str) -> bool:
     return bool(value)
 
 
+def is_real(value) -> bool:
+    """Is ``value`` a real number (Python's or NumPy's, not a bool, not an array)?"""
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
 def real(value, what: str, minimum: float | None = None, positive: bool = False) -> float:
     """A finite real number (not a bool), at least ``minimum`` or above 0 when asked."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+    if not is_real(value):
         raise GraphError(f"{what} must be a real number, got {value!r} ({type(value).__name__})")
     number = _float(value)
     low = (minimum is not None and number < minimum) or (positive and number <= 0)

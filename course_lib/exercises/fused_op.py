@@ -16,13 +16,12 @@ what the engine reads from it, by behaviour, against the unfused graph ``cl.silu
 from __future__ import annotations
 
 import math
-import numbers
 import tracemalloc
 from fractions import Fraction
 
 import numpy as np
 
-from .. import Executor, constant, grad, perf, silu, variable
+from .. import Executor, constant, grad, params, perf, silu, variable
 from .. import sum as total
 from ..graph import Op, apply
 from .core import (
@@ -282,10 +281,6 @@ def _gradient_mistake(arrays, inputs, w, k, got, want) -> Mistake | None:
 
 
 # -- cost facts -------------------------------------------------------------------------------
-def _is_number(value) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
 def _check_costs(op) -> int:
     cases = [((1024,), (1024,)), ((64, 1), (1, 32)), ((8, 16), (16,)), ((1,), (100,))]
     for shape_a, shape_b in cases:
@@ -297,7 +292,7 @@ def _check_costs(op) -> int:
         if flops != 5 * n:
             wrong = {**{k * n: FLOPS_MISCOUNTED for k in (2, 3, 4, 6, 7)},
                      5 * n_a: FLOPS_OF_AN_INPUT, 5 * n_b: FLOPS_OF_AN_INPUT, n: DEFAULT_FLOPS}
-            mistake = wrong.get(flops) if _is_number(flops) else None  # np.int64 too
+            mistake = wrong.get(flops) if params.is_real(flops) else None  # np.int64 too
             raise Wrong(f"flops {label} is {flops!r}, expected {5 * n}", mistake)
         loads, stores = call(f"accesses{shapes}", op.accesses, *shapes)
         unfused = 3 * n_a + n_b + n  # silu loads a, stores t; the multiply loads t and b

@@ -3,10 +3,7 @@ and the calculators' checks of their arguments."""
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
-
-import numpy as np
 
 from .. import params
 from ..errors import GraphError, ParameterError, ShapeError
@@ -160,8 +157,7 @@ def recompute_choice(value, caller: str) -> str:
 def number_bytes(value, name: str, caller: str) -> int:
     """Bytes per number (1, 2, 4 or 8: int8/fp8, bf16/fp16, fp32, fp64), else a
     ParameterError naming ``caller``."""
-    number = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
-    if not number or value not in (1, 2, 4, 8):  # np.True_ == 1; an array is no number
+    if not params.is_real(value) or value not in (1, 2, 4, 8):  # np.True_ == 1 is no number
         raise ParameterError(f"{caller}: {name} must be 1, 2, 4 or 8, got {value!r}")
     return int(value)
 

@@ -8,7 +8,6 @@ that every count of the package (here and in :mod:`course_lib.models`) goes thro
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -17,9 +16,9 @@ import numpy as np
 
 from ..errors import GraphError, ShapeError, describe_shapes
 from ..graph import (
-    EXAMPLE_NDIM,
     Node,
     Shape,
+    dtype_by_example,
     is_static,
     is_weak_scalar,
     node_list,
@@ -197,16 +196,10 @@ def _untyped_upstream(node: Node) -> list[Node]:
 
 
 def _weak_dtype(node: Node, inputs: list) -> np.dtype:
-    """The dtype of ``node``'s op computed by NumPy on one element of each input dtype, the
-    weak scalars as the Python numbers they are (NumPy's weak promotion)."""
-    args = [np.ones((1,) * EXAMPLE_NDIM, d) if d is not None else i.op.value
-            for d, i in zip(inputs, node.inputs)]  # fmt: skip
-    try:
-        with np.errstate(all="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return np.asarray(node.op.compute(np, *args)).dtype
-    except Exception:  # noqa: BLE001  (the example cannot run: NumPy's promotion rule)
-        return np.result_type(*args)
+    """The dtype NumPy gives ``node``'s op on one element of each input dtype, the weak
+    scalars as the Python numbers they are (NumPy's weak promotion)."""
+    return dtype_by_example(node.op, [d if d is not None else i.op.value
+                                      for d, i in zip(inputs, node.inputs)])  # fmt: skip
 
 
 def _itemsize(node: Node, user: Node, dtypes: dict) -> int:
