@@ -439,16 +439,27 @@ FUNCTIONS = ("causal_softmax", "softmax_grad", "rope", "rms_norm", "rms_norm_gra
 
 @functools.cache
 def _library():
-    """The kernels, with libmvec's SIMD ``expf`` where it links, else the scalar ``expf``."""
-    from . import native, shared_pool, sources  # noqa: PLC0415  (loaded on first use)
+    """The kernels, with libmvec's SIMD ``expf`` where it links, else the scalar ``expf``, on
+    the pool they share with NumPy's BLAS."""
+    from . import shared_pool  # noqa: PLC0415  (loaded on first use)
+
+    library = build()
+    library.pool = shared_pool.connect(library)
+    return library
+
+
+def build(extra_flags: tuple[str, ...] = ()) -> ctypes.CDLL:
+    """The kernels compiled for this CPU, ``extra_flags`` last (``("-mno-avx512f",)``: the
+    products' 8-float vectors on a CPU with AVX-512), not connected to any pool: each call
+    of a kernel runs on the calling thread. The kernels' functions are :func:`_library`'s."""
+    from . import native, sources  # noqa: PLC0415  (loaded on first use)
 
     source = SOURCE.replace("{vector_math}", native.VECTOR_MATH)
     source = sources.expand_includes(source.replace("{min_part}", str(MIN_SIZE)), "cpu_kernels.cpp")
-    library, vector_math = native.load_simd_library(source, "cpu_kernels.cpp")
+    library, vector_math = native.load_simd_library(source, "cpu_kernels.cpp", extra_flags)
     library.vector_exp = vector_math
     for name in FUNCTIONS:
         getattr(library, name).restype = None
-    library.pool = shared_pool.connect(library)
     return library
 
 
@@ -698,7 +709,7 @@ def rms_norm_grad_w(g: np.ndarray, x: np.ndarray, eps: float) -> np.ndarray:
 
 
 #: The most floats of a product's right-hand matrix (k × n) for :func:`head_products`: its
-#: kernel reads that matrix again for every 6 rows of the left one, so it must stay in a
+#: kernel reads that matrix again for every 12 (or 6) rows of the left one, so it must stay in a
 #: core's L2 cache (64 KB here); larger products go to BLAS, which blocks for the caches.
 HEAD_PRODUCT_MAX_RIGHT = 2**14
 

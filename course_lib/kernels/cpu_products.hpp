@@ -1,6 +1,7 @@
 // The CPU kernels' small matrix products and tiled transposes (included into cpu_kernels.py's
-// source after cpu_pool.hpp): register-blocked with GCC's vector extensions, 8 floats a vector
-// (one AVX register; other CPUs split it into their own vectors).
+// source after cpu_pool.hpp): register-blocked with GCC's vector extensions, 16 floats a vector
+// where the CPU has AVX-512 (one register), else 8 (one AVX register; CPUs without AVX split it
+// into their own vectors).
 #include <string.h>
 
 #include <vector>
@@ -12,14 +13,26 @@
 // sc[2] is 0 the inner items add up into one matrix, in g's order. A head's product (T×d by
 // d×S) is too small to split well (OpenBLAS gives it at most two threads), so each product
 // runs on one thread and the (i, j) pairs split over the pool: the same bits on any number of
-// threads. Each product keeps a block of MR rows × NR columns of C in vector registers
-// (12 of AVX2's 16 when MR = 6, NR = 16) while it walks along k: per step, two loads of B, six
-// broadcasts of A and twelve multiply-adds.
+// threads. Each product keeps a block of MR rows × NR columns of C in vector registers while
+// it walks along k: per step, two vector loads of B, MR broadcasts of A and 2·MR multiply-adds
+// (24 of AVX-512's 32 registers when MR = 12, NR = 32; 12 of AVX2's 16 when MR = 6, NR = 16).
+// Each element of C is the same sum in the same order at either width: the same bits.
 typedef float v8 __attribute__((vector_size(32)));  // 8 floats: one AVX register
-static const int MR = 6, NR = 16;
-
 static inline v8 load8(const float* p) { v8 v; memcpy(&v, p, sizeof v); return v; }
 static inline void store8(float* p, v8 v) { memcpy(p, &v, sizeof v); }
+
+#if defined(__AVX512F__)  // 32 vector registers of 16 floats: 12 rows × 32 columns of C
+#define VW 16
+#define ROWS 12
+#else  // 16 registers of 8 floats: 6 rows × 16 columns of C
+#define VW 8
+#define ROWS 6
+#endif
+typedef float vf __attribute__((vector_size(VW * 4)));  // VW floats: one vector register
+typedef int vi __attribute__((vector_size(VW * 4)));
+static const int MR = ROWS, NR = 2 * VW;
+static inline vf loadv(const float* p) { vf v; memcpy(&v, p, sizeof v); return v; }
+static inline void storev(float* p, vf v) { memcpy(p, &v, sizeof v); }
 
 // 8 × 8 floats transposed in registers: for a product's B stored transposed, and for the tiled
 // copy at the end of this file
@@ -76,12 +89,12 @@ static inline void kept_columns(const Mask& mask, bool ta, long long r, long lon
 }
 
 // Does one of the 16 sums x, y hold −0 (the sign bit alone)?
-static inline bool negative_zero(v8 x, v8 y) {
-    i8 bits_x, bits_y;
+static inline bool negative_zero(vf x, vf y) {
+    vi bits_x, bits_y;
     memcpy(&bits_x, &x, sizeof x);
     memcpy(&bits_y, &y, sizeof y);
-    const i8 hit = (bits_x == (int)0x80000000) | (bits_y == (int)0x80000000);
-    for (int q = 0; q < 8; ++q)
+    const vi hit = (bits_x == (int)0x80000000) | (bits_y == (int)0x80000000);
+    for (int q = 0; q < VW; ++q)
         if (hit[q]) return true;
     return false;
 }
@@ -96,7 +109,7 @@ __attribute__((optimize("fp-contract=fast")))
 static void product_block(const float* __restrict__ a, long long lda, const float* __restrict__ b,
                           long long ldb, long long k, float* __restrict__ c, long long ldc,
                           long long cols, const Mask& mask, long long row0) {
-    v8 acc[R][2] = {};
+    vf acc[R][2] = {};
     long long lo[R], hi[R], all_lo = 0, all_hi = k, any_lo = k, any_hi = 0;
     for (int r = 0; r < R; ++r) {
         kept_columns(mask, TA, row0 + r, k, &lo[r], &hi[r]);
@@ -109,7 +122,7 @@ static void product_block(const float* __restrict__ a, long long lda, const floa
     if (all_hi < all_lo) all_hi = all_lo;
     auto edge = [&](long long from, long long to) {
         for (long long p = from; p < to; ++p) {
-            const v8 b0 = load8(b + p * ldb), b1 = load8(b + p * ldb + 8);
+            const vf b0 = loadv(b + p * ldb), b1 = loadv(b + p * ldb + VW);
             for (int r = 0; r < R; ++r) {
                 const bool kept = p >= lo[r] && p < hi[r];
                 if (!kept && mask.skip) continue;
@@ -121,7 +134,7 @@ static void product_block(const float* __restrict__ a, long long lda, const floa
     };
     edge(any_lo, all_lo);
     for (long long p = all_lo; p < all_hi; ++p) {
-        const v8 b0 = load8(b + p * ldb), b1 = load8(b + p * ldb + 8);
+        const vf b0 = loadv(b + p * ldb), b1 = loadv(b + p * ldb + VW);
         for (int r = 0; r < R; ++r) {
             const float x = TA ? a[p * lda + r] : a[r * lda + p];
             acc[r][0] += x * b0;
@@ -137,14 +150,14 @@ static void product_block(const float* __restrict__ a, long long lda, const floa
         for (int r = 0; r < R; ++r)
             if (negative_zero(acc[r][0], acc[r][1]))
                 for (long long p = hi[r]; p < k; ++p) {
-                    acc[r][0] += 0.0f * load8(b + p * ldb);
-                    acc[r][1] += 0.0f * load8(b + p * ldb + 8);
+                    acc[r][0] += 0.0f * loadv(b + p * ldb);
+                    acc[r][1] += 0.0f * loadv(b + p * ldb + VW);
                 }
     for (int r = 0; r < R; ++r) {
         float* row = c + r * ldc;
         if (cols == NR) {
-            store8(row, ADD ? load8(row) + acc[r][0] : acc[r][0]);
-            store8(row + 8, ADD ? load8(row + 8) + acc[r][1] : acc[r][1]);
+            storev(row, ADD ? loadv(row) + acc[r][0] : acc[r][0]);
+            storev(row + VW, ADD ? loadv(row + VW) + acc[r][1] : acc[r][1]);
         } else {
             float out[NR];
             memcpy(out, acc[r], sizeof out);
@@ -169,6 +182,15 @@ static void product_rows(const float* a, long long lda, long long i0, const floa
             for (long long j = r + mask.off + 1; j < n; ++j) c[r * ldc + j] = 0.0f;
 }
 
+// The last rows of C (fewer than MR): one block of R = m - i0 rows
+template <int R, bool TA, bool ADD>
+static void last_rows(const float* a, long long lda, long long i0, const float* b, long long ldb,
+                      long long m, long long n, long long k, float* c, long long ldc,
+                      const Mask& mask) {
+    if (m - i0 == R) product_rows<R, TA, ADD>(a, lda, i0, b, ldb, n, k, c, ldc, mask);
+    else if constexpr (R > 1) last_rows<R - 1, TA, ADD>(a, lda, i0, b, ldb, m, n, k, c, ldc, mask);
+}
+
 template <bool TA, bool ADD>
 static void product_all_rows(const float* a, long long lda, const float* b, long long ldb,
                              long long m, long long n, long long k, float* c, long long ldc,
@@ -176,13 +198,7 @@ static void product_all_rows(const float* a, long long lda, const float* b, long
     long long i0 = 0;
     for (; i0 + MR <= m; i0 += MR)
         product_rows<MR, TA, ADD>(a, lda, i0, b, ldb, n, k, c, ldc, mask);
-    switch (m - i0) {  // the last rows: fewer than MR
-        case 1: product_rows<1, TA, ADD>(a, lda, i0, b, ldb, n, k, c, ldc, mask); break;
-        case 2: product_rows<2, TA, ADD>(a, lda, i0, b, ldb, n, k, c, ldc, mask); break;
-        case 3: product_rows<3, TA, ADD>(a, lda, i0, b, ldb, n, k, c, ldc, mask); break;
-        case 4: product_rows<4, TA, ADD>(a, lda, i0, b, ldb, n, k, c, ldc, mask); break;
-        case 5: product_rows<5, TA, ADD>(a, lda, i0, b, ldb, n, k, c, ldc, mask); break;
-    }
+    if (i0 < m) last_rows<MR - 1, TA, ADD>(a, lda, i0, b, ldb, m, n, k, c, ldc, mask);
 }
 
 // Does the k × n matrix at b (rows ldb apart, not transposed) hold only finite numbers?
@@ -239,6 +255,9 @@ static void small_matmul(const float* a, const float* b, float* c, long long m, 
     else if (add) product_all_rows<false, true>(a, lda, b, ldb, m, n, k, c, ldc, mask);
     else product_all_rows<false, false>(a, lda, b, ldb, m, n, k, c, ldc, mask);
 }
+
+// How many floats a vector of the products holds (16 with AVX-512, else 8)
+extern "C" __attribute__((visibility("default"))) int products_vector_width() { return VW; }
 
 extern "C" __attribute__((visibility("default")))
 void head_products(const float* a, const float* b, float* c, const long long* items,

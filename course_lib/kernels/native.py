@@ -256,16 +256,20 @@ def libmvec_links() -> bool:
     return True
 
 
-def load_simd_library(unit: str, filename: str) -> tuple[ctypes.CDLL, bool]:
+def load_simd_library(
+    unit: str, filename: str, extra_flags: tuple[str, ...] = ()
+) -> tuple[ctypes.CDLL, bool]:
     """``unit`` (which includes :data:`VECTOR_MATH`) built for this CPU with libmvec's SIMD
-    math where it links, else with the scalar functions; and whether libmvec's were used."""
+    math where it links, else with the scalar functions (``extra_flags`` last, as
+    :func:`build_library` puts them); and whether libmvec's were used."""
     if libmvec_links():
         try:
-            flags = SIMD_FLAGS + VECTOR_MATH_FLAGS
+            flags = SIMD_FLAGS + VECTOR_MATH_FLAGS + tuple(extra_flags)
             return load_library(unit, filename, native=True, extra_flags=flags), True
         except KernelCompileError:
             pass  # this unit's own error: the scalar build below reports it, or succeeds
-    return load_library(unit, filename, native=True, extra_flags=SIMD_FLAGS), False
+    flags = SIMD_FLAGS + tuple(extra_flags)
+    return load_library(unit, filename, native=True, extra_flags=flags), False
 
 
 def loop_arrays(arrays: Sequence, what: str) -> list:
