@@ -2,7 +2,8 @@
 cross-entropy's rows, RoPE, RMSNorm and its adjoints, SiLU, sigmoid and AdamW's two update
 ops, each one pass over memory where NumPy
 takes four to seven (each row of the softmax stays in cache: one read and one write; a masked
-key costs a store of 0, not an exponential); large same-shape sums and products, the
+key costs a store of 0, not an exponential, but for those that complete the visible keys'
+last vector of 16); large same-shape sums and products, the
 embedding's adjoint, and the attention's small products read in place (each head's on one
 thread, the heads over the pool: OpenBLAS gives such a product two threads at most), and a
 transposed matrix (a weight's gradient) made contiguous in register-transposed tiles. Compiled once
@@ -72,6 +73,10 @@ static void causal_softmax_rows(const float* __restrict__ s, float* __restrict__
         const float* x = s + r * n;
         float* y = out + r * n;
         const long long seen = r % t + (n - t) + 1;  // keys 0 .. seen-1 are visible to query r
+        // The exponentials run over the visible keys rounded up to whole vectors of 16
+        // (no scalar tail of expf calls); the hidden keys seen .. span-1 hold the maximum
+        // there, a harmless exp(0), left out of the sum and overwritten at the end.
+        const long long span = (seen + 15) / 16 * 16 < n ? (seen + 15) / 16 * 16 : n;
         float top = -INFINITY;
         int nan = 0;  // NumPy adds the mask: a NaN anywhere, or +inf under it, gives NaN rows
         #pragma omp simd reduction(max : top) reduction(| : nan)
@@ -85,13 +90,12 @@ static void causal_softmax_rows(const float* __restrict__ s, float* __restrict__
         for (long long j = seen; j < n; ++j) nan |= !(x[j] * scale < INFINITY);
         nan |= top == -INFINITY;  // x − max is −inf − (−inf) = NaN on the whole row
         if (nan) top = NAN;
+        for (long long j = seen; j < span; ++j) y[j] = top;
+        #pragma omp simd
+        for (long long j = 0; j < span; ++j) y[j] = expf(y[j] - top);
         double total = 0.0;  // summed in double, rounded once: NumPy's float32 sum within
         #pragma omp simd reduction(+ : total)  // its own rounding error
-        for (long long j = 0; j < seen; ++j) {
-            const float e = expf(y[j] - top);
-            y[j] = e;
-            total += e;
-        }
+        for (long long j = 0; j < seen; ++j) total += y[j];
         const float sum = (float)total;
         #pragma omp simd
         for (long long j = 0; j < seen; ++j) y[j] /= sum;
