@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import course_lib as cl
-from course_lib.errors import GraphError, ParameterError, ShapeError
+from course_lib.errors import DeviceError, GraphError, ParameterError, ShapeError
 from course_lib.kernels import emulator, nvrtc
 from course_lib.passes import fuse_elementwise
 from course_lib.passes.fusion.codegen import cpu_source, numexpr_program
@@ -192,6 +192,22 @@ def test_the_emulated_kernel_checks_its_out_before_it_runs():
             fused.op.run_kernel(np, *inputs, mode="emulator", out=out)
     out = np.zeros(shape, np.float32)
     assert fused.op.run_kernel(np, *inputs, mode="emulator", out=out) is out
+
+
+def test_an_out_on_the_wrong_device_is_refused_before_the_kernel_runs():
+    """A GPU kernel's ``out`` must be a device array and the emulator's a host array: each
+    refused with the kernel's name before anything runs (not CuPy's or NumPy's error after;
+    the GPU case is checked before any GPU is needed)."""
+    xs, _, fused = fused_root()
+    feed = feed_for(xs)
+    inputs = [np.asarray(feed[x], np.float32) for x in fused.inputs]
+    shape = np.broadcast_shapes(*(a.shape for a in inputs))
+    with pytest.raises(DeviceError, match="out is a NumPy array, but the GPU kernel"):
+        fused.op.run_kernel(np, *inputs, mode="gpu", out=np.zeros(shape, np.float32))
+    with cl.use_device("strict"):
+        elsewhere = cl.to_device(np.zeros(shape, np.float32))
+    with pytest.raises(DeviceError, match=r"out of fused.*\(emulator\)"):
+        fused.op.run_kernel(np, *inputs, mode="emulator", out=elsewhere)
 
 
 @needs_emulator

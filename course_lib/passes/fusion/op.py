@@ -22,7 +22,7 @@ import numpy as np
 from ... import kernels
 from ...autodiff import grad, jvp
 from ...backend import host_array, is_gpu, on_host
-from ...errors import GraphError, ParameterError, ShapeError
+from ...errors import DeviceError, GraphError, ParameterError, ShapeError
 from ...graph import Node, Op, interpret, is_weak_scalar, rebuild, topological_order, variable
 from .codegen import NumexprProgram, cuda_kernel, is_weak_value, numexpr_program
 from .cpu_loop import loop_worthy, run_cpu_loop, try_cpu_loop
@@ -30,8 +30,16 @@ from .cpu_loop import loop_worthy, run_cpu_loop, try_cpu_loop
 _DISPLAY = {"+": 1, "-": 1, "*": 2, "/": 2}  # precedence of infix symbols in formulas
 
 
-def _check_out(name: str, out, shape: tuple) -> None:
-    """``out`` for a fused kernel's result: float32, of the broadcast shape, writeable."""
+def _check_out(name: str, out, shape: tuple, mode: str | None) -> None:
+    """``out`` for a fused kernel's result: float32, of the broadcast shape, writeable, and
+    where the kernel writes (a device array for "gpu", a host array for the emulator)."""
+    if mode == "gpu" and isinstance(out, np.ndarray):
+        raise DeviceError(
+            f"{name}: out is a NumPy array, but the GPU kernel's result is a device array; "
+            "pass a CuPy array (or copy the result with .get())"
+        )
+    if mode != "gpu":
+        host_array(out, f"out of {name} ({mode})")
     if getattr(out, "dtype", None) != np.float32:
         raise GraphError(f"{name}: out must be float32, got {getattr(out, 'dtype', type(out))}")
     if tuple(out.shape) != tuple(shape):
@@ -110,7 +118,7 @@ class Fused(Op):
         if mode == "cpu":
             return run_cpu_loop(self.kernel, full, out=out)  # its checks: native.loop_arrays
         if out is not None:
-            _check_out(self.kernel.name, out, shape)  # before the kernel runs
+            _check_out(self.kernel.name, out, shape, mode)  # before the kernel runs
         (result,) = kernels.fused(self.kernel, *full, mode=mode)
         if out is None:
             return result
