@@ -139,6 +139,15 @@ def _device_assertions():
 
 
 @pytest.fixture(scope="session")
+def narrow():
+    """The CPU kernels built without AVX-512 (the products' 8-float vectors, as on a CPU
+    without it), on the calling thread: ``monkeypatch`` ``cpu_kernels._library`` to it."""
+    from course_lib.kernels import cpu_kernels  # noqa: PLC0415  (builds on first use only)
+
+    return cpu_kernels.build(("-mno-avx512f",))
+
+
+@pytest.fixture(scope="session")
 def built_site(tmp_path_factory) -> Path:
     """The course site (student edition) built once for the session's tests
     (tests/test_site.py, tests/browser/test_site_pages.py); skipped without the site extra."""

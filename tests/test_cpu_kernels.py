@@ -24,10 +24,6 @@ def _scores(shape, seed=0, specials=True) -> np.ndarray:
         s[..., 6, -1] = np.inf  # masked (a future key): still NaN, as NumPy adds the mask
         s[..., 7, :] = -np.inf
         s[..., 9, 0] = -np.inf
-        # masked keys within the visible keys' last vector of 16 (the kernel's exponentials
-        # run over those lanes): a NaN still makes its row NaN, a huge score changes nothing
-        s[..., 4, 9 + s.shape[-1] - s.shape[-2]] = np.nan
-        s[..., 2, 10 + s.shape[-1] - s.shape[-2]] = 1e30
     return s
 
 

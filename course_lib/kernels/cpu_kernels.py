@@ -454,8 +454,9 @@ def _library():
 
 def build(extra_flags: tuple[str, ...] = ()) -> ctypes.CDLL:
     """The kernels compiled for this CPU, ``extra_flags`` last (``("-mno-avx512f",)``: the
-    products' 8-float vectors on a CPU with AVX-512), not connected to any pool: each call
-    of a kernel runs on the calling thread. The kernels' functions are :func:`_library`'s."""
+    products' 8-float vectors on a CPU with AVX-512). A build with other flags than
+    :func:`_library`'s is a library of its own, on no pool: its kernels run on the calling
+    thread (the same flags load :func:`_library`'s library itself, pool included)."""
     from . import native, sources  # noqa: PLC0415  (loaded on first use)
 
     source = SOURCE.replace("{vector_math}", native.VECTOR_MATH)
