@@ -88,28 +88,33 @@ static inline void kept_columns(const Mask& mask, bool ta, long long r, long lon
     else *hi = r + mask.off + 1 < k ? r + mask.off + 1 : k;
 }
 
-// Does one of the 16 sums x, y hold −0 (the sign bit alone)?
-static inline bool negative_zero(vf x, vf y) {
-    vi bits_x, bits_y;
-    memcpy(&bits_x, &x, sizeof x);
-    memcpy(&bits_y, &y, sizeof y);
-    const vi hit = (bits_x == (int)0x80000000) | (bits_y == (int)0x80000000);
+// Does one of a row's V vectors of sums hold −0 (the sign bit alone)?
+template <int V>
+static inline bool negative_zero(const vf (&sums)[V]) {
+    vi hit = {};
+    for (int v = 0; v < V; ++v) {
+        vi bits;
+        memcpy(&bits, &sums[v], sizeof bits);
+        hit |= bits == (int)0x80000000;
+    }
     for (int q = 0; q < VW; ++q)
         if (hit[q]) return true;
     return false;
 }
 
-// Rows row0 .. row0+R-1 and columns 0 .. cols-1 (cols <= NR) of C = A·B, written (or added,
-// ADD); A(r, p) = a[r·lda + p] (TA: a[p·lda + r]), B(p, j) = b[p·ldb + j]. The steps p that
-// every row keeps run without a test; the masked edges [any_lo, all_lo) and [all_hi, any_hi)
-// test each row, in p's order (the same sums as without the mask). Multiply-adds fused here
-// only (the other kernels keep NumPy's separate roundings): BLAS fuses them too.
-template <int R, bool TA, bool ADD>
+// Rows row0 .. row0+R-1 and columns 0 .. cols-1 (cols <= V·VW) of C = A·B, written (or
+// added, ADD); A(r, p) = a[r·lda + p] (TA: a[p·lda + r]), B(p, j) = b[p·ldb + j]; V vectors a
+// row (2, or 1 for a last block of at most VW columns: a head of 16 floats or fewer). The steps
+// p that every row keeps run without a test; the masked edges [any_lo, all_lo) and
+// [all_hi, any_hi) test each row, in p's order (the same sums as without the mask).
+// Multiply-adds fused here only (the other kernels keep NumPy's separate roundings): BLAS
+// fuses them too.
+template <int R, int V, bool TA, bool ADD>
 __attribute__((optimize("fp-contract=fast")))
 static void product_block(const float* __restrict__ a, long long lda, const float* __restrict__ b,
                           long long ldb, long long k, float* __restrict__ c, long long ldc,
                           long long cols, const Mask& mask, long long row0) {
-    vf acc[R][2] = {};
+    vf acc[R][V] = {};
     long long lo[R], hi[R], all_lo = 0, all_hi = k, any_lo = k, any_hi = 0;
     for (int r = 0; r < R; ++r) {
         kept_columns(mask, TA, row0 + r, k, &lo[r], &hi[r]);
@@ -122,23 +127,23 @@ static void product_block(const float* __restrict__ a, long long lda, const floa
     if (all_hi < all_lo) all_hi = all_lo;
     auto edge = [&](long long from, long long to) {
         for (long long p = from; p < to; ++p) {
-            const vf b0 = loadv(b + p * ldb), b1 = loadv(b + p * ldb + VW);
+            vf bp[V];
+            for (int v = 0; v < V; ++v) bp[v] = loadv(b + p * ldb + v * VW);
             for (int r = 0; r < R; ++r) {
                 const bool kept = p >= lo[r] && p < hi[r];
                 if (!kept && mask.skip) continue;
                 const float x = !kept ? 0.0f : TA ? a[p * lda + r] : a[r * lda + p];
-                acc[r][0] += x * b0;
-                acc[r][1] += x * b1;
+                for (int v = 0; v < V; ++v) acc[r][v] += x * bp[v];
             }
         }
     };
     edge(any_lo, all_lo);
     for (long long p = all_lo; p < all_hi; ++p) {
-        const vf b0 = loadv(b + p * ldb), b1 = loadv(b + p * ldb + VW);
+        vf bp[V];
+        for (int v = 0; v < V; ++v) bp[v] = loadv(b + p * ldb + v * VW);
         for (int r = 0; r < R; ++r) {
             const float x = TA ? a[p * lda + r] : a[r * lda + p];
-            acc[r][0] += x * b0;
-            acc[r][1] += x * b1;
+            for (int v = 0; v < V; ++v) acc[r][v] += x * bp[v];
         }
     }
     edge(all_hi > any_lo ? all_hi : any_lo, any_hi);
@@ -148,18 +153,16 @@ static void product_block(const float* __restrict__ a, long long lda, const floa
     // masked terms, which leaves the sums' +0 start as it is)
     if (mask.skip && !TA)
         for (int r = 0; r < R; ++r)
-            if (negative_zero(acc[r][0], acc[r][1]))
-                for (long long p = hi[r]; p < k; ++p) {
-                    acc[r][0] += 0.0f * loadv(b + p * ldb);
-                    acc[r][1] += 0.0f * loadv(b + p * ldb + VW);
-                }
+            if (negative_zero<V>(acc[r]))
+                for (long long p = hi[r]; p < k; ++p)
+                    for (int v = 0; v < V; ++v) acc[r][v] += 0.0f * loadv(b + p * ldb + v * VW);
     for (int r = 0; r < R; ++r) {
         float* row = c + r * ldc;
-        if (cols == NR) {
-            storev(row, ADD ? loadv(row) + acc[r][0] : acc[r][0]);
-            storev(row + VW, ADD ? loadv(row + VW) + acc[r][1] : acc[r][1]);
+        if (cols == V * VW) {
+            for (int v = 0; v < V; ++v)
+                storev(row + v * VW, ADD ? loadv(row + v * VW) + acc[r][v] : acc[r][v]);
         } else {
-            float out[NR];
+            float out[V * VW];
             memcpy(out, acc[r], sizeof out);
             for (long long j = 0; j < cols; ++j) row[j] = ADD ? row[j] + out[j] : out[j];
         }
@@ -174,9 +177,15 @@ static void product_rows(const float* a, long long lda, long long i0, const floa
                          const Mask& mask) {
     const float* rows = TA ? a + i0 : a + i0 * lda;
     const long long kept = mask.on == ON_RESULT && i0 + R + mask.off < n ? i0 + R + mask.off : n;
-    for (long long j0 = 0; j0 < kept; j0 += NR)
-        product_block<R, TA, ADD>(rows, lda, b + j0, ldb, k, c + i0 * ldc + j0, ldc,
-                                  n - j0 < NR ? n - j0 : NR, mask, i0);
+    for (long long j0 = 0; j0 < kept; j0 += NR) {
+        const long long cols = n - j0 < NR ? n - j0 : NR;
+        if (cols <= VW)  // one vector a row does (a head of VW floats or fewer)
+            product_block<R, 1, TA, ADD>(rows, lda, b + j0, ldb, k, c + i0 * ldc + j0, ldc, cols,
+                                         mask, i0);
+        else
+            product_block<R, 2, TA, ADD>(rows, lda, b + j0, ldb, k, c + i0 * ldc + j0, ldc, cols,
+                                         mask, i0);
+    }
     if (mask.on == ON_RESULT)
         for (long long r = i0; r < i0 + R; ++r)
             for (long long j = r + mask.off + 1; j < n; ++j) c[r * ldc + j] = 0.0f;
