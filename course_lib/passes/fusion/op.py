@@ -30,7 +30,7 @@ from .cpu_loop import loop_worthy, run_cpu_loop, try_cpu_loop
 _DISPLAY = {"+": 1, "-": 1, "*": 2, "/": 2}  # precedence of infix symbols in formulas
 
 
-def _check_out(name: str, out, shape: tuple, mode: str | None) -> None:
+def _check_out(name: str, out, shape: tuple, mode: str) -> None:
     """``out`` for a fused kernel's result: float32, of the broadcast shape, writeable, and
     where the kernel writes (a device array for "gpu", a host array for the emulator)."""
     if mode == "gpu" and isinstance(out, np.ndarray):
@@ -118,7 +118,8 @@ class Fused(Op):
         if mode == "cpu":
             return run_cpu_loop(self.kernel, full, out=out)  # its checks: native.loop_arrays
         if out is not None:
-            _check_out(self.kernel.name, out, shape, mode)  # before the kernel runs
+            where = kernels.default_mode() if mode is None else mode
+            _check_out(self.kernel.name, out, shape, where)  # before the kernel runs
         (result,) = kernels.fused(self.kernel, *full, mode=mode)
         if out is None:
             return result
