@@ -44,10 +44,7 @@ from urllib.parse import quote
 
 from .errors import CourseLibError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # Python 3.10: the same reader, from PyPI (a dependency there)
-    import tomli as tomllib
+import tomllib
 
 TOP, INSTALL, BOTTOM = "nav-top", "install", "nav-bottom"  # the tags, also the cells' ids
 FOLDERS = ("notebooks", "student")  # the instructor notebooks, and the student edition
