@@ -239,7 +239,8 @@ static void small_matmul(const float* a, const float* b, float* c, long long m, 
     thread_local std::vector<float> packed;
     if (trans_b || n % NR) {
         const long long width = (n + NR - 1) / NR * NR;
-        packed.resize(k * width);
+        // the buffer only grows: a resize that shrank would zero-fill on the next call
+        if ((long long)packed.size() < k * width) packed.resize(k * width);
         float* to = packed.data();
         if (trans_b) {  // 8 × 8 blocks in registers, then the ragged edges a float at a time
             long long j = 0;
