@@ -65,7 +65,7 @@ def course_lib_step(config: LlamaConfig, tokens: np.ndarray):
         optimizer.write_back(model.params, new_values)
         return float(loss)  # waits for the device
 
-    step.outputs, step.feed = run.outputs, feed  # what --profile times op by op
+    step.run, step.feed = run, feed  # what --profile times op by op
     step.model, step.optimizer = model, optimizer  # where PyTorch's copy starts
     return step
 
@@ -244,7 +244,7 @@ def profile_at(threads: int, fns: dict, per_block: int) -> str:
         with threadpool_limits(limits=threads):
             medians = blocked_medians(fns, rounds=1, per_block=per_block)
             step = fns["course_lib"]
-            by_family = {"course_lib": course_lib_seconds(step.outputs, step.feed())}
+            by_family = {"course_lib": course_lib_seconds(step.run, step.feed())}
             if "PyTorch" in fns:
                 by_family["PyTorch"] = torch_seconds(fns["PyTorch"])
     finally:

@@ -1,19 +1,22 @@
 """Where one training step's time goes, by op family: course_lib's ops beside PyTorch's profiler.
 
-course_lib: each op of the step's graph timed on its own (``models.compute.seconds_by_family``,
-median of a few runs, inputs computed beforehand), grouped by the op names of
-:data:`COURSE_LIB_FAMILIES`. PyTorch: ``torch.profiler`` (CPU) over a few steps, each event's
-*self* time (nested events are not counted twice) given to the family of its name or of the
-nearest enclosing call that names one (``Optimizer.step``, ``scaled_dot_product_attention``),
-divided by the number of steps. The families are coarse on purpose: PyTorch's backward runs
-generic ``aten::mul``/``aten::sum`` kernels that no name ties to RoPE or a norm, so everything
-elementwise (activations, gates, norms, RoPE, residual adds, their backward) is one family.
+course_lib: each op of the step timed inside real runs of the step's executor
+(``Executor.seconds_by_node``, medians of a few runs), grouped by the op names of
+:data:`COURSE_LIB_FAMILIES`; the executor's own work (the run less its ops) counts as
+bookkeeping, as autograd's does on PyTorch's side. PyTorch: ``torch.profiler`` (CPU) over
+a few steps, each event's *self* time (nested events are not counted twice) given to the
+family of its name or of the nearest enclosing call that names one (``Optimizer.step``,
+``scaled_dot_product_attention``), divided by the number of steps. The families are coarse
+on purpose: PyTorch's backward runs generic ``aten::mul``/``aten::sum`` kernels that no name
+ties to RoPE or a norm, so everything elementwise (activations, gates, norms, RoPE, residual
+adds, their backward) is one family.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+BOOKKEEPING = "copies, views, bookkeeping"  # and each library's own work between its ops
 #: Family title -> course_lib op names (``Op.name``); other ops go to "elementwise and norms".
 COURSE_LIB_FAMILIES = {
     "matrix products": ("matmul",),
@@ -24,7 +27,7 @@ COURSE_LIB_FAMILIES = {
     "loss and embedding": (
         "cross_entropy", "softmax", "one_hot", "take", "take_adjoint", "scatter",
     ),
-    "copies, views, bookkeeping": ("reshape", "permute", "mT", "concat", "getitem", "broadcast_to"),
+    BOOKKEEPING: ("reshape", "permute", "mT", "concat", "getitem", "broadcast_to"),
 }  # fmt: skip
 OTHER = "elementwise and norms"
 TITLES = (*COURSE_LIB_FAMILIES, OTHER)
@@ -54,17 +57,20 @@ def torch_family(name: str, enclosing: list[str]) -> str:
             if part in candidate:
                 return family
     if any(part in name for part in _TORCH_COPIES) or "Backward" in name or "autograd" in name:
-        return "copies, views, bookkeeping"
+        return BOOKKEEPING
     return OTHER
 
 
-def course_lib_seconds(outputs, feed: Mapping) -> dict[str, float]:
-    """Seconds per family of one run of ``outputs`` on ``feed`` (each op timed alone)."""
-    from course_lib.models.compute import seconds_by_family  # noqa: PLC0415
-
-    families = {**COURSE_LIB_FAMILIES}
-    totals = seconds_by_family(outputs, feed, families=families, repeats=3)
-    return {title: totals.get(title if title != OTHER else "other", 0.0) for title in TITLES}
+def course_lib_seconds(executor, feed: Mapping) -> dict[str, float]:
+    """Seconds per family of one run of ``executor`` on ``feed``, each op timed inside the
+    runs; the run's time that no op took (the executor's own work) is bookkeeping."""
+    family_of = {name: title for title, names in COURSE_LIB_FAMILIES.items() for name in names}
+    by_node, whole = executor.seconds_by_node(feed, runs=3)
+    totals = dict.fromkeys(TITLES, 0.0)
+    for node, seconds in by_node.items():
+        totals[family_of.get(node.op.name, OTHER)] += seconds
+    totals[BOOKKEEPING] += max(whole - sum(by_node.values()), 0.0)
+    return totals
 
 
 def torch_seconds(step: Callable[[], object], steps: int = 3) -> dict[str, float]:
@@ -88,8 +94,8 @@ def torch_seconds(step: Callable[[], object], steps: int = 3) -> dict[str, float
 
 def profile_table(threads: int, step_medians: Mapping[str, float], by_family: Mapping) -> str:
     """One table for one thread count: each family's milliseconds per library and the ratio,
-    then the sums and the measured step medians (the difference is the executor's own work,
-    allocation and what timing ops alone misses)."""
+    then the sums and the measured step medians (the sums are runs of the step alone; the
+    medians count course_lib's write-back of the new parameters and the timers' noise)."""
     names = list(by_family)
     lines = [f"--- {threads} thread{'s' if threads != 1 else ''}: ms per step by family ---",
              f"{'family':32s}" + "".join(f"{n:>12s}" for n in names) + "       ratio"]  # fmt: skip

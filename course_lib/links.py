@@ -42,9 +42,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from .errors import CourseLibError
-
 import tomllib
+
+from .errors import CourseLibError
 
 TOP, INSTALL, BOTTOM = "nav-top", "install", "nav-bottom"  # the tags, also the cells' ids
 FOLDERS = ("notebooks", "student")  # the instructor notebooks, and the student edition

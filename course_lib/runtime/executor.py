@@ -7,6 +7,8 @@ and the executor tracks the bytes alive at every step to report the peak.
 
 from __future__ import annotations
 
+import statistics
+import time
 from collections.abc import Mapping, Sequence
 
 from .. import backend, params
@@ -211,6 +213,45 @@ class Executor:
         skipped = self._skipped[0]
         self.last_run = {"computed": len(self._steps) - skipped, "skipped": skipped}
         return self._results(values, fed, xp)
+
+    def seconds_by_node(self, feed: Mapping, runs: int = 3) -> tuple[dict[Node, float], float]:
+        """Where a run's time goes, timed inside real runs: each op's seconds (its ``compute``
+        timed where the schedule calls it, the device synchronised before and after) and the
+        whole run's, medians of ``runs`` runs after an untimed one. The run's time less the
+        ops' sum is the executor's own work (feeding, checking, freeing, its loop). Timing
+        ops one by one instead (``models.compute.seconds_by_family``) finds their inputs warm
+        in the caches and leaves that work out."""
+        if params.integer(runs, "seconds_by_node: runs") < 1:
+            raise ParameterError(f"seconds_by_node needs at least 1 run, got {runs}")
+        seconds: dict[Node, list[float]] = {step[4]: [0.0] * runs for step in self._steps}
+        current = [0]
+
+        def timed(compute, node):
+            def run(xp, *args):
+                backend.synchronize()
+                start = time.perf_counter()
+                result = compute(xp, *args)
+                backend.synchronize()
+                seconds[node][current[0]] += time.perf_counter() - start
+                return result
+
+            return run
+
+        plain = self._steps
+        self._steps = [(timed(compute, node), *rest, node) for compute, *rest, node in plain]
+        try:
+            self.run(feed)  # untimed: caches, memory and kernels warmed up
+            for node in seconds:
+                seconds[node][0] = 0.0
+            whole = []
+            for current[0] in range(runs):
+                start = time.perf_counter()
+                self.run(feed)
+                backend.synchronize()
+                whole.append(time.perf_counter() - start)
+        finally:
+            self._steps = plain
+        return {n: statistics.median(s) for n, s in seconds.items()}, statistics.median(whole)
 
     def _results(self, values: list, fed: list, xp):
         outs = []
