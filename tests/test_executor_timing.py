@@ -1,5 +1,6 @@
 """``Executor.seconds_by_node``: each op timed inside real runs of a schedule (what
-``benchmarks/llama_step.py --profile`` shows), the run left as it was."""
+``benchmarks/llama_step.py --profile`` shows), the run left as it was; on every device
+(``DEVICE_TESTS``: a GPU's ops are timed with the device synchronised)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import numpy as np
 import pytest
 
 import course_lib as cl
+from course_lib.backend import to_numpy
 from course_lib.errors import FeedError, GraphError, ParameterError
 from course_lib.runtime.executor import Executor
 
@@ -19,7 +21,7 @@ def _executor():
 
 def test_every_op_is_timed_inside_the_run_and_the_run_is_left_as_it_was():
     executor, feed = _executor()
-    want = [np.array(v) for v in executor.run(feed)]
+    want = [to_numpy(v) for v in executor.run(feed)]
     steps = executor._steps
     by_node, whole = executor.seconds_by_node(feed, runs=1)
     assert {node for *_, node in steps} == set(by_node)  # every op, nothing else
@@ -27,7 +29,7 @@ def test_every_op_is_timed_inside_the_run_and_the_run_is_left_as_it_was():
     assert 0 < sum(by_node.values()) <= whole  # the ops ran inside the timed run
     assert executor._steps is steps  # the plain schedule again: no timers left behind
     for got, expected in zip(executor.run(feed), want):
-        assert np.array_equal(got, expected)
+        assert np.array_equal(to_numpy(got), expected)
 
 
 def test_bad_input_is_named_and_the_schedule_restored():
