@@ -19,7 +19,8 @@ Run: ``.venv/bin/python benchmarks/llama_step.py [--device gpu] [--model gpu]`` 
 model. ``--device strict`` runs course_lib on the strict
 stand-in device (a check that the step runs there, not a speed). ``--profile`` (CPU) then
 prints where a step's time goes by op family at 1 and ``--threads`` threads, course_lib's ops
-timed one by one beside PyTorch's profiler (``step_profile.py``).
+timed inside real runs of the step (``Executor.seconds_by_node``) beside PyTorch's profiler
+(``step_profile.py``).
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def course_lib_step(config: LlamaConfig, tokens: np.ndarray):
         optimizer.write_back(model.params, new_values)
         return float(loss)  # waits for the device
 
-    step.run, step.feed = run, feed  # what --profile times op by op
+    step.run, step.feed = run, feed  # what --profile times, op by op inside its runs
     step.model, step.optimizer = model, optimizer  # where PyTorch's copy starts
     return step
 

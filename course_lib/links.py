@@ -38,11 +38,10 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
-
-import tomllib
 
 from .errors import CourseLibError
 

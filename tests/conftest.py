@@ -1,5 +1,6 @@
 import importlib
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -141,9 +142,12 @@ def _device_assertions():
 @pytest.fixture(scope="session")
 def narrow():
     """The CPU kernels built without AVX-512 (the products' 8-float vectors, as on a CPU
-    without it), on the calling thread: ``monkeypatch`` ``cpu_kernels._library`` to it."""
+    without it), on the calling thread: ``monkeypatch`` ``cpu_kernels._library`` to it. An
+    x86 flag: elsewhere the default build is the only one there is."""
     from course_lib.kernels import cpu_kernels  # noqa: PLC0415  (builds on first use only)
 
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        pytest.skip(f"-mno-avx512f is an x86 flag; this CPU is {platform.machine()}")
     return cpu_kernels.build(("-mno-avx512f",))
 
 

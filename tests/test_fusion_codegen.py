@@ -206,6 +206,8 @@ def test_an_out_on_the_wrong_device_is_refused_before_the_kernel_runs():
         fused.op.run_kernel(np, *inputs, mode="gpu", out=np.zeros(shape, np.float32))
     with cl.use_device("strict"):
         elsewhere = cl.to_device(np.zeros(shape, np.float32))
+    with pytest.raises(DeviceError, match="out is StrictArray, but the GPU kernel"):
+        fused.op.run_kernel(np, *inputs, mode="gpu", out=elsewhere)
     for mode in ("emulator", None):  # None: the default mode, the emulator off the GPU
         with pytest.raises(DeviceError, match=r"out of fused.*\(emulator\)"):
             fused.op.run_kernel(np, *inputs, mode=mode, out=elsewhere)

@@ -1,7 +1,7 @@
 """Review of the products' two vector widths and the causal softmax's exponentials over whole
 vectors of 16: each kernel writes only its own part of the output (a guard band of sentinels
-around it stays as it was), the widths agree bit for bit on any number of threads, and the
-softmax keeps NumPy's NaN and infinity rules at the hidden keys its last vector covers."""
+around it stays as it was), at either width of the products, and the softmax keeps NumPy's
+NaN and infinity rules at the hidden keys its last vector covers."""
 
 from __future__ import annotations
 
@@ -11,12 +11,11 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
+from conftest import needs_gxx
 from course_lib.kernels import cpu_kernels
-from course_lib.ops.attention import CausalSoftmax, HeadMix, HeadMixT, HeadScores
+from course_lib.ops.attention import CausalSoftmax
 
-needs_kernels = pytest.mark.skipif(
-    not cpu_kernels.worth_it(np.zeros(cpu_kernels.MIN_SIZE, np.float32)), reason="no C++ compiler"
-)
+needs_kernels = needs_gxx("the CPU kernels")
 
 SENTINEL = np.float32(777.0)  # no product or probability below is 777
 
@@ -89,44 +88,6 @@ def test_the_products_write_only_their_own_block_of_the_output(
         inside[1 : m + 1, :n] = True
         assert (whole[~inside] == SENTINEL).all(), (kind, m, n, k)
         np.testing.assert_allclose(whole[inside].reshape(m, n), want, rtol=1e-5, atol=1e-5)
-
-
-def _attention_inputs(t, s, kv, d, seed):
-    rng = np.random.default_rng(seed)
-
-    def normal(*shape):
-        return rng.standard_normal(shape).astype(np.float32)
-
-    a, k, p = normal(2, t, 3 * kv, d), normal(2, s, kv, d), normal(2, 3 * kv, t, s)
-    k[1, s // 2, 0, d // 2] = np.inf  # a masked term times inf: NaN, as (M ⊙ p)·v has it
-    tiny = np.where(rng.random(p.shape) < 0.5, np.float32(-1e-30), np.float32(1e-30))
-    underflowing = ("kept terms underflowing to -0", a, np.full_like(k, 1e-30), tiny)
-    return [("an inf in k", a, k, p), underflowing]
-
-
-@needs_kernels
-@pytest.mark.parametrize(("t", "s"), [(1, 1), (5, 16), (11, 11), (12, 40), (25, 33)])
-@pytest.mark.parametrize("d", [1, 17, 40])
-@pytest.mark.parametrize("causal", [False, True])
-def test_both_widths_give_the_same_bits_on_any_number_of_threads(t, s, d, causal, narrow,
-                                                                  monkeypatch):  # fmt: skip
-    """The default build (its pool at 1 and 3 threads) and the build without AVX-512: the
-    same bits for each product, whatever the BLAS thread count (tests/test_product_vector_
-    widths.py sends the default build's products to BLAS once BLAS has more threads than the
-    products have (batch, kv head) pairs, and then compares BLAS's bits with the kernel's)."""
-    _on_kernels(monkeypatch)
-    ops = {"scores": HeadScores(causal), "mix": HeadMix(causal), "mix_t": HeadMixT(causal)}
-    for kv in (1, 2):
-        for what, a, k, p in _attention_inputs(t, s, kv, d, seed=t * s + d):
-            inputs = {"scores": (a, k), "mix": (p, k), "mix_t": (p, a, k)}
-            with monkeypatch.context() as patch:
-                patch.setattr(cpu_kernels, "_library", lambda: narrow)
-                eight = {name: op.compute(np, *inputs[name]) for name, op in ops.items()}
-            for threads in (1, 3):
-                with threadpool_limits(threads), np.errstate(invalid="ignore"):
-                    wide = {name: op.compute(np, *inputs[name]) for name, op in ops.items()}
-                for name in ops:
-                    assert eight[name].tobytes() == wide[name].tobytes(), (name, what, threads)
 
 
 def _guarded_softmax(s, scale, threads):

@@ -5,10 +5,10 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
-import tomllib
 from packaging.requirements import Requirement
 
 yaml = pytest.importorskip("yaml", reason="PyYAML (a repo2docker dependency) is not installed")

@@ -21,7 +21,7 @@ from ..errors import OutOfRangeError
 from ..graph import Node, formula
 
 
-class StepKind(str, Enum):
+class StepKind(str, Enum):  # noqa: UP042  (str() is "StepKind.X"; a StrEnum's is the value)
     """Which line of ``gradient(out)`` a step ran."""
 
     ADJOINT = "adjoint"  # v̄i = sum(node_to_grad[i])

@@ -21,7 +21,7 @@ import numpy as np
 
 from ... import kernels
 from ...autodiff import grad, jvp
-from ...backend import host_array, is_gpu, on_host
+from ...backend import device_of, host_array, is_gpu, on_host
 from ...errors import DeviceError, GraphError, ParameterError, ShapeError
 from ...graph import Node, Op, interpret, is_weak_scalar, rebuild, topological_order, variable
 from .codegen import NumexprProgram, cuda_kernel, is_weak_value, numexpr_program
@@ -33,9 +33,10 @@ _DISPLAY = {"+": 1, "-": 1, "*": 2, "/": 2}  # precedence of infix symbols in fo
 def _check_out(name: str, out, shape: tuple, mode: str) -> None:
     """``out`` for a fused kernel's result: float32, of the broadcast shape, writeable, and
     where the kernel writes (a device array for "gpu", a host array for the emulator)."""
-    if mode == "gpu" and isinstance(out, np.ndarray):
+    if mode == "gpu" and device_of(out) != "gpu":
+        where = "a NumPy array" if isinstance(out, np.ndarray) else f"{type(out).__name__}"
         raise DeviceError(
-            f"{name}: out is a NumPy array, but the GPU kernel's result is a device array; "
+            f"{name}: out is {where}, but the GPU kernel's result is a device array; "
             "pass a CuPy array (or copy the result with .get())"
         )
     if mode != "gpu":
