@@ -64,13 +64,12 @@ def torch_family(name: str, enclosing: list[str]) -> str:
 def course_lib_seconds(executor, feed: Mapping) -> dict[str, float]:
     """Seconds per family of one run of ``executor`` on ``feed``, each op timed inside the
     runs; the run's time that no op took (the executor's own work) is bookkeeping."""
-    family_of = {name: title for title, names in COURSE_LIB_FAMILIES.items() for name in names}
-    by_node, whole = executor.seconds_by_node(feed, runs=3)
-    totals = dict.fromkeys(TITLES, 0.0)
-    for node, seconds in by_node.items():
-        totals[family_of.get(node.op.name, OTHER)] += seconds
-    totals[BOOKKEEPING] += max(whole - sum(by_node.values()), 0.0)
-    return totals
+    from course_lib.models.compute import seconds_by_family_in_runs  # noqa: PLC0415
+
+    totals, own = seconds_by_family_in_runs(executor, feed, families=COURSE_LIB_FAMILIES)
+    by_title = {title: totals.get(title if title != OTHER else "other", 0.0) for title in TITLES}
+    by_title[BOOKKEEPING] += own
+    return by_title
 
 
 def torch_seconds(step: Callable[[], object], steps: int = 3) -> dict[str, float]:

@@ -43,3 +43,13 @@ def test_bad_input_is_named_and_the_schedule_restored():
     assert executor._steps is steps
     by_node, _ = executor.seconds_by_node(feed, runs=2)  # and it still times
     assert len(by_node) == len(steps)
+
+
+def test_families_timed_in_runs_add_up_to_the_ops_and_the_executor_s_own_work():
+    from course_lib.models.compute import seconds_by_family_in_runs  # noqa: PLC0415
+
+    executor, feed = _executor()
+    families = {"products": ("matmul",), "exponentials": ("exp",)}
+    totals, own = seconds_by_family_in_runs(executor, feed, families=families, runs=1)
+    assert list(totals)[:2] == ["products", "exponentials"] and "other" in totals  # sum, mul
+    assert all(seconds > 0 for seconds in totals.values()) and own >= 0

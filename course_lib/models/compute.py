@@ -84,6 +84,19 @@ def seconds_by_family(
     return _without_empty_other(totals)
 
 
+def seconds_by_family_in_runs(
+    executor, feed: Mapping, families: Families | None = None, runs: int = 3
+) -> tuple[dict[str, float], float]:
+    """Measured seconds per family, each op timed inside real runs of ``executor``
+    (:meth:`~course_lib.runtime.Executor.seconds_by_node`), grouped as in
+    :func:`seconds_by_family`; and the executor's own seconds (the run less its ops)."""
+    family_of, totals = _family_totals(families)
+    by_node, whole = executor.seconds_by_node(feed, runs)
+    for node, seconds in by_node.items():
+        totals[family_of(node.op)] += seconds
+    return _without_empty_other(totals), max(whole - sum(by_node.values()), 0.0)
+
+
 def shares_table(totals: Mapping[str, float], unit: str = "FLOPs", digits: int = 0) -> str:
     """One line per family: its amount (``digits`` decimals) and its share of the sum."""
     whole = sum(totals.values())
