@@ -318,3 +318,59 @@ def test_a_complex_state_dict_entry_is_refused_not_cast():
     state[EMBED] = state[EMBED] + 1j * np.inf
     with pytest.raises(cl.GraphError, match=f"state dict entry {EMBED} holds numbers"):
         load_hf_state_dict(Llama(CONFIG), state)
+
+
+def _adamw_run(arrays):
+    """An AdamW over ``arrays`` (name -> float32 vector) and one run's values (on the host)."""
+    optimizer = AdamW(arrays, lr=0.1)
+    ws = {n: cl.variable(n, a.shape, a.dtype) for n, a in arrays.items()}
+    gs = {n: cl.variable(f"g{n}", a.shape, a.dtype) for n, a in arrays.items()}
+    run = cl.Executor(optimizer.update_nodes(ws, gs))
+    feed = {ws[n]: a for n, a in arrays.items()}
+    feed |= {gs[n]: np.ones_like(a) for n, a in arrays.items()}
+    return optimizer, run.run(feed | optimizer.feed())
+
+
+@pytest.fixture
+def on_host():
+    with cl.backend.use_device("cpu"):  # NumPy's views, flags and memory are what is tested
+        yield
+
+
+def test_write_back_keeps_the_state_it_is_given_and_updates_parameters_in_place(on_host):
+    arrays = {"a": np.zeros(4, np.float32), "b": np.ones(3, np.float32)}
+    before = dict(arrays)
+    optimizer, values = _adamw_run(arrays)
+    optimizer.write_back(arrays, values)
+    assert all(arrays[n] is before[n] for n in arrays)  # the model's arrays, changed in place
+    assert (arrays["a"] < 0).all()
+    states = [optimizer.m["a"], optimizer.v["a"], optimizer.m["b"], optimizer.v["b"]]
+    assert all(s is v for s, v in zip(states, values[2:]))  # taken over, not copied
+    assert optimizer.m["a"].flags.writeable and optimizer.m["a"].dtype == np.float32
+
+
+def test_write_back_copies_state_values_that_share_memory_or_differ_in_kind(on_host):
+    arrays = {"a": np.zeros(4, np.float32)}
+    optimizer, (new_a, m, v) = _adamw_run(arrays)
+    shared = np.ones(8, np.float32)
+    frozen = m.copy()
+    frozen.flags.writeable = False
+    cases = {  # (m's value, v's value): m's must be copied into the old array
+        "one array for both": (m, m),
+        "a view of the parameter's own value": (new_a[:], v.copy()),
+        "halves of one array that overlap": (shared[:4], shared[3:7]),
+        "the parameter's array": (arrays["a"], v.copy()),
+    }
+    for why, (new_m, new_v) in cases.items():
+        old_m = optimizer.m["a"]
+        optimizer.write_back(arrays, [new_a, new_m, new_v])
+        kept = optimizer.m["a"], optimizer.v["a"]
+        assert kept[0] is old_m, why
+        others = (kept[1], arrays["a"], new_a)
+        assert not any(np.may_share_memory(kept[0], o) for o in others), why
+        assert not any(np.may_share_memory(kept[1], o) for o in others[1:]), why
+    for odd in (m.astype(np.float64), frozen, np.repeat(m, 2)[::2]):  # dtype, read-only, strided
+        old_m = optimizer.m["a"]
+        optimizer.write_back(arrays, [new_a, odd, v.copy()])
+        assert optimizer.m["a"] is old_m and optimizer.m["a"].dtype == np.float32
+        np.testing.assert_array_equal(old_m, odd)

@@ -156,14 +156,22 @@ def _floating(dtype, what: str) -> None:
 def _distinct_targets(what: str, targets: Sequence[tuple[str, object]]) -> None:
     """Each update needs memory of its own: written twice, memory keeps only the last update
     (a weight tied by giving one array, or views of it, two names would take one of its two
-    gradients). Ranges of bytes sorted by start, each compared with the furthest before it."""
+    gradients)."""
+    for owner, label in _overlaps(targets):
+        raise ParameterError(
+            f"{what}: {owner} and {label} share memory, so one update would overwrite the "
+            "other; a tied weight is one parameter (one name, used twice in the graph)"
+        )
+
+
+def _overlaps(arrays: Sequence[tuple[str, object]]):
+    """Pairs of labels whose arrays share bytes: the ranges sorted by start, each compared
+    with the furthest-reaching one before it. Every array that overlaps another is in a
+    pair (not every overlapping pair is listed)."""
     furthest, owner = None, None  # the end of the spans so far, and whose it is
-    for start, end, label in sorted((*_byte_span(t), label) for label, t in targets if t.size):
+    for start, end, label in sorted((*_byte_span(a), label) for label, a in arrays if a.size):
         if furthest is not None and start < furthest:
-            raise ParameterError(
-                f"{what}: {owner} and {label} share memory, so one update would overwrite the "
-                "other; a tied weight is one parameter (one name, used twice in the graph)"
-            )
+            yield owner, label
         if furthest is None or end > furthest:
             furthest, owner = end, label
 
@@ -234,10 +242,15 @@ class Optimizer:
         into ``arrays`` (in place, so the model sees them), the new state into the optimiser.
         A target array on the host gets a host copy of its value (a device's result).
 
+        The optimiser's own state is not copied: a new value that is an array like the old
+        one (type, dtype, shape, contiguous, writable) and shares no memory with any other
+        value or target takes the old array's place, as an executor's fresh outputs do (a
+        training step's moments are two thirds of what it would copy).
+
         All or nothing: every target is checked (it exists, is writable and has its value's
         shape) before any is written, so a refused step leaves everything as it was."""
         what = f"{type(self).__name__}.write_back"
-        state = self._state_arrays_in_order()
+        state = self._state_in_order()
         if len(values) != len(self._names) + len(state):
             raise ShapeError(
                 f"{what}: {len(values)} values for the update nodes of {len(self._names)} "
@@ -247,19 +260,54 @@ class Optimizer:
         missing = [name for name in self._names if name not in arrays]
         if missing:
             raise FeedError(f"{what}: no array for parameter(s) {missing}")
-        targets = [(f"parameter {n}", arrays[n]) for n in self._names] + state
+        params = [(f"parameter {n}", arrays[n]) for n in self._names]
+        targets = params + [(label, store[key]) for label, store, key in state]
         _distinct_targets(what, targets)
         for (label, target), value in zip(targets, values):
             _check_target(what, label, target, value)
-        for (_, target), value in zip(targets, values):
-            if isinstance(target, np.ndarray):
-                cpu_kernels.assign(target, to_numpy(value))  # large copies split over threads
+        shared = _shared(targets, values)
+        for (_, target), value in zip(params, values):
+            _copy_into(target, value)
+        for (label, store, key), value in zip(state, values[len(params):]):
+            if label in shared or not _like(value, store[key]):
+                _copy_into(store[key], value)
             else:
-                target[...] = value
+                store[key] = value
 
-    def _state_arrays_in_order(self) -> list[tuple[str, np.ndarray]]:
-        """(label, array) of the optimiser's state, in the order of its update nodes."""
+    def _state_in_order(self) -> list[tuple[str, dict, str]]:
+        """(label, dict, key) of each array of the optimiser's state, in the order of its
+        update nodes."""
         return []
+
+
+def _copy_into(target, value) -> None:
+    if isinstance(target, np.ndarray):
+        cpu_kernels.assign(target, to_numpy(value))  # large copies split over threads
+    else:
+        target[...] = value
+
+
+def _shared(targets: list[tuple[str, object]], values: Sequence) -> set[str]:
+    """The labels of the values that share memory with another value or another target
+    (a value that is its own target changes nothing and is left out)."""
+    arrays = list(targets)
+    arrays += [(label, v) for (label, t), v in zip(targets, values) if v is not t
+               and hasattr(v, "size")]  # fmt: skip
+    return {label for pair in _overlaps(arrays) for label in pair}
+
+
+def _like(value, target) -> bool:
+    """Can ``value`` take ``target``'s place: the same kind of array, dtype and shape, and
+    C-contiguous and writable (as the executor's outputs are)?"""
+    flags = getattr(value, "flags", None)
+    return (
+        type(value) is type(target)
+        and flags is not None
+        and value.dtype == target.dtype
+        and value.shape == target.shape
+        and flags.c_contiguous
+        and getattr(flags, "writeable", True)
+    )
 
 
 class SGD(Optimizer):
@@ -324,8 +372,8 @@ class AdamW(Optimizer):
     def _state_updates(self, name):
         return list(self._new_moments[name])
 
-    def _state_arrays_in_order(self):
-        return [(f"{moment}({name})", state[name]) for name in self._names
+    def _state_in_order(self):
+        return [(f"{moment}({name})", state, name) for name in self._names
                 for moment, state in (("m", self.m), ("v", self.v))]  # fmt: skip
 
     def feed(self, lr=None):
