@@ -89,7 +89,7 @@ DEVICE_TESTS = tests/test_runtime.py tests/test_derivatives.py tests/test_broadc
 	tests/test_kv_cache.py tests/test_devices.py tests/test_exercises.py \
 	tests/test_exercise_mistakes.py tests/test_same_op.py tests/test_outputs_independent.py \
 	tests/test_public_parameters.py tests/test_causal_products.py tests/test_weight_gradient_layout.py \
-	tests/test_executor_timing.py
+	tests/test_executor_timing.py tests/test_accumulate_products.py
 
 test-strict:
 	COURSE_LIB_DEVICE=strict $(BIN)/python -m pytest -q -p no:randomly $(DEVICE_TESTS)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 BOOKKEEPING = "copies, views, bookkeeping"  # and each library's own work between its ops
 #: Family title -> course_lib op names (``Op.name``); other ops go to "elementwise and norms".
 COURSE_LIB_FAMILIES = {
-    "matrix products": ("matmul",),
+    "matrix products": ("matmul", "matmul_sum"),
     "attention (QK^T, softmax, PV)": (
         "head_scores", "causal_softmax", "head_mix", "head_mix_t", "softmax_grad",
     ),

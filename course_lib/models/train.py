@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import params
+from ..passes import accumulate_products
 from ..perf import median_seconds
 from ..runtime import Executor
 from .corpus import random_windows
@@ -45,11 +46,13 @@ def training_step(
 ) -> Executor:
     """The executor of one step (outputs: loss, then the optimiser's update nodes, whose
     results go to ``optimizer.write_back``), cached on the model as long as the optimiser
-    lives; ``optimize`` runs the graph optimisation passes on it first."""
+    lives; ``optimize`` runs the graph optimisation passes on it first. Either way the sums
+    of products the backward pass builds are accumulated by BLAS
+    (:func:`~course_lib.passes.accumulate_products`)."""
 
     def build():
         graph, grads = model.loss_graph(batch, seq)
-        return [graph.loss, *optimizer.update_nodes(graph.params, grads)]
+        return accumulate_products([graph.loss, *optimizer.update_nodes(graph.params, grads)])
 
     return model.executor(("train", batch, seq), build, optimize, owner=optimizer)
 

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
+from ..backend import on_host
+from ..errors import GraphError
 from ..graph import Node, Op, apply
+from ..kernels import blas
 from ..kernels.dispatch import run_on_gpu
 from .broadcast import broadcast_shapes, sum_to
 from .elementwise import tangent_sum
@@ -36,22 +40,129 @@ class MatMul(Op):
         return xp.matmul(x, y) if out is None else out
 
     def gradient(self, node, g, needs):
-        x, y = node.inputs
-        return [
-            _unbatch(matmul(g, matrix_transpose(y)), x, y) if needs[0] else None,
-            _right_adjoint(x, y, g) if needs[1] else None,
-        ]
+        return _product_adjoints(*node.inputs, g, needs)
 
     def jvp(self, node, dx, dy):
-        x, y = node.inputs
-        return tangent_sum(
-            None if dx is None else matmul(dx, y),
-            None if dy is None else matmul(x, dy),
-        )
+        return _product_tangent(*node.inputs, dx, dy)
 
     def flops(self, out_shape, x_shape, y_shape):
         """``2·m·n·p`` per matrix product (the lecture's m·p·(2n − 1), rounded up)."""
         return 2 * math.prod(out_shape) * x_shape[-1]
+
+
+def _product_adjoints(x: Node, y: Node, g: Node, needs) -> list[Node | None]:
+    """x̄ = g·yᵀ and ȳ = xᵀ·g, each summed over the batch axes broadcasting added."""
+    return [
+        _unbatch(matmul(g, matrix_transpose(y)), x, y) if needs[0] else None,
+        _right_adjoint(x, y, g) if needs[1] else None,
+    ]
+
+
+def _product_tangent(x: Node, y: Node, dx: Node | None, dy: Node | None) -> Node | None:
+    """d(x·y) = dx·y + x·dy (None stands for zero)."""
+    return tangent_sum(
+        None if dx is None else matmul(dx, y),
+        None if dy is None else matmul(x, dy),
+    )
+
+
+class MatMulSum(Op):
+    """``t₀ + t₁ + …`` in that order, each term a matrix product ``x·y`` or a matrix of the
+    same shape: a BLAS product computes ``C ← A·B + β·C``, and with β = 1 each product after
+    the first is added into the result where it stands (``kernels/blas.py``), with no output,
+    zero-fill and addition pass of its own. :func:`course_lib.passes.accumulate_products`
+    makes it from the sums a backward pass builds (the adjoint of the x that Q, K and V read
+    is ``q̄·W_q + k̄·W_k + v̄·W_v``). Its terms' inputs in order, two for a product, one for a
+    matrix; the values are the sum's (a product added by BLAS rounds its partial sums into C
+    as they come, so the last bits may differ)."""
+
+    name = "matmul_sum"
+    family = "products"
+    attributes = ("terms",)
+    KINDS = ("product", "matrix")
+
+    def __init__(self, terms):
+        terms = tuple(terms)
+        if not terms or any(t not in self.KINDS for t in terms):
+            raise GraphError(f"matmul_sum: terms must be a non-empty sequence of {self.KINDS}, "
+                             f"got {terms!r}")  # fmt: skip
+        super().__init__(terms=terms)
+
+    def split(self, items: Sequence) -> list[tuple]:
+        """``items`` (inputs, their shapes, ...) grouped by term: pairs for products."""
+        groups, at = [], 0
+        for term in self.terms:
+            size = 2 if term == "product" else 1
+            groups.append(tuple(items[at : at + size]))
+            at += size
+        return groups
+
+    def infer_shape(self, *shapes):
+        known = None
+        for term, parts in zip(self.terms, self.split(shapes)):
+            if term == "product":
+                if any(s is not None and len(s) != 2 for s in parts):
+                    raise ValueError("matmul_sum multiplies matrices (2-D) only")
+                shape = MatMul().infer_shape(*parts)
+            else:
+                shape = parts[0]
+            if shape is None:
+                continue
+            if len(shape) != 2 or (known is not None and any(
+                    a is not None and b is not None and a != b for a, b in zip(known, shape))):
+                raise ValueError(f"matmul_sum: the terms' shapes differ ({known} and {shape}); "
+                                 "every term is a matrix of the result's shape")  # fmt: skip
+            known = shape if known is None else tuple(a if a is not None else b
+                                                      for a, b in zip(known, shape))  # fmt: skip
+        return known
+
+    def compute(self, xp, *inputs):
+        groups = list(zip(self.terms, self.split(inputs)))
+        values = [v for _, parts in groups for v in parts]
+        if len({v.dtype for v in values}) > 1:  # mixed dtypes: the plain sum, as promoted
+            return _plain_sum(xp, groups)
+        (first, parts), rest = groups[0], groups[1:]
+        if first == "product":
+            out = xp.matmul(*parts)
+        else:  # a copy to add into: the input itself stays as it was
+            out = xp.array(parts[0], copy=True, order="C")
+        for term, parts in rest:
+            if term == "matrix":
+                out += parts[0]
+            elif not (on_host(xp) and blas.add_product(out, *parts)):
+                out += xp.matmul(*parts)
+        return out
+
+    def gradient(self, node, g, needs):
+        adjoints = []
+        for term, parts, wanted in zip(self.terms, self.split(node.inputs), self.split(needs)):
+            if term == "product":
+                adjoints += _product_adjoints(*parts, g, wanted)
+            else:
+                adjoints.append(g if wanted[0] else None)
+        return adjoints
+
+    def jvp(self, node, *tangents):
+        pieces = []
+        for term, parts, dots in zip(self.terms, self.split(node.inputs), self.split(tangents)):
+            pieces.append(_product_tangent(*parts, *dots) if term == "product" else dots[0])
+        return tangent_sum(*pieces)
+
+    def flops(self, out_shape, *in_shapes):
+        """``2·m·n·p`` per product and ``m·n`` per addition: the products and the sum's."""
+        size = math.prod(out_shape)
+        products = sum(2 * size * parts[0][-1]
+                       for term, parts in zip(self.terms, self.split(in_shapes))
+                       if term == "product")  # fmt: skip
+        return products + (len(self.terms) - 1) * size
+
+
+def _plain_sum(xp, groups):
+    total = None
+    for term, parts in groups:
+        value = xp.matmul(*parts) if term == "product" else parts[0]
+        total = value if total is None else total + value
+    return total
 
 
 def _right_adjoint(x: Node, y: Node, g: Node) -> Node:

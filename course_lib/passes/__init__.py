@@ -11,16 +11,19 @@ from __future__ import annotations
 from .cse import eliminate_common_subexpressions
 from .folding import fold_constants
 from .fusion import Fused, find_regions, fuse_elementwise
-from .matmuls import merge_matmuls
+from .matmuls import accumulate_products, merge_matmuls
 from .rewrite import Graph
 
 # CSE first (equal inputs become one node, so shared operands are found), folding after the
-# matmul merge (constant weights are concatenated once, while optimising), fusion last.
-PIPELINE = (eliminate_common_subexpressions, merge_matmuls, fold_constants, fuse_elementwise)
+# matmul merge (constant weights are concatenated once, while optimising), sums of products
+# before fusion (which would otherwise take their additions), fusion last.
+PIPELINE = (eliminate_common_subexpressions, merge_matmuls, accumulate_products,
+            fold_constants, fuse_elementwise)  # fmt: skip
 
 
 def optimize(outputs: Graph, passes=PIPELINE) -> Graph:
-    """Apply ``passes`` in order (default: CSE, merge matmuls, fold constants, fuse)."""
+    """Apply ``passes`` in order (default: CSE, merge matmuls, accumulate products, fold
+    constants, fuse)."""
     for rewrite in passes:
         outputs = rewrite(outputs)
     return outputs
@@ -29,6 +32,7 @@ def optimize(outputs: Graph, passes=PIPELINE) -> Graph:
 __all__ = [
     "PIPELINE",
     "Fused",
+    "accumulate_products",
     "eliminate_common_subexpressions",
     "find_regions",
     "fold_constants",

@@ -1,14 +1,22 @@
-"""Merging matmuls that share an input: Q, K, V = x @ Wq, x @ Wk, x @ Wv as one matmul.
+"""Two rewrites of matrix products.
 
+Merging matmuls that share an input: Q, K, V = x @ Wq, x @ Wk, x @ Wv as one matmul.
 ``x @ concat(Wq, Wk, Wv)`` reads x once and launches one larger (higher-intensity) matmul;
 slices of its result (views, no copies) replace the three products. The same works for a
 shared right operand: ``Wq @ h, Wk @ h`` becomes ``concat(Wq, Wk) @ h``, split by rows.
+
+Accumulating products into a sum: the backward pass adds the adjoints of an input that
+several products read (``x̄ = q̄·W_q + k̄·W_k + v̄·W_v``); as one ``matmul_sum`` node, BLAS adds
+each product into the result (GEMM's β = 1) instead of writing it alone and adding it after.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+
 from ..graph import Node, apply, is_static, same_kind, topological_order
-from ..ops.linalg import MatMul
+from ..ops.elementwise import Add, AddN
+from ..ops.linalg import MatMul, MatMulSum
 from ..ops.shape import GetItem, concat
 from .rewrite import Graph, copy_with, output_list, transform
 
@@ -90,3 +98,48 @@ def _merged(shared: Node, side: str, members: list[Node]) -> list[Node]:
         slices.append(apply(GetItem(index), product, name=m.name))
         start += size
     return slices
+
+
+def accumulate_products(outputs: Graph) -> Graph:
+    """Each sum (``add``, ``sum_n``) with matrix products among its terms as one
+    ``matmul_sum`` of the same terms in the same order.
+
+    A sum qualifies when it is a matrix of known shape and every term has exactly its shape
+    and the same float dtype where dtypes are known (nothing broadcast or promoted; a
+    ``matmul_sum`` of mixed dtypes adds its terms as they come); a term is taken as a product
+    when it is a matmul of two matrices that nothing else reads (not the graph's output, not
+    another node, not the sum twice), and one such term is needed.
+    """
+    outs = output_list(outputs, "accumulate_products")
+    readers = Counter(i for node in topological_order(outs) for i in node.inputs)
+    readers.update(outs)
+
+    def visit(node: Node, inputs: tuple) -> Node:
+        terms = _terms(node, readers)
+        if terms is None:
+            return copy_with(node, inputs)
+        operands = []
+        for term, new in zip(terms, inputs):
+            operands += new.inputs if term == "product" else [new]
+        return apply(MatMulSum(terms), *operands, name=node.name)
+
+    return same_kind(outputs, transform(outs, visit))
+
+
+def _terms(node: Node, readers: Counter) -> tuple[str, ...] | None:
+    """The kinds of ``node``'s terms if it is a sum to accumulate, else None."""
+    if not isinstance(node.op, (Add, AddN)) or not is_static(node.shape) or node.ndim != 2:
+        return None
+    dtypes = {i.dtype for i in (node, *node.inputs)} - {None}  # unknown: checked at run time
+    if len(dtypes) > 1 or any(d.kind != "f" for d in dtypes):
+        return None
+    if any(i.shape != node.shape for i in node.inputs):
+        return None
+    terms = tuple("product" if _lone_product(i, readers) else "matrix" for i in node.inputs)
+    return terms if "product" in terms else None
+
+
+def _lone_product(node: Node, readers: Counter) -> bool:
+    return isinstance(node.op, MatMul) and readers[node] == 1 and all(
+        i.ndim == 2 for i in node.inputs
+    )
