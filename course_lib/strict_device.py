@@ -35,6 +35,16 @@ _REFUSED = (
 )
 
 
+class _Pointer:
+    """CuPy's ``MemoryPointer``, the part course_lib reads: ``ptr``, where the first element
+    is (the optimiser's overlap checks compare arrays' byte ranges with it)."""
+
+    __slots__ = ("ptr",)
+
+    def __init__(self, ptr: int):
+        self.ptr = ptr
+
+
 class _Flags:
     """CuPy's flags: contiguity only (no ``writeable``)."""
 
@@ -154,6 +164,7 @@ class StrictArray:
     strides = property(lambda self: self._a.strides)
     T = property(lambda self: StrictArray(self._a.T))
     flags = property(lambda self: _Flags(self._a))
+    data = property(lambda self: _Pointer(self._a.__array_interface__["data"][0]))
     device = "strict"
 
     @property

@@ -175,6 +175,13 @@ def test_matmul_sum_refuses_terms_it_does_not_know_and_shapes_that_differ():
     a, b, e = cl.variable("a", (5, 7)), cl.variable("b", (7, 3)), cl.variable("e", (5, 4))
     with pytest.raises(cl.ShapeError, match="matmul_sum: the terms' shapes differ"):
         apply(MatMulSum(("product", "matrix")), a, b, e)
+    e = cl.variable("e", (5, 3))
+    for terms, inputs in ((("product",), (a, b, e)), (("product", "matrix"), (a, b))):
+        with pytest.raises(cl.ShapeError, match=r"matmul_sum: its terms .* take \d inputs"):
+            apply(MatMulSum(terms), *inputs)
+    for odd in (cl.variable("s", ()), cl.variable("v", (3,))):
+        with pytest.raises(cl.ShapeError, match=r"every term and factor is a matrix \(2-D\)"):
+            apply(MatMulSum(("product", "matrix")), a, b, odd)
 
 
 def test_the_pipeline_accumulates_and_the_training_step_does_without_optimize():

@@ -374,3 +374,37 @@ def test_write_back_copies_state_values_that_share_memory_or_differ_in_kind(on_h
         optimizer.write_back(arrays, [new_a, odd, v.copy()])
         assert optimizer.m["a"] is old_m and optimizer.m["a"].dtype == np.float32
         np.testing.assert_array_equal(old_m, odd)
+
+
+def _strict_adamw_run(xp):
+    """An AdamW over one strict-device vector "a" and one run's values (new a, m, v)."""
+    arrays = {"a": xp.asarray(np.zeros(4, np.float32))}
+    optimizer = AdamW(arrays, lr=0.1)
+    w, g = cl.variable("a", (4,), np.float32), cl.variable("ga", (4,), np.float32)
+    run = cl.Executor(optimizer.update_nodes({"a": w}, {"a": g}))
+    feed = {w: arrays["a"], g: xp.asarray(np.ones(4, np.float32))} | optimizer.feed()
+    return arrays, optimizer, run.run(feed)
+
+
+def test_write_back_on_the_strict_device_copies_state_values_that_share_memory():
+    # copied, as on the host: a device array's bytes are found from its data.ptr and strides
+    with cl.backend.use_device("strict"):
+        xp = cl.backend.xp()
+        arrays, optimizer, (new_a, m, v) = _strict_adamw_run(xp)
+        optimizer.write_back(arrays, [new_a, new_a[:], v])  # m's value: a view of a's value
+        kept = cl.to_numpy(optimizer.m["a"])
+        new_a[...] = xp.asarray(np.full(4, 7.0, np.float32))  # the caller's array, changed later
+        np.testing.assert_array_equal(cl.to_numpy(optimizer.m["a"]), kept)
+
+        shared = xp.asarray(np.arange(8.0, dtype=np.float32))
+        optimizer.write_back(arrays, [new_a, shared[:4], shared[2:6]])  # m and v overlap
+        kept = cl.to_numpy(optimizer.v["a"])
+        optimizer.m["a"][...] = xp.asarray(np.zeros(4, np.float32))
+        np.testing.assert_array_equal(cl.to_numpy(optimizer.v["a"]), kept)
+
+        whole = xp.asarray(np.arange(16.0, dtype=np.float32))
+        strided = {"a": whole[::4]}  # a parameter spanning 13 floats in 4 (its [2] is whole[8])
+        optimizer.write_back(strided, [new_a, whole[8:12], v.copy()])  # m's value: whole[8:12]
+        kept = cl.to_numpy(optimizer.m["a"])
+        strided["a"][...] = xp.asarray(np.full(4, -1.0, np.float32))
+        np.testing.assert_array_equal(cl.to_numpy(optimizer.m["a"]), kept)

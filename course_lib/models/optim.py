@@ -177,12 +177,21 @@ def _overlaps(arrays: Sequence[tuple[str, object]]):
 
 
 def _byte_span(array) -> tuple[int, int]:
-    """The bytes ``array`` spans: NumPy's bounds, a CuPy array's pointer and size, else the
-    object itself (an array type that says neither)."""
+    """The bytes ``array``'s elements lie in: NumPy's bounds; a device array's (CuPy's, the
+    strict device's) from the first element's address (``data.ptr``) and its strides, as
+    NumPy computes them; else the object itself (an array type that says neither)."""
     if isinstance(array, np.ndarray):
         return byte_bounds(array)
     pointer = getattr(getattr(array, "data", None), "ptr", None)
-    return (pointer, pointer + array.nbytes) if pointer is not None else (id(array), id(array) + 1)
+    if pointer is None:
+        return id(array), id(array) + 1
+    low, high = pointer, pointer + array.itemsize
+    for size, stride in zip(array.shape, array.strides):
+        if stride < 0:
+            low += (size - 1) * stride
+        else:
+            high += (size - 1) * stride
+    return low, high
 
 
 def _check_target(what: str, label: str, target, value) -> None:

@@ -98,18 +98,20 @@ class MatMulSum(Op):
         return groups
 
     def infer_shape(self, *shapes):
+        arity = sum(2 if term == "product" else 1 for term in self.terms)
+        if len(shapes) != arity:
+            raise ValueError(f"matmul_sum: its terms {self.terms} take {arity} inputs (two for "
+                             f"a product, one for a matrix), got {len(shapes)}")  # fmt: skip
         known = None
         for term, parts in zip(self.terms, self.split(shapes)):
-            if term == "product":
-                if any(s is not None and len(s) != 2 for s in parts):
-                    raise ValueError("matmul_sum multiplies matrices (2-D) only")
-                shape = MatMul().infer_shape(*parts)
-            else:
-                shape = parts[0]
+            if any(s is not None and len(s) != 2 for s in parts):
+                raise ValueError(f"matmul_sum: every term and factor is a matrix (2-D), got "
+                                 f"shapes {parts} for a {term}")  # fmt: skip
+            shape = _MATMUL.infer_shape(*parts) if term == "product" else parts[0]
             if shape is None:
                 continue
-            if len(shape) != 2 or (known is not None and any(
-                    a is not None and b is not None and a != b for a, b in zip(known, shape))):
+            if known is not None and any(
+                    a is not None and b is not None and a != b for a, b in zip(known, shape)):
                 raise ValueError(f"matmul_sum: the terms' shapes differ ({known} and {shape}); "
                                  "every term is a matrix of the result's shape")  # fmt: skip
             known = shape if known is None else tuple(a if a is not None else b
@@ -123,14 +125,14 @@ class MatMulSum(Op):
             return _plain_sum(xp, groups)
         (first, parts), rest = groups[0], groups[1:]
         if first == "product":
-            out = xp.matmul(*parts)
+            out = _MATMUL.compute(xp, *parts)
         else:  # a copy to add into: the input itself stays as it was
             out = xp.array(parts[0], copy=True, order="C")
         for term, parts in rest:
             if term == "matrix":
                 out += parts[0]
             elif not (on_host(xp) and blas.add_product(out, *parts)):
-                out += xp.matmul(*parts)
+                out += _MATMUL.compute(xp, *parts)  # on a GPU: the kernel matmul's switch picks
         return out
 
     def gradient(self, node, g, needs):
@@ -160,7 +162,7 @@ class MatMulSum(Op):
 def _plain_sum(xp, groups):
     total = None
     for term, parts in groups:
-        value = xp.matmul(*parts) if term == "product" else parts[0]
+        value = _MATMUL.compute(xp, *parts) if term == "product" else parts[0]
         total = value if total is None else total + value
     return total
 
