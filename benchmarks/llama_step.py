@@ -11,7 +11,8 @@ take the same steps: after the timing one more step of each must give the same l
 (:func:`same_losses`), or the run stops. Alternating blocks of steps (the first step of each
 block is a warm-up: worker threads of the other library spin for a while after its last
 call), medians; each step ends by reading the loss, so GPU work is finished when the clock
-stops. ``--cpu-time`` (one thread, CPU) times by the process's CPU time instead of the wall
+stops. Beside the ratio of the medians, the median of each round's ratio of block medians
+(``perf.ratio_by_rounds``: a drift of the machine's speed between rounds moves it less). ``--cpu-time`` (one thread, CPU) times by the process's CPU time instead of the wall
 clock: on a shared machine another process's time on the core is then not counted.
 Run: ``.venv/bin/python benchmarks/llama_step.py [--device gpu] [--model gpu]`` (needs the
 ``oracle`` extra: PyTorch and threadpoolctl). Targets (:func:`target`): CPU ratio <= 1.0 on
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import statistics
 import sys
 import time
 
@@ -40,7 +42,7 @@ from course_lib.backend import to_numpy
 from course_lib.models import Llama, LlamaConfig
 from course_lib.models.optim import AdamW
 from course_lib.models.train import training_step
-from course_lib.perf import blocked_medians
+from course_lib.perf import blocked_medians, blocked_times, ratio_by_rounds
 
 MODELS = {
     "tiny": (LlamaConfig.tiny(), 16, 128),
@@ -193,8 +195,9 @@ def main() -> None:
         print("PyTorch is not installed (pip install -e '.[oracle]'); showing course_lib only")
     with threadpool_limits(limits=args.threads):  # NumPy's OpenBLAS would use every core
         clock = time.process_time if args.cpu_time else time.perf_counter
-        medians = blocked_medians(fns, rounds=args.rounds, per_block=args.per_block, clock=clock)
+        blocks = blocked_times(fns, rounds=args.rounds, per_block=args.per_block, clock=clock)
         losses = same_losses(fns)
+    medians = {name: statistics.median([t for b in bs for t in b]) for name, bs in blocks.items()}
     steps = args.rounds * args.per_block
     where = cl.describe_device() if args.device != "cpu" else (
         f"CPU, {args.threads} thread{'s' if args.threads != 1 else ''}")
@@ -207,7 +210,9 @@ def main() -> None:
         print(f"  {name:12s} {seconds * 1e3:8.1f} ms")
     if "PyTorch" in medians:
         ratio = medians["course_lib"] / medians["PyTorch"]
-        print(f"  ratio course_lib/PyTorch = {ratio:.2f}  (target <= {target(args)})")
+        by_rounds = ratio_by_rounds(blocks["course_lib"], blocks["PyTorch"])
+        print(f"  ratio course_lib/PyTorch = {ratio:.2f}  (target <= {target(args)}); "
+              f"round by round {by_rounds:.2f} (the median of the {args.rounds} rounds' ratios)")
     print(losses)
     if args.profile and args.device == "cpu":
         for threads in sorted({1, args.threads}):

@@ -181,3 +181,21 @@ def test_counts_of_the_timing_helpers_are_checked(action, error, words):
 def test_op_cost_refuses_what_is_not_an_op(node):
     with pytest.raises(cl.GraphError, match="op_cost: .* is not an op node"):
         op_cost(node)
+
+
+def test_blocked_times_keeps_each_rounds_block_and_the_medians_pool_them():
+    ticks, calls = iter(range(1000)), []
+    clock = lambda: next(ticks)  # noqa: E731 (one tick a read: a run between two reads takes 1)
+    fns = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
+    blocks = timing.blocked_times(fns, rounds=2, per_block=3, settle=1, clock=clock)
+    assert calls == ["a"] * 4 + ["b"] * 4 + ["a"] * 4 + ["b"] * 4  # the settle run not counted
+    assert {n: [len(b) for b in bs] for n, bs in blocks.items()} == {"a": [3, 3], "b": [3, 3]}
+    assert timing.blocked_medians(fns, rounds=2, per_block=3, clock=clock) == {"a": 1, "b": 1}
+
+
+def test_ratio_by_rounds_is_the_median_of_each_rounds_ratio():
+    course, torch = [[2.0, 2.2, 9.0], [4.0, 4.1, 4.0], [1.0, 1.0, 1.0]], [[2.0], [2.0], [1.0]]
+    assert timing.ratio_by_rounds(course, torch) == pytest.approx(1.1)  # 1.1, 2.0, 1.0
+    for bad in ([[1.0]], [[1.0], []], []):
+        with pytest.raises(cl.GraphError, match="ratio_by_rounds: needs the same number"):
+            timing.ratio_by_rounds(bad, [[1.0], [1.0]])

@@ -9,7 +9,14 @@ from .points import KernelPoint, measure_graph, measure_kernel
 from .repeat import OpRepeat, chained_ops, measure_op_repeat
 from .search import Candidate, search_fusions
 from .threads import ThreadLimits, limit_threads
-from .timing import best_seconds, blocked_medians, interleaved_medians, median_seconds
+from .timing import (
+    best_seconds,
+    blocked_medians,
+    blocked_times,
+    interleaved_medians,
+    median_seconds,
+    ratio_by_rounds,
+)
 
 __all__ = [
     "Candidate",
@@ -23,6 +30,7 @@ __all__ = [
     "best_seconds",
     "chained_ops",
     "blocked_medians",
+    "blocked_times",
     "flops_by_node",
     "interleaved_medians",
     "limit_threads",
@@ -34,5 +42,6 @@ __all__ = [
     "measure_roofline",
     "median_seconds",
     "op_cost",
+    "ratio_by_rounds",
     "search_fusions",
 ]

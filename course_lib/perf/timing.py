@@ -65,7 +65,22 @@ def blocked_medians(
     settle: int = 1,
     clock: Callable[[], float] = time.perf_counter,
 ) -> dict[K, float]:
-    """Medians of several functions run in blocks (A A A, B B B, A A A, ...), ``rounds`` times.
+    """Medians of several functions run in blocks (A A A, B B B, A A A, ...), ``rounds`` times
+    (:func:`blocked_times`), each over all its timed runs."""
+    blocks = _blocks(fns, rounds, per_block, settle, clock, "blocked_medians")
+    return {name: statistics.median([t for block in bs for t in block])
+            for name, bs in blocks.items()}  # fmt: skip
+
+
+def blocked_times(
+    fns: Mapping[K, Callable],
+    rounds: int = 3,
+    per_block: int = 3,
+    settle: int = 1,
+    clock: Callable[[], float] = time.perf_counter,
+) -> dict[K, list[list[float]]]:
+    """Several functions run in blocks (A A A, B B B, A A A, ...), ``rounds`` times: each
+    one's timed runs, block by block (``times[name][round]``).
 
     For work that keeps thread pools busy (BLAS, OpenMP): the first ``settle`` runs of each
     block let the other library's worker threads go idle and are not counted, so each
@@ -73,23 +88,41 @@ def blocked_medians(
     ``clock``: wall time by default; ``time.process_time`` counts this process's CPU time
     (for one thread: time another process takes from the core is not counted).
     """
+    return _blocks(fns, rounds, per_block, settle, clock, "blocked_times")
+
+
+def _blocks(fns, rounds, per_block, settle, clock, what: str) -> dict:
     if not callable(clock):
-        raise GraphError(f"blocked_medians: clock must be a function, got {clock!r}")
-    _check_functions(fns, "blocked_medians")
-    rounds = params.count(rounds, "blocked_medians: rounds", minimum=1)
-    per_block = params.count(per_block, "blocked_medians: per_block", minimum=1)
-    settle = params.count(settle, "blocked_medians: settle")
-    times: dict[K, list[float]] = {name: [] for name in fns}
+        raise GraphError(f"{what}: clock must be a function, got {clock!r}")
+    _check_functions(fns, what)
+    rounds = params.count(rounds, f"{what}: rounds", minimum=1)
+    per_block = params.count(per_block, f"{what}: per_block", minimum=1)
+    settle = params.count(settle, f"{what}: settle")
+    times: dict = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
+            block = []
             for i in range(settle + per_block):
                 synchronize()
                 start = clock()
                 fn()
                 synchronize()
                 if i >= settle:
-                    times[name].append(clock() - start)
-    return {name: statistics.median(ts) for name, ts in times.items()}
+                    block.append(clock() - start)
+            times[name].append(block)
+    return times
+
+
+def ratio_by_rounds(blocks: list[list[float]], others: list[list[float]]) -> float:
+    """The median over rounds of one block's median time over the other's in the same round
+    (:func:`blocked_times`). The machine's speed may drift over minutes; a drift between
+    rounds moves both blocks of a round alike, and so moves this ratio less than the ratio
+    of the overall medians."""
+    if len(blocks) != len(others) or not blocks or not all(map(len, [*blocks, *others])):
+        raise GraphError(f"ratio_by_rounds: needs the same number of rounds (one or more) on "
+                         f"each side, each with a time, got {blocks!r} and {others!r}")  # fmt: skip
+    return statistics.median(statistics.median(a) / statistics.median(b)
+                             for a, b in zip(blocks, others))  # fmt: skip
 
 
 def _check_functions(fns, what: str) -> None:
