@@ -1,6 +1,6 @@
 """Sums of products accumulated by BLAS (``passes.accumulate_products``) against the plain sum.
 
-Two sizes, the tiny LLaMA step's (B16 T128: 2048 rows, dim 256, 4 kv heads of 32, ffn 688):
+At the tiny LLaMA step's sizes (B16 T128: 2048 rows, dim 256, 4 kv heads of 32, ffn 688):
 - the two sums its backward pass builds per layer, products included, each graph run by an
   executor: ``x̄ = q̄·W_q + k̄·W_k + v̄·W_v`` (``sum_n`` of three products) and the gated MLP's
   ``ḡ·W_gate + ū·W_up``;

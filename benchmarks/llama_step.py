@@ -12,8 +12,9 @@ take the same steps: after the timing one more step of each must give the same l
 block is a warm-up: worker threads of the other library spin for a while after its last
 call), medians; each step ends by reading the loss, so GPU work is finished when the clock
 stops. Beside the ratio of the medians, the median of each round's ratio of block medians
-(``perf.ratio_by_rounds``: a drift of the machine's speed between rounds moves it less). ``--cpu-time`` (one thread, CPU) times by the process's CPU time instead of the wall
-clock: on a shared machine another process's time on the core is then not counted.
+(``perf.ratio_by_rounds``: a drift of the machine's speed between rounds moves it less).
+``--cpu-time`` (one thread, CPU) times by the process's CPU time instead of the wall clock:
+on a shared machine another process's time on the core is then not counted.
 Run: ``.venv/bin/python benchmarks/llama_step.py [--device gpu] [--model gpu]`` (needs the
 ``oracle`` extra: PyTorch and threadpoolctl). Targets (:func:`target`): CPU ratio <= 1.0 on
 1 thread, <= 1.2 on 2, <= 1.5 on more; GPU <= 3 for tiny (launch-bound), <= 1.5 for the gpu

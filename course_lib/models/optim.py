@@ -251,10 +251,11 @@ class Optimizer:
         into ``arrays`` (in place, so the model sees them), the new state into the optimiser.
         A target array on the host gets a host copy of its value (a device's result).
 
-        The optimiser's own state is not copied: a new value that is an array like the old
-        one (type, dtype, shape, contiguous, writable) and shares no memory with any other
-        value or target takes the old array's place, as an executor's fresh outputs do (a
-        training step's moments are two thirds of what it would copy).
+        The optimiser's own state is not copied where it need not be: a new value that is an
+        array like the old one (type, dtype, shape, C-contiguous, writable) and shares no
+        memory with any other value or target takes the old array's place, as an executor's
+        fresh outputs do (a training step's moments are two thirds of what it would copy);
+        any other value is copied into the old array.
 
         All or nothing: every target is checked (it exists, is writable and has its value's
         shape) before any is written, so a refused step leaves everything as it was."""

@@ -47,9 +47,9 @@ def training_step(
     """The executor of one step (outputs: loss, then the optimiser's update nodes, whose
     results go to ``optimizer.write_back``), cached on the model as long as the optimiser
     lives; ``optimize`` runs the graph optimisation passes on it first. Either way the sums
-    of products the backward pass builds become ``matmul_sum`` nodes
-    (:func:`~course_lib.passes.accumulate_products`: on the host, BLAS adds each product into
-    the sum)."""
+    with matrix products among their terms (the backward pass's, the forward residual adds)
+    become ``matmul_sum`` nodes (:func:`~course_lib.passes.accumulate_products`, run on the
+    graph as built: on the host, BLAS adds each product after the first term into the sum)."""
 
     def build():
         graph, grads = model.loss_graph(batch, seq)

@@ -7,7 +7,8 @@ shared right operand: ``Wq @ h, Wk @ h`` becomes ``concat(Wq, Wk) @ h``, split b
 
 Accumulating products into a sum: the backward pass adds the adjoints of an input that
 several products read (``x̄ = q̄·W_q + k̄·W_k + v̄·W_v``); as one ``matmul_sum`` node, BLAS adds
-each product into the result (GEMM's β = 1) instead of writing it alone and adding it after.
+each product after the first term into the result (GEMM's β = 1, on the host) instead of
+writing it alone and adding it after.
 """
 
 from __future__ import annotations

@@ -175,8 +175,9 @@ def jit(
         axis counts from the end. An index or axis that the call's arguments do not have
         is an error.
     optimize : bool, optional
-        Apply the graph optimisation passes (:func:`course_lib.passes.optimize`: constant
-        folding, CSE, merged matmuls, elementwise fusion) to each traced graph.
+        Apply the graph optimisation passes (:func:`course_lib.passes.optimize`: CSE,
+        merged matmuls, accumulated products, constant folding, elementwise fusion) to each
+        traced graph.
     max_traces : int, optional
         At most this many traced graphs (None: no limit). Once they are cached, a call that
         misses every guard runs ``fn`` eagerly on Tensors instead of tracing again.
