@@ -408,3 +408,19 @@ def test_write_back_on_the_strict_device_copies_state_values_that_share_memory()
         kept = cl.to_numpy(optimizer.m["a"])
         strided["a"][...] = xp.asarray(np.full(4, -1.0, np.float32))
         np.testing.assert_array_equal(cl.to_numpy(optimizer.m["a"]), kept)
+
+
+def test_write_back_stores_the_values_as_they_were_when_it_was_called(on_host):
+    """Values that are the targets' own arrays, swapped: each target gets what the other held
+    before the call, not what an earlier copy of this call wrote there."""
+    arrays = {"a": np.zeros(4, np.float32), "b": np.ones(4, np.float32)}
+    optimizer, _ = _adamw_run(arrays)
+    optimizer.m["a"][:], optimizer.v["a"][:] = 2.0, 3.0
+    m, v = optimizer.m["a"], optimizer.v["a"]
+    a, b = arrays["a"], arrays["b"]
+    values = [b, a, v, m, optimizer.v["b"].copy(), optimizer.m["b"].copy()]
+    optimizer.write_back(arrays, values)
+    np.testing.assert_array_equal(arrays["a"], 1.0)
+    np.testing.assert_array_equal(arrays["b"], 0.0)
+    np.testing.assert_array_equal(optimizer.m["a"], 3.0)
+    np.testing.assert_array_equal(optimizer.v["a"], 2.0)

@@ -255,7 +255,9 @@ class Optimizer:
         array like the old one (type, dtype, shape, C-contiguous, writable) and shares no
         memory with any other value or target takes the old array's place, as an executor's
         fresh outputs do (a training step's moments are two thirds of what it would copy);
-        any other value is copied into the old array.
+        any other value is copied into the old array. Every target gets its value as it was
+        when ``write_back`` was called (values that share memory with targets or with each
+        other, even swapped ones, are copied first).
 
         All or nothing: every target is checked (it exists, is writable and has its value's
         shape) before any is written, so a refused step leaves everything as it was."""
@@ -276,6 +278,10 @@ class Optimizer:
         for (label, target), value in zip(targets, values):
             _check_target(what, label, target, value)
         shared = _shared(targets, values)
+        # a value that shares memory with a target (or another value) as it was at the call,
+        # before a copy below writes into that memory
+        values = [value.copy() if label in shared else value
+                  for (label, _), value in zip(targets, values)]  # fmt: skip
         for (_, target), value in zip(params, values):
             _copy_into(target, value)
         for (label, store, key), value in zip(state, values[len(params):]):
