@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import statistics
 import sys
 import time
 
@@ -43,7 +42,7 @@ from course_lib.backend import to_numpy
 from course_lib.models import Llama, LlamaConfig
 from course_lib.models.optim import AdamW
 from course_lib.models.train import training_step
-from course_lib.perf import blocked_medians, blocked_times, ratio_by_rounds
+from course_lib.perf import blocked_medians, blocked_times, pooled_medians, ratio_by_rounds
 
 MODELS = {
     "tiny": (LlamaConfig.tiny(), 16, 128),
@@ -198,7 +197,7 @@ def main() -> None:
         clock = time.process_time if args.cpu_time else time.perf_counter
         blocks = blocked_times(fns, rounds=args.rounds, per_block=args.per_block, clock=clock)
         losses = same_losses(fns)
-    medians = {name: statistics.median([t for b in bs for t in b]) for name, bs in blocks.items()}
+    medians = pooled_medians(blocks)
     steps = args.rounds * args.per_block
     where = cl.describe_device() if args.device != "cpu" else (
         f"CPU, {args.threads} thread{'s' if args.threads != 1 else ''}")

@@ -191,6 +191,7 @@ def test_blocked_times_keeps_each_rounds_block_and_the_medians_pool_them():
     assert calls == ["a"] * 4 + ["b"] * 4 + ["a"] * 4 + ["b"] * 4  # the settle run not counted
     assert {n: [len(b) for b in bs] for n, bs in blocks.items()} == {"a": [3, 3], "b": [3, 3]}
     assert timing.blocked_medians(fns, rounds=2, per_block=3, clock=clock) == {"a": 1, "b": 1}
+    assert timing.pooled_medians({"a": [[1.0, 5.0], [2.0]], "b": [[3.0]]}) == {"a": 2.0, "b": 3.0}
 
 
 def test_ratio_by_rounds_is_the_median_of_each_rounds_ratio():

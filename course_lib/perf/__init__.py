@@ -15,6 +15,7 @@ from .timing import (
     blocked_times,
     interleaved_medians,
     median_seconds,
+    pooled_medians,
     ratio_by_rounds,
 )
 
@@ -42,6 +43,7 @@ __all__ = [
     "measure_roofline",
     "median_seconds",
     "op_cost",
+    "pooled_medians",
     "ratio_by_rounds",
     "search_fusions",
 ]

@@ -67,7 +67,11 @@ def blocked_medians(
 ) -> dict[K, float]:
     """Medians of several functions run in blocks (A A A, B B B, A A A, ...), ``rounds`` times
     (:func:`blocked_times`), each over all its timed runs."""
-    blocks = _blocks(fns, rounds, per_block, settle, clock, "blocked_medians")
+    return pooled_medians(_blocks(fns, rounds, per_block, settle, clock, "blocked_medians"))
+
+
+def pooled_medians(blocks: Mapping[K, list[list[float]]]) -> dict[K, float]:
+    """Each function's median over all its blocks' times (:func:`blocked_times`)."""
     return {name: statistics.median([t for block in bs for t in block])
             for name, bs in blocks.items()}  # fmt: skip
 
