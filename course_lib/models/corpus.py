@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import backend, params
-from ..errors import ParameterError, ShapeError
+from ..errors import FeedError, GraphError, ParameterError, ShapeError
 
 
 @lru_cache(maxsize=4)
@@ -22,6 +22,7 @@ def stdlib_docstrings(max_chars: int = 1_500_000) -> str:
     Files are read in sorted order until ``max_chars`` characters are collected, so the
     text is the same on every run with the same Python (and cached in memory).
     """
+    max_chars = params.count(max_chars, "stdlib_docstrings: max_chars", 0)
     root = Path(sysconfig.get_paths()["stdlib"])
     parts: list[str] = []
     total = 0
@@ -66,18 +67,23 @@ def split_tokens(tokens: np.ndarray, held_out: float = 0.1) -> tuple[np.ndarray,
     cut = tokens.size - int(round(held_out * tokens.size))
     if not 0 < cut < tokens.size:
         raise ShapeError(
-            f"split_tokens: {tokens.size} tokens leave no text on one side of a "
-            f"{held_out:g} split"
+            f"split_tokens: {tokens.size} tokens leave no text on one side of a {held_out:g} split"
         )
     return tokens[:cut], tokens[cut:]
 
 
 def random_windows(tokens: np.ndarray, batch: int, seq: int, rng: np.random.Generator):
     """``batch`` windows of ``seq`` consecutive tokens at random offsets: (batch, seq)."""
-    tokens = host_tokens(tokens, "tokens")
+    tokens = host_tokens(tokens, "random_windows: tokens")
+    batch = params.positive_size(batch, "random_windows: batch")
+    seq = params.positive_size(seq, "random_windows: seq")
+    if not isinstance(rng, np.random.Generator):
+        raise GraphError(f"random_windows: rng must be a numpy.random.Generator "
+                         f"(np.random.default_rng(seed)), got {type(rng).__name__}")  # fmt: skip
     if tokens.ndim != 1 or tokens.size < seq:
-        raise ShapeError(
-            f"need a 1-D token array of at least seq={seq} tokens, got shape {tokens.shape}"
-        )
+        raise ShapeError(f"random_windows: need a 1-D token array of at least seq={seq} "
+                         f"tokens, got shape {tokens.shape}")  # fmt: skip
+    if tokens.dtype.kind not in "iu":
+        raise FeedError(f"random_windows: tokens must be integer ids, got dtype {tokens.dtype}")
     starts = rng.integers(0, tokens.size - seq + 1, size=batch)
     return tokens[starts[:, None] + np.arange(seq)]

@@ -64,6 +64,21 @@ class KVCache:
         """(keys, values) per layer, or None when nothing is cached yet."""
         return list(zip(self.keys, self.values)) if self.keys else None
 
+    def check_params(self, arrays: dict) -> None:
+        """A ShapeError unless this cache's parameters have the names and shapes of
+        ``arrays`` (a cache made by a model of another configuration cannot continue)."""
+        mine = {name: tuple(t.shape) for name, t in self.params.items()}
+        theirs = {name: tuple(a.shape) for name, a in arrays.items()}
+        if mine != theirs:
+            name = next(n for n in sorted(mine.keys() | theirs.keys())
+                        if mine.get(n) != theirs.get(n))  # fmt: skip
+            raise ShapeError(
+                f"KVCache: this cache was made by a model of another configuration "
+                f"(parameter {name}: {mine.get(name, 'absent')} in the cache, "
+                f"{theirs.get(name, 'absent')} in the model); prefill with this model "
+                "(decode without a cache)"
+            )
+
     def check_room(self, batch: int, new: int, max_seq_len: int) -> None:
         """A ShapeError unless ``new`` tokens of ``batch`` sequences fit after the cached ones."""
         if self.batch is not None and batch != self.batch:

@@ -150,6 +150,7 @@ class Llama(DecoderLM):
         batch, seq = tokens.shape
         if batch < 1 or (seq < 1 and not cache.length):
             raise self.shape_error(batch, seq)
+        cache.check_params(self.params)
         cache.check_room(batch, seq, self.config.max_seq_len)
         with no_grad():
             logits, _, present = self.build_decoder(Tensor(tokens), cache.params, cache.past())

@@ -9,7 +9,7 @@ cache each step feeds only the new token (:mod:`~course_lib.models.kv_cache`).
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence, Set
 
 import numpy as np
 
@@ -23,7 +23,12 @@ def next_token_distribution(logits: np.ndarray, temperature: float, top_k: int |
     """Probabilities from one logits row: divided by ``temperature``, only the ``top_k``
     largest kept. ``temperature == 0`` puts all mass on the argmax (greedy decoding).
     Logits with a NaN or +inf (a model whose numbers diverged) are a :class:`NumericError`."""
-    logits = np.asarray(logits, dtype=np.float64)
+    logits = params.numeric_array(np.asarray(logits), "sampling: logits").astype(np.float64)
+    if logits.ndim != 1 or logits.size == 0:
+        raise ShapeError(
+            f"sampling: the logits must be one non-empty row (vocab_size,), got shape "
+            f"{logits.shape}; for model.logits(...) of shape (batch, seq, vocab) pass [0, -1]"
+        )
     temperature = params.in_range(temperature, "sampling: temperature", 0.0)
     if top_k is not None:
         top_k = params.count(top_k, "sampling: top_k", 1, logits.size)
@@ -65,18 +70,21 @@ def generate(
 
     ``kv_cache=True`` (models with a ``decode`` method, such as :class:`Llama`) prefills the
     prompt once and then feeds one token per step (:mod:`~course_lib.models.kv_cache`);
-    without it every step recomputes the whole context. Both give the same tokens. Once
-    the context fills the window, each step starts a new window at position 0, which is a
-    prefill again: the cache saves work only while the text fits in ``max_seq_len``.
+    without it every step recomputes the whole context. Both give the same tokens up to
+    rounding: their logits differ in the last bits (about 1e-6 in float32), so a near-tie
+    between two tokens can go either way. Once the context fills the window, each step
+    starts a new window at position 0, which is a prefill again: the cache saves work only
+    while the text fits in ``max_seq_len``.
     """
+    vocab = model.config.vocab_size
     max_new_tokens = params.count(max_new_tokens, "generate: max_new_tokens", 0)
     params.in_range(temperature, "generate: temperature", 0.0)
     if top_k is not None:
-        params.count(top_k, "generate: top_k", 1)
+        params.count(top_k, "generate: top_k", 1, vocab)
+    seed = params.count(seed, "generate: seed", 0)
     params.flag(kv_cache, "generate: kv_cache")
     tokenizer = ByteTokenizer()
     as_text = isinstance(prompt, str)
-    vocab = model.config.vocab_size
     if as_text and vocab > 256:
         raise FeedError(
             f"generate: a text prompt needs a byte-level model (vocab_size 256), but this one "
@@ -99,6 +107,12 @@ def _prompt_ids(prompt, vocab_size: int) -> list[int]:
     if backend.device_of(prompt) is not None:  # an array: ids of the host or this device
         backend.refuse_foreign(prompt, "generate: prompt")
         prompt = backend.to_numpy(prompt)
+        if prompt.ndim != 1:
+            raise ShapeError(f"generate: the prompt must be one sequence of token ids (1-D), "
+                             f"got an array of shape {prompt.shape}")  # fmt: skip
+    if isinstance(prompt, (Set, Mapping)):  # no order: the text would be scrambled
+        raise GraphError(f"generate: the prompt must be a str or a sequence of token ids, "
+                         f"got a {type(prompt).__name__}, which has no order")  # fmt: skip
     try:
         tokens = list(prompt)
     except TypeError:

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ..errors import FeedError
+from ..errors import FeedError, GraphError, ParameterError
 
 
 class ByteTokenizer:
@@ -18,12 +18,27 @@ class ByteTokenizer:
     def encode(self, text: str) -> np.ndarray:
         """The UTF-8 bytes of ``text`` as an int64 array."""
         if not isinstance(text, str):
-            raise TypeError(f"encode takes a str, got {type(text).__name__}")
-        return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int64)
+            raise GraphError(f"ByteTokenizer.encode takes a str, got {type(text).__name__}")
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError as error:  # a lone surrogate such as "\ud800"
+            raise ParameterError(
+                f"ByteTokenizer.encode: text[{error.start}] = {text[error.start]!r} is a lone "
+                "surrogate, which has no UTF-8 bytes"
+            ) from None
+        return np.frombuffer(data, dtype=np.uint8).astype(np.int64)
 
     def decode(self, ids: Iterable[int]) -> str:
-        """The text of byte ids (each in [0, 256))."""
-        array = np.asarray(list(ids) if not hasattr(ids, "shape") else ids).reshape(-1)
+        """The text of byte ids (integers, each in [0, 256))."""
+        try:
+            array = np.asarray(list(ids) if not hasattr(ids, "shape") else ids).reshape(-1)
+        except TypeError:
+            raise GraphError(f"ByteTokenizer.decode takes a sequence of byte ids, got "
+                             f"{type(ids).__name__}") from None  # fmt: skip
+        if array.size and array.dtype.kind not in "iu":  # floats, bools, text, None
+            raise FeedError(f"ByteTokenizer.decode: byte ids must be integers in [0, 256), "
+                            f"got {array.dtype} values")  # fmt: skip
         if array.size and (array.min() < 0 or array.max() > 255):
-            raise FeedError(f"byte ids must lie in [0, 256), got {array.min()} to {array.max()}")
+            raise FeedError(f"ByteTokenizer.decode: byte ids must lie in [0, 256), got "
+                            f"{array.min()} to {array.max()}")  # fmt: skip
         return array.astype(np.uint8).tobytes().decode("utf-8", errors="replace")
