@@ -20,7 +20,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from .backend import host_array
-from .errors import ShapeError
+from .errors import GraphError, ShapeError
 from .tables import counted
 
 __all__ = [
@@ -107,6 +107,10 @@ class StridedView:
         self._check_addressable()
 
     __slots__ = ("_buffer", "_shape", "_strides", "_offset", "_buffer_layout")
+
+    def __reduce__(self):
+        """Copies and pickles are made through ``__init__`` (it refuses setting attributes)."""
+        return StridedView, (self.buffer, self.shape, self.strides, self.offset)
 
     def __setattr__(self, name, value):
         raise AttributeError(
@@ -229,6 +233,11 @@ class StridedView:
         """The view a NumPy array is, sharing its memory (byte strides / itemsize)."""
         array = np.asarray(array)
         itemsize = array.itemsize
+        if itemsize == 0:
+            raise ShapeError(
+                f"StridedView.from_numpy: dtype {array.dtype} has elements of 0 bytes, so byte "
+                "strides cannot be counted in elements; use a dtype with a size"
+            )
         if any(s % itemsize for s in array.strides):
             raise ShapeError(
                 f"byte strides {array.strides} are not multiples of the itemsize {itemsize}, so "
@@ -290,10 +299,12 @@ class StridedView:
                 continue
             n, s = self.shape[axis], self.strides[axis]
             if isinstance(entry, slice):
-                start, stop, step = entry.indices(n)
+                start, stop, step = _slice_indices(entry, n, axis, self.shape)
                 length = len(range(start, stop, step))
                 if length == 0:  # an empty slice stays at the start, like NumPy
                     start, step = 0, 1
+                elif length == 1 and abs(s * step) * self.itemsize > _INTP_MAX:
+                    step = 1  # one element never steps: a huge step (a[::2**62]) is not needed
                 offset += start * s
                 shape.append(length)
                 strides.append(s * step)
@@ -310,7 +321,7 @@ class StridedView:
             if entry is None or entry is Ellipsis or isinstance(entry, slice):
                 continue
             if not _is_integer(entry):
-                raise TypeError(
+                raise GraphError(
                     f"StridedView index {entry!r} is not an integer, slice, None or '...'; "
                     "boolean and array (fancy) indexing copy data, so they are not views: "
                     "index view.to_numpy() instead"
@@ -332,8 +343,8 @@ class StridedView:
 
     def permute(self, *axes) -> StridedView:
         """Reorder the axes: axis ``k`` of the result is axis ``axes[k]`` of this view."""
-        if len(axes) == 1 and isinstance(axes[0], Sequence):
-            axes = tuple(axes[0])
+        if len(axes) == 1 and not _is_integer(axes[0]):  # one sequence (or array) of axes
+            axes = axes[0]
         axes = _as_ints(axes, "permute's axes")
         normal = tuple(a + self.ndim if a < 0 else a for a in axes)
         if sorted(normal) != list(range(self.ndim)):
@@ -385,8 +396,12 @@ class StridedView:
         A view when the strides allow it; otherwise :class:`ShapeError` (call
         :meth:`compact` first: it copies the elements into a fresh row-major buffer).
         """
-        if len(shape) == 1 and isinstance(shape[0], Sequence):
-            shape = tuple(shape[0])
+        if not shape:
+            raise ShapeError(
+                f"reshape of shape {self.shape} needs a shape; reshape(()) makes a 0-d view"
+            )
+        if len(shape) == 1 and not _is_integer(shape[0]):  # one sequence (or array) of lengths
+            shape = shape[0]
         shape = _as_ints(shape, "reshape's shape")
         if shape == self.shape:  # nothing to do (checked before a -1 is filled in, as NumPy)
             return StridedView(self.buffer, self.shape, self.strides, self.offset)
@@ -454,10 +469,14 @@ class StridedView:
 
 # --------------------------------------------------------------------- helpers
 def _as_ints(values: Sequence[int], what: str) -> tuple[int, ...]:
+    """``values`` as Python ints (NumPy integers too; booleans are refused, as NumPy does)."""
     try:
-        return tuple(operator.index(v) for v in values)
-    except TypeError:
-        raise ShapeError(f"StridedView: {what} must be integers, got {values!r}") from None
+        ints = tuple(values)
+    except TypeError:  # not a sequence
+        ints = (None,)
+    if not all(_is_integer(v) for v in ints):
+        raise ShapeError(f"StridedView: {what} must be integers, got {values!r}")
+    return tuple(operator.index(v) for v in ints)
 
 
 def _as_shape(shape: Sequence[int]) -> tuple[int, ...]:
@@ -477,6 +496,22 @@ def _is_integer(entry) -> bool:
     except TypeError:
         return False
     return True
+
+
+def _slice_indices(entry: slice, n: int, axis: int, shape: tuple[int, ...]) -> tuple:
+    """``entry.indices(n)``: start, stop and step of a slice on an axis of length ``n``."""
+    try:
+        return entry.indices(n)
+    except TypeError:
+        raise GraphError(
+            f"slice {entry} on axis {axis} (shape {shape}) needs integers or None for its "
+            "start, stop and step"
+        ) from None
+    except ValueError:  # the one value slice.indices refuses
+        raise ShapeError(
+            f"slice {entry} on axis {axis} (shape {shape}) has step 0; use a step of at least "
+            "1 or at most -1"
+        ) from None
 
 
 def _check_index(i: int, n: int, axis: int, shape: tuple[int, ...]) -> int:
@@ -550,8 +585,8 @@ def _storage_of(array: np.ndarray) -> tuple[np.ndarray, int]:
     high += itemsize  # one past the last byte
     root = _allocation_root(array)
     if root is not None:
-        flat = root.reshape(-1, order="F" if root.flags.f_contiguous else "C").view(np.uint8)
-        start = _address(array) - _address(flat)
+        flat = root.reshape(-1, order="F" if root.flags.f_contiguous else "C")
+        start = _address(array) - _address(flat)  # in bytes (object arrays have no byte view)
         if (
             start % itemsize == 0
             and flat.nbytes % itemsize == 0
