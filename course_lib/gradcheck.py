@@ -13,7 +13,7 @@ import numpy as np
 from . import params
 from .autodiff import grad, jvp
 from .backend import to_numpy
-from .errors import GraphError, ParameterError
+from .errors import GraphError, ParameterError, ShapeError
 from .graph import Node, constant
 from .ops import mul, sum
 from .runtime import Executor
@@ -21,31 +21,58 @@ from .runtime import Executor
 
 def numerical_gradient(f, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
     """Central-difference gradient of the scalar function ``f`` at the array ``x`` (on the
-    host: ``f`` is called with NumPy arrays)."""
+    host: ``f`` is called with NumPy arrays; ``x`` holds real numbers, ``f`` returns one)."""
     eps = params.real(eps, "numerical_gradient: eps", positive=True)
-    x = np.array(to_numpy(x), dtype=np.float64)
+    x = params.numeric_array(np.asarray(to_numpy(x)), "numerical_gradient: x")
+    x = np.array(x, dtype=np.float64)
     out = np.zeros_like(x)
     flat, grad_flat = x.reshape(-1), out.reshape(-1)
     for i in range(flat.size):
         old = flat[i]
         flat[i] = old + eps
-        up = float(f(x))
+        up = _scalar(f(x))
         flat[i] = old - eps
-        down = float(f(x))
+        down = _scalar(f(x))
         flat[i] = old
         grad_flat[i] = (up - down) / (2 * eps)
     return out
+
+
+def _scalar(value) -> float:
+    """What ``f`` returned, as a float: one real number (a 0-d or one-element array too)."""
+    array = np.asarray(to_numpy(value))
+    if array.dtype.kind not in "biuf":
+        raise GraphError(f"numerical_gradient: f must return a real number, got {value!r}")
+    if array.size != 1:
+        raise ShapeError(
+            f"numerical_gradient: f must return one number, got an array of shape "
+            f"{array.shape}; reduce it (e.g. with sum) first"
+        )
+    return float(array.reshape(()))
 
 
 def _run(executor: Executor, feed: Mapping):
     return executor.run(feed, allow_unused=True)
 
 
-def _float64_variables(feed: Mapping, what: str) -> None:
-    """The differences are taken in float64: a variable declared with another dtype would
-    refuse them (and ε = 1e-6 is below float32's resolution near 1)."""
+def _checked(out, feed: Mapping, what: str) -> None:
+    """``out`` is one node and ``feed`` is keyed by variables of different names (a fed
+    intermediate node would be ignored by the runs, and its derivative compared with 0). The
+    differences are taken in float64: a variable declared with another dtype would refuse
+    them (and ε = 1e-6 is below float32's resolution near 1)."""
+    if not isinstance(out, Node):
+        raise GraphError(f"{what}: out must be one node, got {type(out).__name__}")
+    names = set()
     for var in feed:
-        dtype = getattr(var, "dtype", None)
+        if not (isinstance(var, Node) and var.is_variable):
+            raise GraphError(
+                f"{what}: the feed must be keyed by variables (course_lib.variable), got "
+                f"{getattr(var, 'name', var)!r}; give every variable's node as its key"
+            )
+        if var.name in names:  # check_gradients' results are keyed by name
+            raise GraphError(f"{what}: two fed variables are named {var.name}; rename one")
+        names.add(var.name)
+        dtype = var.dtype
         if dtype is not None and np.dtype(dtype) != np.float64:
             raise GraphError(
                 f"{what}: variable {var.name} is declared {np.dtype(dtype)}, but central "
@@ -56,10 +83,11 @@ def _float64_variables(feed: Mapping, what: str) -> None:
 def check_gradients(out: Node, feed: Mapping[Node, np.ndarray], seed: int = 0, eps: float = 1e-6):
     """Compare ``grad`` with central differences for every fed variable.
 
-    A non-scalar ``out`` is reduced to ``sum(out * r)`` with a fixed random ``r``.
+    ``feed`` is keyed by the variables' nodes (of different names). A non-scalar ``out`` is
+    reduced to ``sum(out * r)`` with a fixed random ``r``.
     Returns ``{variable name: (analytic, numeric)}``, NumPy arrays on the host.
     """
-    _float64_variables(feed, "check_gradients")
+    _checked(out, feed, "check_gradients")
     rng = np.random.default_rng(seed)
     shape = np.shape(_run(Executor(out), feed))
     scalar = out if shape == () else sum(mul(out, constant(rng.standard_normal(shape))))
@@ -81,15 +109,15 @@ def check_tangents(out: Node, feed: Mapping[Node, np.ndarray], seed: int = 0, ep
 
     Returns ``(analytic, numeric)`` arrays of the shape of ``out``.
     """
-    _float64_variables(feed, "check_tangents")
+    _checked(out, feed, "check_tangents")
     eps = params.real(eps, "check_tangents: eps", positive=True)
     rng = np.random.default_rng(seed)
     feed = {v: to_numpy(x) for v, x in feed.items()}  # the differences are taken on the host
     direction = {v: rng.standard_normal(np.shape(x)) for v, x in feed.items()}
-    analytic = _run(Executor(jvp(out, direction)), feed)
-    forward = Executor(out)
+    forward = Executor(out)  # run first: a feed of a wrong shape is named as the feed's
     up = _run(forward, {v: x + eps * direction[v] for v, x in feed.items()})
     down = _run(forward, {v: x - eps * direction[v] for v, x in feed.items()})
+    analytic = _run(Executor(jvp(out, direction)), feed)
     return to_numpy(analytic), (to_numpy(up) - to_numpy(down)) / (2 * eps)
 
 
@@ -116,13 +144,21 @@ def difference_errors(f, exact: float, x: float, eps_values) -> dict[str, np.nda
 
 def loglog_slope(eps_values, errors) -> float:
     """The slope of ``log10(error)`` against ``log10(ε)`` (least squares): the error's order.
-    Every ε and every error must be above 0: log10(0) has no value."""
+    Every ε and every error must be finite and above 0: log10(0) has no value; and a line
+    needs two different ε at least."""
     eps, err = (np.asarray(to_numpy(v), dtype=np.float64) for v in (eps_values, errors))
-    bad = ~((eps > 0) & (err > 0))
+    if eps.ndim != 1 or eps.shape != err.shape or np.unique(eps).size < 2:
+        raise ShapeError(
+            f"loglog_slope: needs one error per ε, and two different ε at least, as two lists; "
+            f"got ε of shape {eps.shape} ({np.unique(eps).size} different) and errors of shape "
+            f"{err.shape}"
+        )
+    bad = ~((eps > 0) & (err > 0) & np.isfinite(eps) & np.isfinite(err))
     if bad.any():
         k = int(np.argmax(bad))
         raise ParameterError(
-            f"loglog_slope: ε and the error must be above 0 (their log10 is fitted), got error "
-            f"{err[k]:g} at ε = {eps[k]:g}; leave out an ε where the difference came out exact"
+            f"loglog_slope: ε and the error must be finite and above 0 (their log10 is fitted), "
+            f"got error {err[k]:g} at ε = {eps[k]:g}; leave out an ε where the difference came "
+            "out exact (or not finite)"
         )
     return float(np.polyfit(np.log10(eps), np.log10(err), 1)[0])

@@ -23,7 +23,8 @@ from .runtime import Executor
 
 @dataclass
 class JacobianResult:
-    """The Jacobian (outputs × inputs, flattened), the passes used and the nodes built."""
+    """The Jacobian (outputs × inputs, flattened), the passes used and the nodes built (the
+    derivative graphs' nodes that are not in ``out``'s graph, summed over the passes)."""
 
     matrix: np.ndarray
     passes: int
@@ -34,32 +35,44 @@ def jacobian(out: Node, x: Node, feed: Mapping, mode: str = "reverse") -> Jacobi
     """The Jacobian of ``out`` with respect to the variable ``x`` at ``feed``.
 
     ``mode="forward"`` runs one tangent pass per element of x; ``mode="reverse"`` one
-    backward pass per element of out. Both give the same matrix.
+    backward pass per element of out. Both give the same matrix where the values are finite;
+    where one is NaN or ±inf, the seeds' zeros make 0 · inf = NaN, along a row in forward
+    mode and along a column in reverse mode. x must be a float variable (as for ``grad``).
     """
     if mode not in ("forward", "reverse"):
         raise ValueError(f"jacobian: mode must be 'forward' or 'reverse', not {mode!r}")
+    if not isinstance(out, Node):
+        raise GraphError(f"jacobian: out must be one node, got {type(out).__name__}")
     if not (isinstance(x, Node) and x.is_variable):
         raise GraphError(f"jacobian: x must be a variable (a node the feed gives), got {x!r}")
+    if x.dtype is not None and x.dtype.kind != "f":  # reverse mode's grad refuses it too
+        raise GraphError(
+            f"jacobian: x = {x.name} is {x.dtype}; only floating-point values have derivatives "
+            "(as in grad): declare it with a float dtype"
+        )
+    if not isinstance(feed, Mapping):
+        raise FeedError(f"jacobian: feed must be a mapping {{variable: array}}, got "
+                        f"{type(feed).__name__}")  # fmt: skip
     if x not in feed and x.name not in feed:
         raise FeedError(f"jacobian: the feed has no value for x = {x.name}; feed it an array")
     value = to_numpy(Executor(out).run(feed, allow_unused=True))
     x_value = to_numpy(feed[x] if x in feed else feed[x.name])
     n, k = x_value.size, value.size
-    before = len(topological_order([out]))
+    forward_nodes = set(topological_order([out]))
     matrix, built = np.zeros((k, n), dtype=np.result_type(value, x_value, np.float32)), 0
     if mode == "forward":  # column j: the tangent of out along the j-th input direction
         for j in range(n):
             direction = np.zeros(n, dtype=matrix.dtype)
             direction[j] = 1.0
             tangent = jvp(out, {x: constant(direction.reshape(x_value.shape))})
-            built += len(topological_order([tangent])) - before
+            built += len(set(topological_order([tangent])) - forward_nodes)
             matrix[:, j] = to_numpy(Executor(tangent).run(feed, allow_unused=True)).reshape(k)
     else:  # row i: the gradient of the i-th output
         for i in range(k):
             seed = np.zeros(k, dtype=matrix.dtype)
             seed[i] = 1.0
             g = grad(out, x, seed=constant(seed.reshape(value.shape)))
-            built += len(topological_order([g])) - before
+            built += len(set(topological_order([g])) - forward_nodes)
             matrix[i] = to_numpy(Executor(g).run(feed, allow_unused=True)).reshape(n)
     return JacobianResult(matrix, n if mode == "forward" else k, built)
 
@@ -92,6 +105,9 @@ def sharpness(
         The eigenvalue of largest magnitude, with its sign (power iteration converges to
         that one; near a minimum it is the largest); 0.0 when the Hessian is zero.
     """
+    if not isinstance(params, Mapping):
+        raise GraphError(f"sharpness: params must be a mapping {{variable: value}}, got "
+                         f"{type(params).__name__}")  # fmt: skip
     thetas = list(params)
     if not thetas:
         raise ParameterError("sharpness: params is empty; give {variable: value} to differentiate")
@@ -100,6 +116,15 @@ def sharpness(
             raise GraphError(f"sharpness: params must be keyed by variables, got {theta!r}")
     iters = positive_size(iters, "sharpness: iters")
     shapes = [tuple(to_numpy(params[t]).shape) for t in thetas]
+    for theta, shape in zip(thetas, shapes):
+        declared = theta.shape
+        if declared is not None and (
+            len(declared) != len(shape) or any(d not in (None, n) for d, n in zip(declared, shape))
+        ):
+            raise ShapeError(
+                f"sharpness: params gives {theta.name} a value of shape {shape}, but "
+                f"{theta.name} has shape {declared} (None = any size)"
+            )
     directions = [variable(f"{t.name}_direction", shape=s) for t, s in zip(thetas, shapes)]
     hvp = Executor([loss, *jvp(grad(loss, thetas), dict(zip(thetas, directions)))])
     feed = {**feed, **params}

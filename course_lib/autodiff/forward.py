@@ -20,7 +20,9 @@ def jvp(outputs: Node | Sequence[Node], tangents: Mapping[Node, object]):
     """Tangent nodes of ``outputs`` given ``tangents`` {variable: array, number or node}.
 
     Returns one tangent node per output (a list when ``outputs`` is a list). Outputs
-    that do not depend on any tangent get ``zeros_like`` of themselves.
+    that do not depend on any tangent get ``zeros_like`` of themselves. A number or array
+    is taken in its float variable's dtype; its shape must be the variable's, or broadcast
+    to it (a number is the same tangent for every element).
     """
     outs = node_list(outputs, "jvp: outputs")
     tangent = tangent_map(outs, tangents)
@@ -33,6 +35,10 @@ def tangent_map(outputs: Sequence[Node], tangents: Mapping[Node, object]) -> dic
     zero (no node is built for it). :func:`jvp` returns the outputs' entries; pictures name
     every entry (``viz.draw_graph(..., tangents=...)``).
     """
+    if not isinstance(tangents, Mapping):
+        raise GraphError(
+            f"jvp: tangents must be a mapping {{variable: tangent}}, got {type(tangents).__name__}"
+        )
     tangent: dict[Node, Node] = {}
     for var, value in tangents.items():
         if not isinstance(var, Node):
@@ -42,13 +48,11 @@ def tangent_map(outputs: Sequence[Node], tangents: Mapping[Node, object]) -> dic
                 f"jvp: {var.name} is a constant, and constants are not differentiated; use "
                 f"a variable (course_lib.variable) for an input you want a derivative for"
             )
-        if type(value) in (bool, int, float) and _is_float(var):
-            value = np.asarray(value, var.dtype)  # a number seed in its variable's dtype
-        t = value if isinstance(value, Node) else constant(value)
-        if t.shape is not None and var.shape is not None and len(t.shape) > len(var.shape):
+        t = value if isinstance(value, Node) else _seed(value, var)
+        if not _broadcasts(t.shape, var.shape):
             raise ShapeError(
-                f"jvp: the tangent of {var.name} has shape {t.shape}, "
-                f"but {var.name} has shape {var.shape}"
+                f"jvp: the tangent of {var.name} has shape {t.shape}, but {var.name} has "
+                f"shape {var.shape}; give a tangent of its shape (or one that broadcasts to it)"
             )
         t = broadcast_like(t, var)  # every tangent has its node's shape (none built if so)
         tangent[var] = t
@@ -62,6 +66,27 @@ def tangent_map(outputs: Sequence[Node], tangents: Mapping[Node, object]) -> dic
         if t is not None:
             tangent[node] = t
     return tangent
+
+
+def _seed(value, var: Node) -> Node:
+    """A given tangent (number or array) as a constant; for a float variable in its dtype, as
+    its derivative is (a boolean or integer mask would compute as one: ``-mask`` fails)."""
+    try:
+        t = constant(value)
+    except GraphError as exc:
+        raise GraphError(f"jvp: the tangent of {var.name}: {exc}") from exc
+    if _is_float(var) and t.dtype != var.dtype:  # a number (no dtype) or another dtype's array
+        t = constant(np.asarray(t.op.value, var.dtype))
+    return t
+
+
+def _broadcasts(shape, target) -> bool:
+    """Can an array of ``shape`` broadcast to ``target`` (None: a size or shape not known)?"""
+    if shape is None or target is None:
+        return True
+    if len(shape) > len(target):
+        return False
+    return all(s in (1, None) or n is None or s == n for s, n in zip(shape[::-1], target[::-1]))
 
 
 def _is_float(node: Node) -> bool:
