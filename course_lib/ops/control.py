@@ -13,7 +13,7 @@ import numpy as np
 from ..backend import to_numpy
 from ..errors import GraphError, ShapeError
 from ..graph import Node, Op, apply, as_node, creation_mark, is_static, rebuild, topological_order
-from .elementwise import zeros_like
+from .elementwise import cast, zeros_like
 
 
 class Dead:
@@ -78,9 +78,13 @@ class Merge(Op):
     accepts_dead = True
 
     def infer_shape(self, if_false, if_true, pred):
-        if if_false is not None and if_true is not None and if_false != if_true:
+        if if_false is None or if_true is None:  # either branch may give any shape
+            return None
+        if len(if_false) != len(if_true) or any(
+            f is not None and t is not None and f != t for f, t in zip(if_false, if_true)
+        ):
             raise ValueError(f"both branches must have one shape, got {if_false} and {if_true}")
-        return if_true if if_true is not None else if_false
+        return tuple(f if f == t else None for f, t in zip(if_false, if_true))
 
     def infer_dtype(self, if_false, if_true, pred):
         return Op.infer_dtype(self, if_false, if_true)
@@ -140,36 +144,74 @@ def cond(pred, true_fn, false_fn, *operands):
 
     Only the taken branch is computed when the graph runs. The branches may also use nodes
     they capture from the enclosing code (``cond(x < y, lambda: x + z, lambda: y ** 2)``):
-    every value entering a branch passes through a Switch. With eager Tensors the predicate
-    is known, so only the taken function is called.
+    every value entering a branch passes through a Switch. Each branch returns a node, or a
+    tuple (or list) of as many nodes as the other (``cond`` then returns a tuple); the two
+    results of one position must have one shape (an axis unknown in either is unknown in
+    the result). Where both their dtypes are known and differ, both are cast to NumPy's
+    promotion of the two, whichever branch runs; a dtype unknown when the graph is built
+    (``x * 2.0``'s: a Python number is weakly typed) is the taken branch's. A predicate
+    known when ``cond`` is called (an eager Tensor, a Python or NumPy bool, a constant)
+    calls only the taken function and returns what it returns.
     """
     pred = as_node(pred)
-    if pred.is_eager:
-        return true_fn(*operands) if _truth(pred.data) else false_fn(*operands)
+    if pred.is_eager or pred.is_constant:
+        value = pred.data if pred.is_eager else pred.op.value
+        return true_fn(*operands) if _truth(value) else false_fn(*operands)
     if is_static(pred.shape) and int(np.prod(pred.shape)) != 1:
         raise ShapeError(
             f"cond: the predicate {pred.name} must be a single value, not {pred.shape}"
         )
-    if_false = _branch(pred, False, false_fn, operands)
-    if_true = _branch(pred, True, true_fn, operands)
-    return merge(if_false, if_true, pred)
+    if_false, many_false = _branch(pred, False, false_fn, operands)
+    if_true, many_true = _branch(pred, True, true_fn, operands)
+    if many_false != many_true or len(if_false) != len(if_true):
+        raise GraphError(
+            f"cond: true_fn returned {_count(if_true, many_true)} and false_fn "
+            f"{_count(if_false, many_false)}; both branches must return as many"
+        )
+    merged = [merge(*_one_dtype(f, t), pred) for f, t in zip(if_false, if_true)]
+    return tuple(merged) if many_true else merged[0]
 
 
-def _branch(pred: Node, taken: bool, fn, operands) -> Node:
+def _one_dtype(if_false: Node, if_true: Node) -> tuple[Node, Node]:
+    """The two results cast to NumPy's promotion of their dtypes where both are known and
+    differ, so that the merged value has its static dtype whichever branch runs."""
+    if if_false.dtype is None or if_true.dtype is None or if_false.dtype == if_true.dtype:
+        return if_false, if_true
+    dtype = np.result_type(if_false.dtype, if_true.dtype)
+    return tuple(n if n.dtype == dtype else cast(n, dtype) for n in (if_false, if_true))
+
+
+def _branch(pred: Node, taken: bool, fn, operands) -> tuple[list[Node], bool]:
+    """The results of ``fn`` on the ``taken`` side of Switches, and whether ``fn`` returned
+    a tuple or list (rather than one node)."""
     gated = [switch(o, pred, taken) for o in operands]
     mark = creation_mark()
-    out = as_node(fn(*gated))
-    if out.seq < mark:  # the branch returned an existing value
-        return out if out in gated else switch(out, pred, taken)
-    built = [n for n in topological_order([out]) if n.seq > mark]
+    result = fn(*gated)
+    many = isinstance(result, (tuple, list))
+    try:
+        outs = [as_node(r) for r in (result if many else [result])]
+    except GraphError as exc:
+        raise GraphError(
+            f"cond: {'true_fn' if taken else 'false_fn'} must return a node or a tuple of "
+            f"nodes, got {result!r:.80}: {exc}"
+        ) from None
+    new = [o for o in outs if o.seq > mark]  # built by the branch, not existing values
+    built = [n for n in topological_order(new) if n.seq > mark]
     outside = {i for n in built for i in n.inputs if i.seq < mark and not i.is_constant}
     outside -= set(gated)
     outside |= _loose_constants(built, outside | set(gated))
-    if not outside:
-        return out
-    return rebuild(
-        [out], {n: switch(n, pred, taken) for n in sorted(outside, key=lambda n: n.seq)}
-    )[0]
+    if outside:
+        replace = {n: switch(n, pred, taken) for n in sorted(outside, key=lambda n: n.seq)}
+        rebuilt = dict(zip(new, rebuild(new, replace)))
+    else:
+        rebuilt = {}
+    # an existing value returned (an operand's Switch aside) gets a Switch of its own
+    outs = [o if o.seq > mark or o in gated else switch(o, pred, taken) for o in outs]
+    return [rebuilt.get(o, o) for o in outs], many
+
+
+def _count(outs: list[Node], many: bool) -> str:
+    return f"{len(outs)} node(s)" if many else "one node"
 
 
 def _loose_constants(built: list[Node], gated: set[Node]) -> set[Node]:

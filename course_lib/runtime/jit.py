@@ -9,11 +9,19 @@ graph and excluded from the guards, so one trace serves every size along them.
 A JIT that re-traced on every new shape could spend all its time compiling, so the cache may
 be capped (``max_traces``, ``torch.compile``'s recompile limit): once it is full, a call that
 misses every guard falls back to eager, running ``fn`` on Tensors (define-by-run).
+
+The guards see the arguments only. ``fn`` runs (as Python) once per trace, so what it reads
+from a closure or a global is baked into the graph as it was then, and its side effects
+(``print``, appending to a list) happen per trace, not per call: change such a value and
+a later call still reuses the old trace — pass the value as an argument instead. A jitted
+function called while another one traces (or runs eagerly) is inlined into it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
@@ -24,6 +32,9 @@ from ..errors import GraphError, ParameterError, ShapeError
 from ..graph import Node, node_list, same_kind, value_key, variable
 from .eager import Tensor
 from .executor import Executor
+
+# how many jitted functions this thread is inside (tracing, or running eagerly)
+_inside = threading.local()
 
 
 class JitFunction:
@@ -36,6 +47,13 @@ class JitFunction:
         optimize=True,
         max_traces: int | None = None,
     ):
+        if not callable(fn):
+            raise GraphError(f"jit: expected a function to compile, got a {type(fn).__name__}")
+        # the name, doc and module of fn, but not its attributes: a JitFunction's own (cache,
+        # stats, dynamic) would overwrite this one's
+        functools.update_wrapper(self, fn, updated=())
+        if not hasattr(self, "__name__"):  # a functools.partial, a callable object
+            self.__name__ = type(fn).__name__
         self.fn = fn
         if not isinstance(dynamic, (Mapping, type(None))):
             raise GraphError(f"jit: dynamic must map argument indices to axes, got {dynamic!r}")
@@ -49,7 +67,6 @@ class JitFunction:
         self.max_traces = max_traces
         self.cache: dict = {}
         self.stats = {"traces": 0, "hits": 0, "eager": 0, "trace_seconds": 0.0}
-        functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
         if kwargs:
@@ -57,6 +74,8 @@ class JitFunction:
                 f"jit({self.__name__}) takes its arguments by position (each is a traced "
                 f"input or a constant of the guard), got keyword(s) {sorted(kwargs)}"
             )
+        if getattr(_inside, "depth", 0):  # called by a jitted function: part of its trace
+            return self.fn(*args)
         key, arrays = self._guard(args)
         entry = self.cache.get(key)
         if entry is None and self.max_traces is not None and len(self.cache) >= self.max_traces:
@@ -115,7 +134,8 @@ class JitFunction:
             array = _array(arg)
             floating = array is not None and np.dtype(array.dtype).kind in "fc"
             eager.append(arg if array is None else Tensor(array, requires_grad=floating))
-        out = self.fn(*eager)
+        with _running():
+            out = self.fn(*eager)
         results = [
             node._data.copy() if node.is_eager else Executor(node).run()
             for node in self._outputs(out)
@@ -150,7 +170,8 @@ class JitFunction:
             else:
                 symbolic.append(arg)
         try:
-            out = self.fn(*symbolic)
+            with _running():
+                out = self.fn(*symbolic)
         except GraphError as exc:
             raise GraphError(f"jit({self.__name__}) could not trace the function: {exc}") from None
         executor = Executor(same_kind(out, self._outputs(out)), optimize=self.optimize)
@@ -186,11 +207,24 @@ def jit(
     does not use is fine. The jitted function returns NumPy (or CuPy) arrays; ``.stats``
     counts traces, cache hits,
     eager runs and the seconds spent tracing. Python ``if`` on a traced value raises a
-    ``GraphError`` that points to :func:`course_lib.cond`.
+    ``GraphError`` that points to :func:`course_lib.cond`. The guards see the arguments
+    only: ``fn`` runs once per trace, so a value it reads from a closure or a global is
+    baked in (changing it later does not re-trace; pass it as an argument), and its side
+    effects (``print``) happen per trace, not per call.
     """
     if fn is None:
         return functools.partial(jit, dynamic=dynamic, optimize=optimize, max_traces=max_traces)
     return JitFunction(fn, dynamic, optimize, max_traces)
+
+
+@contextlib.contextmanager
+def _running():
+    """Mark this thread as inside a jitted function (its nested jitted calls are inlined)."""
+    _inside.depth = getattr(_inside, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _inside.depth -= 1
 
 
 def _array(arg):
