@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle, Wedge
 
 from ..tables import counted
+from .figure import visible
 
 
 def figure_description(fig: Figure) -> str:
@@ -78,5 +79,5 @@ def _numeric(text: str) -> bool:
 
 def svg_with_alt(svg: str, alt: str) -> str:
     """``svg`` (an ``<svg ...>`` element) marked as an image described by ``alt``."""
-    escaped = alt.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
+    escaped = visible(alt).replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
     return svg.replace("<svg", f'<svg role="img" aria-label="{escaped}"', 1)

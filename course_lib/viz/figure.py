@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import re
 
 import graphviz
 
@@ -75,6 +76,23 @@ def format_value(value) -> str:
     if 0 < value.size <= 4:
         return "[" + ", ".join(map(number, value.reshape(-1))) + "]"
     return "shape " + "×".join(map(str, value.shape))
+
+
+# characters dot cannot read (NUL ends its input) or that make the SVG it writes invalid XML
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def visible(text: str) -> str:
+    """``text`` with its control characters other than tabs and line ends written out
+    (``\\x1b``): ``dot`` stops at a NUL, and the others make an SVG invalid XML."""
+    return _CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
+
+
+def dot_text(text: str) -> str:
+    """Text for a graphviz label, drawn as written: backslashes stay backslashes (``dot``
+    reads ``\\N`` as the node's id, ``\\l`` as a line end), ``&`` stays ``&`` (``dot``
+    reads ``&lt;`` as ``<``), control characters are written out (:func:`visible`)."""
+    return graphviz.escape(visible(text).replace("&", "&amp;"))
 
 
 def html_text(text: str) -> str:

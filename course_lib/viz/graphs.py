@@ -5,15 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-import graphviz
-
+from .. import params
 from ..autodiff import Trace, tangent_map
 from ..autodiff.trace import LectureNames, names_of
 from ..errors import GraphError, ParameterError
 from ..graph import Node, constant, node_list, topological_order
 from ..runtime import Executor
 from ..tables import counted
-from .figure import GraphFigure
+from .figure import GraphFigure, dot_text
 from .labels import aliases, definition, is_inline_constant, lecture_names, node_text
 
 
@@ -114,6 +113,15 @@ def draw_graph(
     """
     if rankdir not in RANKDIRS:
         raise ParameterError(f"draw_graph: rankdir must be one of {RANKDIRS}, not {rankdir!r}")
+    max_nodes = params.count(max_nodes, "draw_graph: max_nodes")
+    clusters = params.flag(clusters, "draw_graph: clusters")
+    if title is not None and not isinstance(title, str):
+        raise GraphError(f"draw_graph: title must be a string, got a {type(title).__name__}")
+    if trace is not None and not isinstance(trace, Trace):
+        raise GraphError(
+            f"draw_graph: trace must be the Trace of a gradient_trace run, got a "
+            f"{type(trace).__name__}"
+        )
     forward = node_list(outputs, "draw_graph: outputs")
     backward = node_list(backward, "draw_graph: backward")
     run = _run_names(trace, numbering, backward)
@@ -131,13 +139,14 @@ def draw_graph(
     )
     if run is not None:
         roles.update((n, r) for n in everything if (r := run.roles.get(n)))
-    order = [n for n in everything if n in roles or not is_inline_constant(n)]
+    roots = {r for _, nodes in stages for r in nodes}  # drawn even as a scalar constant
+    order = [n for n in everything if n in roles or n in roots or not is_inline_constant(n)]
     if len(order) > max_nodes:
         raise GraphError(
             f"draw_graph: {counted(len(order), 'node')} is too many to read (max_nodes="
             f"{max_nodes}); draw a smaller graph or pass a larger max_nodes"
         )
-    labels = dict(labels or {})
+    labels = _checked_labels(labels)
     names = lecture_names([n for n in order if n not in labels], numbers, roles) | labels
     stage_of = _stages(stages)
     values = _values(order, feed)
@@ -146,7 +155,7 @@ def draw_graph(
         graph_attr={
             **GRAPH_ATTRS,
             "rankdir": rankdir,
-            **({"label": graphviz.escape(title), "labelloc": "t"} if title else {}),
+            **({"label": dot_text(title), "labelloc": "t"} if title else {}),
         },
         node_attr=NODE_ATTRS,
     )
@@ -158,6 +167,22 @@ def draw_graph(
             if inp in ids:
                 fig.edge(ids[inp], ids[node], **EDGE_STYLES[stage_of[node]])
     return fig
+
+
+def _checked_labels(labels: Mapping | None) -> dict[Node, str]:
+    """``labels`` as a dict, checked: graph nodes (not names) mapped to non-empty strings."""
+    labels = dict(labels or {})
+    for node, label in labels.items():
+        if not isinstance(node, Node):
+            raise GraphError(
+                f"draw_graph: labels must be keyed by graph nodes, got the "
+                f"{type(node).__name__} {node!r}"
+            )
+        if not isinstance(label, str) or not label:
+            raise GraphError(
+                f"draw_graph: the label of {node.name} must be a non-empty string, got {label!r}"
+            )
+    return labels
 
 
 def _add_nodes(graph, nodes: list[Node], ids: dict, texts: dict, stage_of: dict, clusters: bool):
@@ -187,15 +212,22 @@ def _run_names(trace: Trace | None, numbering, backward: list[Node]) -> LectureN
     run = names_of(backward)
     if run is None or numbering is None:
         return run
-    same = node_list(numbering, "numbering")[: len(run.forward)] == run.forward
+    same = node_list(numbering, "draw_graph: numbering")[: len(run.forward)] == run.forward
     return run if same else None
 
 
 def _numbers(forward: list[Node], numbering) -> dict[Node, int]:
     """The v-number of each forward node: its place in ``numbering`` (the run's or the
     caller's), else counting on after it in topological order (constants get none)."""
-    given = node_list(numbering or [], "numbering")
-    numbers = {node: i + 1 for i, node in enumerate(given)}
+    given = node_list(numbering or [], "draw_graph: numbering")
+    numbers = {}
+    for i, node in enumerate(given):
+        if node in numbers:
+            raise GraphError(
+                f"draw_graph: numbering lists {node.name} twice (as v{numbers[node]} and "
+                f"v{i + 1}); list each node once"
+            )
+        numbers[node] = i + 1
     count = len(given)
     for node in topological_order(forward):
         if node not in numbers and not node.is_constant:
@@ -216,6 +248,11 @@ def _tangents(forward: list[Node], numbers: dict, tangents: Mapping | None):
     their roles ({tangent node: ["v̇3", "v̇6"]} when v̇6 is the node v̇3)."""
     if tangents is None:
         return [], {}
+    if not isinstance(tangents, Mapping):
+        raise GraphError(
+            f"draw_graph: tangents must be a mapping {{variable: direction}}, got a "
+            f"{type(tangents).__name__}"
+        )
     of = tangent_map(forward, {var: _own_constant(v) for var, v in tangents.items()})
     roles: dict[Node, list[str]] = {}
     for node in sorted((n for n in of if n in numbers), key=numbers.__getitem__):

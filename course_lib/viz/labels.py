@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-import graphviz
-
 from ..graph import Node
-from .figure import format_value
+from .figure import dot_text, format_value
 
 
 def is_inline_constant(node: Node) -> bool:
@@ -63,13 +61,13 @@ def definition(node: Node, names: dict) -> str:
 def node_text(node: Node, names: dict, values: Mapping, roles: Sequence[str] = ()) -> str:
     """A node's whole label: its definition, its value when known, and the other names
     the same node has (``≡ v̄3 ≡ v̄(2→3)``: for ``v3 = v2 + 1`` the partial adjoint
-    v̄(2→3) = v̄3 · 1 *is* the node v̄3). Escaped for graphviz: a name's backslashes are
-    drawn as they are (``dot`` reads ``\\N`` as the node's id, ``\\l`` as a line end)."""
+    v̄(2→3) = v̄3 · 1 *is* the node v̄3). Escaped for graphviz (:func:`~.figure.dot_text`):
+    a name is drawn as it is written, whatever characters it holds."""
     text = definition(node, names)
     if node in values:
         text += f"\n= {format_value(values[node])}"
     others = aliases(node, names, roles)
-    return graphviz.escape(text + ("\n≡ " + " ≡ ".join(others) if others else ""))
+    return dot_text(text + ("\n≡ " + " ≡ ".join(others) if others else ""))
 
 
 def aliases(node: Node, names: dict, roles: Sequence[str]) -> list[str]:

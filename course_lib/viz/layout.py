@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from ..errors import ShapeError
+from ..errors import GraphError, ShapeError
 from ..strides import StridedView
 from ..tables import counted
 from .plots import CourseFigure
@@ -39,6 +39,8 @@ def plot_layout(view: StridedView, title: str | None = None) -> Figure:
         A figure with two axes (logical array, memory buffer), closed in pyplot so it is
         shown once, by the notebook.
     """
+    if not isinstance(view, StridedView):
+        raise GraphError(f"plot_layout draws a StridedView, got a {type(view).__name__}")
     n_memory = len(view.buffer)
     if view.size > MAX_CELLS or n_memory > MAX_CELLS:
         raise ShapeError(
@@ -46,7 +48,10 @@ def plot_layout(view: StridedView, title: str | None = None) -> Figure:
             f"{counted(view.size, 'element')} over a buffer of {n_memory}; draw a smaller example"
         )
     offsets = view.element_offsets()
-    rows = offsets.reshape(-1, view.shape[-1] if view.ndim else 1)
+    if view.size == 0:  # no element: no cell (reshape(-1, 0) is no shape)
+        rows = offsets.reshape(0, 0)
+    else:
+        rows = offsets.reshape(-1, view.shape[-1] if view.ndim else 1)
     n_rows, n_cols = rows.shape
     cell = min(0.45, 11.0 / max(n_cols, n_memory, 1))
     fig = plt.figure(
@@ -88,7 +93,7 @@ def _draw_logical(ax, view: StridedView, rows: np.ndarray, colours, fontsize: fl
             position = int(rows[r, c])
             _cell(ax, c, r, colours[position], str(position), fontsize, f"logical:{r},{c}")
     ax.set_xticks(np.arange(n_cols) + 0.5, [str(c) for c in range(n_cols)])
-    leading = list(np.ndindex(view.shape[:-1])) if view.ndim > 1 else [()]
+    leading = list(np.ndindex(view.shape[:-1])) if view.ndim > 1 and view.size else [()]
     labels = [_row_label(index) if view.ndim else "" for index in leading]
     ax.set_yticks(np.arange(n_rows) + 0.5, labels[:n_rows])
     _frame(
@@ -107,7 +112,7 @@ def _row_label(leading: tuple[int, ...]) -> str:
 
 def _draw_memory(ax, view: StridedView, offsets: np.ndarray, colours, fontsize: float) -> None:
     holders: dict[int, list[tuple[int, ...]]] = {}
-    for index in np.ndindex(view.shape):
+    for index in np.ndindex(view.shape) if view.size else ():  # ndindex lists each axis
         holders.setdefault(int(offsets[index]), []).append(index)
     n_memory = len(view.buffer)
     for position in range(n_memory):

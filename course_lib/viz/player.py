@@ -30,7 +30,14 @@ from ..tables import counted
 from .alt import svg_with_alt
 from .figure import MISSING_DOT
 from .graphs import GRAPH_ATTRS, NODE_ATTRS
-from .steps import LINES_OF_KIND, PSEUDO_CODE, StepState, state_entries, trace_values
+from .steps import (
+    LINES_OF_KIND,
+    PSEUDO_CODE,
+    StepState,
+    checked_trace,
+    state_entries,
+    trace_values,
+)
 
 PLAYER_SCRIPT = Path(__file__).with_name("player.js")
 # Up to this many nodes dot searches for its best coordinates; beyond, it keeps its first
@@ -246,7 +253,9 @@ class StepThrough:
         interval_ms: int = 1500,
         max_steps: int = 100,
     ):
+        checked_trace(trace, "StepThrough")
         max_steps = params.count(max_steps, "StepThrough: max_steps", minimum=1)
+        params.real(interval_ms, "StepThrough: interval_ms", minimum=1)
         if len(trace.steps) > max_steps:  # 100 steps take 11 MB, 200 take 43 MB
             raise GraphError(
                 f"StepThrough: {counted(len(trace.steps), 'step')} is too many to play "

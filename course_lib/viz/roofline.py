@@ -10,6 +10,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from ..errors import GraphError
 from ..perf import KernelPoint, OpRepeat, Roofline
 from ..tables import counted
 from .plots import CourseFigure
@@ -31,6 +32,7 @@ def plot_roofline(points: Sequence[KernelPoint], roofline: Roofline, title: str 
     and their legend says so. The text form names the kernels in order of intensity and says
     which side of the ridge each one is on (memory- or compute-bound), not their noisy timings.
     """
+    _check_roofline(roofline, "plot_roofline")
     points = list(points)
     if not points:
         raise ValueError("plot_roofline needs at least one measured KernelPoint")
@@ -65,6 +67,7 @@ def plot_op_repeat(result: OpRepeat, roofline: Roofline) -> Figure:
     """
     if not isinstance(result, OpRepeat):
         raise TypeError(f"plot_op_repeat takes an OpRepeat, got {type(result).__name__}")
+    _check_roofline(roofline, "plot_op_repeat")
     fig = plt.figure(figsize=(10, 4), layout="constrained", FigureClass=RooflineFigure)
     plt.close(fig)
     timing, roof = fig.subplots(1, 2)
@@ -87,6 +90,14 @@ def plot_op_repeat(result: OpRepeat, roofline: Roofline) -> Figure:
         f"and the kernels on the roofline; the fused kernel is {bound}"
     )
     return fig
+
+
+def _check_roofline(roofline, caller: str) -> None:
+    if not isinstance(roofline, Roofline):
+        raise GraphError(
+            f"{caller}: roofline must be a Roofline (course_lib.perf.measure_roofline()), got a "
+            f"{type(roofline).__name__}"
+        )
 
 
 def _time_against_k(ax: Axes, result: OpRepeat, roofline: Roofline, turn: int | None) -> None:

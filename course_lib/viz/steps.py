@@ -12,14 +12,14 @@ lecture's pseudo-code with the line being executed highlighted. Its caption says
 from __future__ import annotations
 
 from collections.abc import Mapping
-
-import graphviz
+from numbers import Integral
 
 from ..autodiff.trace import Replay, Step, StepKind, Trace
+from ..errors import GraphError, OutOfRangeError
 from ..graph import Node
 from ..runtime import Executor
 from ..tables import counted
-from .figure import GraphFigure, format_value, html_text
+from .figure import GraphFigure, dot_text, format_value, html_text
 from .graphs import EDGE_STYLES, GRAPH_ATTRS, NODE_ATTRS, STAGE_STYLES, VARIABLE_STYLE, fed_values
 from .labels import is_inline_constant, lecture_names, node_text
 
@@ -144,10 +144,14 @@ def draw_step(
     ``feed`` (or precomputed ``values`` from :func:`trace_values`) adds numbers to
     every node and to the ``node_to_grad`` panel.
     """
-    if not 0 <= step < len(trace.steps):
-        raise IndexError(
-            f"step {step} is out of range: this trace has {counted(len(trace.steps), 'step')}"
+    checked_trace(trace, "draw_step")
+    count = len(trace.steps)
+    if isinstance(step, bool) or not isinstance(step, Integral) or not 0 <= step < count:
+        raise OutOfRangeError(
+            f"draw_step: step must be an integer from 0 to {count - 1}, got {step!r}: this "
+            f"trace has {counted(count, 'step')}"
         )
+    step = int(step)
     if values is None and feed is not None:
         values = trace_values(trace, feed)
     values = values or {}
@@ -157,7 +161,7 @@ def draw_step(
         f"node_to_grad = {state.replay.state_text()}",
         graph_attr={
             **GRAPH_ATTRS,
-            "label": graphviz.escape(state.said),
+            "label": dot_text(state.said),
             "labelloc": "b",
             "fontsize": "13",
         },
@@ -174,6 +178,23 @@ def draw_step(
         panel.node("node_to_grad", _state_table(state), shape="plaintext")
         panel.node("code", _code_table(state.step.kind), shape="plaintext")
     return fig
+
+
+def checked_trace(trace: Trace, caller: str, steps: bool = True) -> Trace:
+    """``trace`` if it is a :class:`Trace` (with steps to show, unless ``steps`` is False),
+    else a clear error naming ``caller``."""
+    if not isinstance(trace, Trace):
+        raise GraphError(
+            f"{caller}: expected the Trace of a gradient_trace run (grads, trace = "
+            f"cl.gradient_trace(out, wrt)), got a {type(trace).__name__}"
+        )
+    if steps and not trace.steps:
+        name = getattr(trace.out, "name", trace.out)
+        raise GraphError(
+            f"{caller}: this trace of gradient({name}) has 0 steps: {name} does not depend "
+            "on the nodes its gradient was asked for, so the algorithm visited no node"
+        )
+    return trace
 
 
 def _forward_style(node: Node, s: Step, done: set) -> dict:

@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..autodiff import StepKind, Trace, jvp
-from ..graph import Node
+from ..autodiff.trace import Replay
+from ..errors import GraphError
+from ..graph import Node, node_list
 from ..runtime import Executor
 from ..tables import Table
 from .figure import format_value
 from .labels import expression
-from .steps import trace_values
+from .steps import checked_trace, trace_values
 
 
 def evaluation_trace(
@@ -21,8 +23,21 @@ def evaluation_trace(
     With ``tangents`` ({variable: direction}), a v̇ column shows the forward-mode tangent
     of every node for that direction.
     """
-    names = {n: f"v{i + 1}" for i, n in enumerate(nodes)}
+    nodes = node_list(nodes, "evaluation_trace: nodes")
+    names = {}
+    for i, node in enumerate(nodes):
+        if node in names:
+            raise GraphError(
+                f"evaluation_trace: the node {node.name} is given twice (as {names[node]} and "
+                f"v{i + 1}); list each node once"
+            )
+        names[node] = f"v{i + 1}"
     targets = list(nodes)
+    if tangents is not None and not isinstance(tangents, Mapping):
+        raise GraphError(
+            f"evaluation_trace: tangents must be a mapping {{variable: direction}}, got a "
+            f"{type(tangents).__name__}"
+        )
     if tangents is not None:
         targets += jvp(list(nodes), dict(tangents))
     values = Executor(targets).run(feed, allow_unused=True)
@@ -38,14 +53,14 @@ def evaluation_trace(
 
 def adjoint_trace(trace: Trace, feed: Mapping) -> Table:
     """The reverse-mode trace: each adjoint v̄i as the sum of its partial adjoints, with values."""
-    values = trace_values(trace, feed)
-    rows = []
-    for s in trace.steps:
+    values = trace_values(checked_trace(trace, "adjoint_trace", steps=False), feed)
+    rows, replay = [], Replay(trace)  # one replay: the table of a long chain is linear
+    for _ in trace.steps:
+        s = replay.advance()
         if s.kind is not StepKind.ADJOINT:
             continue
         i = trace.number(s.node)
-        entries = dict(trace.entries(trace.steps.index(s)))[s.node]
-        terms = " + ".join(label for label, _ in entries)
+        terms = " + ".join(trace.entry(s.node, source) for source in replay.sources[s.node])
         rule = "1 (seed)" if s.node is trace.out else terms
         rows.append([f"v̄{i}", rule, format_value(values[s.created])])
     return Table(["adjoint", "sum of partial adjoints", "value"], rows, "adjoint trace")
