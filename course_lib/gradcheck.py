@@ -134,7 +134,12 @@ def central_difference(f, x: float, eps: float) -> float:
 def difference_errors(f, exact: float, x: float, eps_values) -> dict[str, np.ndarray]:
     """Absolute errors of both difference quotients against the ``exact`` derivative, on the
     host (``f`` may return device scalars, such as ``evaluate`` of a 0-d node); every ε above 0
-    (the quotients divide by it)."""
+    (the quotients divide by it); ``eps_values`` a sequence of them (one ε: a list of one)."""
+    if np.ndim(eps_values) != 1:
+        raise ShapeError(
+            f"difference_errors: eps_values must be a sequence of step sizes (a list such as "
+            f"[1e-1, 1e-2]), got {eps_values!r}"
+        )
     eps_values = [params.real(e, "difference_errors: ε", positive=True) for e in eps_values]
     return {
         "forward": to_numpy([abs(forward_difference(f, x, e) - exact) for e in eps_values]),

@@ -200,3 +200,15 @@ def test_nodes_built_counts_new_nodes_whatever_else_the_output_computes(mode):
     alone = cl.jacobian(cl.sum(x * 3.0), x, feed, mode).nodes_built
     beside = cl.jacobian(cl.sum(x * 3.0) + cl.sum(chain), x, feed, mode).nodes_built
     assert alone == beside == {"forward": 15, "reverse": 3}[mode]
+
+
+@pytest.mark.parametrize("eps_values", [1e-3, np.float64(1e-3), [[1e-3, 1e-4]]])
+def test_difference_errors_wants_a_sequence_of_steps(eps_values):
+    """One number gave Python's "'float' object is not iterable"."""
+    with pytest.raises(cl.ShapeError, match="difference_errors: eps_values must be a sequence"):
+        gradcheck.difference_errors(np.sin, np.cos(1.0), 1.0, eps_values)
+
+
+def test_difference_errors_of_a_list_of_one_step():
+    errors = gradcheck.difference_errors(np.sin, np.cos(1.0), 1.0, [1e-3])
+    assert errors["central"].shape == (1,) and errors["central"][0] < 1e-6
