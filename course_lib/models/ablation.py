@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import params
-from ..errors import ParameterError
+from ..errors import GraphError, ParameterError
 from ..tables import ShownAsTable, Table
 from .config import ARCHITECTURE, LlamaConfig
 from .llama import Llama
@@ -27,8 +27,15 @@ CHANGES = {"norm_position": "pre-norm", "norm": "RMSNorm", "mlp": "SwiGLU", "pos
 
 
 def variant(config: LlamaConfig, switches: dict) -> LlamaConfig:
-    """``config`` with the architecture ``switches``; a ReLU MLP gets an inner size of
-    4·dim, about the parameters of a SwiGLU MLP of (8/3)·dim (three matrices, not two)."""
+    """``config`` with the architecture ``switches`` (fields of :data:`ARCHITECTURE`); a ReLU
+    MLP gets an inner size of 4·dim, about the parameters of a SwiGLU MLP of (8/3)·dim (three
+    matrices, not two)."""
+    if not isinstance(config, LlamaConfig):
+        raise GraphError(f"ablation: config must be a LlamaConfig, got {type(config).__name__}")
+    others = sorted(set(switches) - set(ARCHITECTURE))
+    if others:
+        raise ParameterError(f"ablation: {others} are not switches; the switches are "
+                             f"{', '.join(ARCHITECTURE)}")  # fmt: skip
     config = dataclasses.replace(config, **switches)
     return dataclasses.replace(config, ffn_dim=4 * config.dim) if config.mlp == "relu" else config
 

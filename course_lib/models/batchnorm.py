@@ -6,28 +6,42 @@ For ``Y = conv(X, W) + B`` this gives one convolution with ``W2 = W·R(c)`` and
 ``B2 = B·R(c) + P(c)``: one kernel, and the BatchNorm's pass over memory disappears.
 (The engine has no convolution op yet, so the rewrite is shown on parameters.)
 
-These are NumPy references on the host: they take host data (NumPy arrays, lists) and refuse
-a device array with ``DeviceError`` (bring it over with ``course_lib.to_numpy`` first).
+These are NumPy references on the host: they take host data (NumPy arrays, lists) of real
+numbers and refuse a device array with ``DeviceError`` (bring it over with
+``course_lib.to_numpy`` first).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .. import params
 from ..backend import host_array
-from ..errors import ShapeError
+from ..errors import ParameterError, ShapeError
+
+
+def _host(value, what: str) -> np.ndarray:
+    """``value`` as a NumPy array of real numbers (booleans, integers, floats), or a clear error."""
+    return params.numeric_array(host_array(value, what), what)
 
 
 def batchnorm_affine(gamma, beta, mean, var, eps: float = 1e-5) -> tuple[np.ndarray, np.ndarray]:
-    """BatchNorm at inference as ``(R, P)`` per channel: ``bn(y) = y·R + P``."""
+    """BatchNorm at inference as ``(R, P)`` per channel: ``bn(y) = y·R + P``; ``var + eps``
+    must be above 0 in every channel (a variance is never negative)."""
     gamma, beta, mean, var = (
-        host_array(a, f"batchnorm_affine: {name}").astype(np.float64, copy=False)
+        _host(a, f"batchnorm_affine: {name}").astype(np.float64, copy=False)
         for name, a in (("gamma", gamma), ("beta", beta), ("mean", mean), ("var", var))
     )
+    eps = params.real(eps, "batchnorm_affine: eps", minimum=0.0)
     if not gamma.shape == beta.shape == mean.shape == var.shape or gamma.ndim != 1:
         raise ShapeError(
             "batchnorm parameters must be four vectors of one length (one value per channel), "
             f"got gamma {gamma.shape}, beta {beta.shape}, mean {mean.shape}, var {var.shape}"
+        )
+    if not (var + eps > 0).all():  # NaN too
+        raise ParameterError(
+            f"batchnorm_affine: var + eps must be above 0 in every channel, got var "
+            f"{var[~(var + eps > 0)]} with eps={eps:g}"
         )
     scale = gamma / np.sqrt(var + eps)
     return scale, beta - mean * scale
@@ -36,8 +50,8 @@ def batchnorm_affine(gamma, beta, mean, var, eps: float = 1e-5) -> tuple[np.ndar
 def fold_batchnorm(weight, bias, gamma, beta, mean, var, eps: float = 1e-5):
     """``(W2, B2)``: a conv (weights ``(C_out, C_in, kh, kw)``, bias ``(C_out,)``) followed by
     a BatchNorm over its ``C_out`` channels, as one conv."""
-    weight = host_array(weight, "fold_batchnorm: weight")
-    bias = host_array(bias, "fold_batchnorm: bias")
+    weight = _host(weight, "fold_batchnorm: weight")
+    bias = _host(bias, "fold_batchnorm: bias")
     scale, shift = batchnorm_affine(gamma, beta, mean, var, eps)
     if weight.ndim != 4 or weight.shape[0] != len(scale) or bias.shape != scale.shape:
         raise ShapeError(
@@ -49,12 +63,18 @@ def fold_batchnorm(weight, bias, gamma, beta, mean, var, eps: float = 1e-5):
 
 def conv2d(x, weight, bias) -> np.ndarray:
     """Reference 2-D convolution (NCHW, stride 1, no padding): a NumPy check for the folding."""
-    x, weight = host_array(x, "conv2d: x"), host_array(weight, "conv2d: weight")
-    bias = host_array(bias, "conv2d: bias")
+    x, weight = _host(x, "conv2d: x"), _host(weight, "conv2d: weight")
+    bias = _host(bias, "conv2d: bias")
     if x.ndim != 4 or weight.ndim != 4 or x.shape[1] != weight.shape[1]:
         raise ShapeError(
             f"conv2d: x {x.shape} (N, C_in, H, W) and weights {weight.shape} "
             "(C_out, C_in, kh, kw) must agree on C_in"
         )
+    if weight.shape[2] > x.shape[2] or weight.shape[3] > x.shape[3]:
+        raise ShapeError(f"conv2d: the kernel {weight.shape[2:]} is larger than the image "
+                         f"{x.shape[2:]} (no padding)")  # fmt: skip
+    if bias.shape != weight.shape[:1]:
+        raise ShapeError(f"conv2d: bias {bias.shape} must have shape ({weight.shape[0]},), one "
+                         "value per output channel")  # fmt: skip
     windows = np.lib.stride_tricks.sliding_window_view(x, weight.shape[2:], axis=(2, 3))
     return np.einsum("nchwuv,dcuv->ndhw", windows, weight) + bias[None, :, None, None]

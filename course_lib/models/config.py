@@ -66,9 +66,13 @@ class LlamaConfig:
             object.__setattr__(self, field, size)
         for field, choices in ARCHITECTURE.items():
             one_of(getattr(self, field), choices, f"LlamaConfig.{field}")
-        params.real(self.norm_eps, "LlamaConfig.norm_eps", minimum=0.0)
-        if params.real(self.rope_theta, "LlamaConfig.rope_theta") <= 1:
+        eps = params.real(self.norm_eps, "LlamaConfig.norm_eps", minimum=0.0)
+        theta = params.real(self.rope_theta, "LlamaConfig.rope_theta")
+        if theta <= 1:
             raise ParameterError(f"LlamaConfig.rope_theta must be > 1, got {self.rope_theta}")
+        # stored as floats: np.float32(1e-3) == 1e-3, yet it hashes apart and is another eps
+        object.__setattr__(self, "norm_eps", eps)
+        object.__setattr__(self, "rope_theta", theta)
         if self.dim % self.n_heads:
             raise ShapeError(
                 f"LlamaConfig: dim={self.dim} is not divisible by n_heads={self.n_heads}"

@@ -7,6 +7,7 @@ forward graph is wired (:meth:`DecoderLM.build_logits`); the rest is here.
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ import numpy as np
 from .. import backend, params
 from ..autodiff import grad
 from ..backend import to_numpy
-from ..errors import DeviceError, FeedError, GraphError, ShapeError
+from ..errors import DeviceError, FeedError, GraphError, ParameterError, ShapeError
 from ..graph import Node, variable
 from ..ops import cross_entropy, reshape
 from ..runtime import Executor
@@ -75,12 +76,21 @@ class DecoderLM:
     init_std : float
         Standard deviation (finite, >= 0) of the normal initialisation of matrices (HF's
         ``initializer_range``); norm weights start at 1, biases at 0.
+
+    A config of more than :attr:`max_params` parameters is refused before anything is
+    allocated.
     """
+
+    #: The most parameters a model may have: 2**27, about 134 million (512 MiB in float32).
+    #: A real LLM's config (``LlamaConfig.llama2_7b()``) is refused at once instead of filling
+    #: the memory; the calculators (``param_count``, ``training_memory``) size such a config
+    #: without building it. A class attribute: raise it for a bigger model that fits.
+    max_params = 2**27
 
     def __init__(self, config: LlamaConfig, seed: int = 0, dtype=np.float32, init_std=0.02):
         what = type(self).__name__
         if not isinstance(config, LlamaConfig):
-            raise TypeError(f"{what} needs a LlamaConfig, got {type(config)}")
+            raise GraphError(f"{what} needs a LlamaConfig, got {type(config).__name__}")
         self.config = config
         self.dtype = params.dtype(dtype, f"{what}: dtype")
         if self.dtype.kind != "f":
@@ -88,6 +98,14 @@ class DecoderLM:
                              f"got {self.dtype}")  # fmt: skip
         init_std = params.in_range(init_std, f"{what}: init_std", 0.0)
         rng = np.random.default_rng(params.count(seed, f"{what}: seed", 0))
+        numbers = self.parameter_numbers()
+        if numbers > self.max_params:
+            raise ParameterError(
+                f"{what}: the config has {numbers:,} parameters "
+                f"({numbers * self.dtype.itemsize / 2**30:.3g} GiB of {self.dtype}), more than "
+                f"{what}.max_params = {self.max_params:,}; size a big config with param_count "
+                f"or training_memory instead (or raise {what}.max_params for a model that fits)"
+            )
         self.device = backend.get_device()
         self.params: dict = {}  # name -> array on self.device
         for name, (shape, kind) in self.parameter_specs().items():
@@ -123,6 +141,11 @@ class DecoderLM:
         """Name -> (shape, "normal" | "ones" | "zeros"), in a fixed order."""
         raise NotImplementedError
 
+    def parameter_numbers(self) -> int:
+        """How many numbers :meth:`parameter_specs` asks for (checked against
+        :attr:`max_params` before any is allocated)."""
+        return sum(math.prod(shape) for shape, _ in self.parameter_specs().values())
+
     def build_logits(self, tokens: Node, p: dict[str, Node]) -> tuple[Node, list[Node]]:
         """Wire the graph: logits (batch, seq, vocab) and each layer's attention probabilities."""
         raise NotImplementedError
@@ -148,12 +171,15 @@ class DecoderLM:
 
         Logits need seq >= 1; the loss (``None`` for seq = 1) needs seq >= 2.
         """
-        key = (int(batch), int(seq))
+        what = f"{type(self).__name__}.forward_graph"
+        key = (params.integer(batch, f"{what}: batch"), params.integer(seq, f"{what}: seq"))
         if key not in self._graphs:
             if key[0] < 1 or not 1 <= key[1] <= self.config.max_seq_len:
                 raise self.shape_error(batch, seq)
             tokens = variable("tokens", key, np.int64)
-            p = {name: variable(name, a.shape, self.dtype) for name, a in self.params.items()}
+            # the config's shapes, not those of ``params`` now: a wrong array is named when fed
+            p = {name: variable(name, shape, self.dtype)
+                 for name, (shape, _) in self.parameter_specs().items()}  # fmt: skip
             logits, attention = self.build_logits(tokens, p)
             loss = cross_entropy(logits[:, :-1], tokens[:, 1:]) if key[1] >= 2 else None
             self._graphs[key] = ForwardGraph(tokens, logits, loss, p, attention)
@@ -181,6 +207,7 @@ class DecoderLM:
     def feed(self, graph: ForwardGraph, tokens) -> dict:
         """The feed for ``graph``: the checked tokens and every parameter array."""
         self.check_device()
+        self.check_params()
         feed = {var: self.params[name] for name, var in graph.params.items()}
         feed[graph.tokens] = self.check_tokens(tokens)
         return feed
@@ -194,11 +221,32 @@ class DecoderLM:
                 f"course_lib runs on {current!r}; call model.to({current!r}) first"
             )
 
+    def check_params(self) -> None:
+        """Raise :class:`FeedError` unless ``params`` has the names of
+        :meth:`parameter_specs` (no more: a misspelt name would be ignored), and
+        :class:`ShapeError` unless each has its shape."""
+        what, specs = type(self).__name__, self.parameter_specs()
+        missing = [name for name in specs if name not in self.params]
+        unexpected = [name for name in self.params if name not in specs]
+        if missing or unexpected:
+            raise FeedError(f"{what}: params must have the config's parameter names; missing "
+                            f"{missing[:3]}, unexpected {unexpected[:3]}")  # fmt: skip
+        for name, (shape, _) in specs.items():
+            value = self.params[name]
+            given = tuple(value.shape) if hasattr(value, "shape") else np.shape(value)
+            if given != shape:
+                raise ShapeError(f"{what}: params[{name!r}] has shape {given}, the config's is "
+                                 f"{shape}")  # fmt: skip
+
     def check_tokens(self, tokens) -> np.ndarray:
         """Tokens as an int64 (batch, seq) NumPy array (checked on the host), or a clear
         error; a device array of tokens is copied to the host."""
         backend.refuse_foreign(tokens, "tokens")
-        array = to_numpy(tokens)
+        try:
+            array = to_numpy(tokens)
+        except ValueError:  # NumPy's "inhomogeneous shape"
+            raise ShapeError("tokens must have shape (batch, seq), got rows of different "
+                             "lengths") from None  # fmt: skip
         if array.ndim != 2:
             raise ShapeError(f"tokens must have shape (batch, seq), got shape {array.shape}")
         if array.dtype.kind not in "iu":
@@ -238,8 +286,8 @@ class DecoderLM:
 
     def loss_graph(self, batch: int, seq: int) -> tuple[ForwardGraph, dict[str, Node]]:
         """The forward graph and each parameter's gradient node (reverse mode)."""
-        self._check_loss_shape(batch, seq)
-        graph = self.forward_graph(batch, seq)
+        graph = self.forward_graph(batch, seq)  # checks that both are integers
+        self._check_loss_shape(graph.batch, graph.seq)
         names = list(graph.params)
         grads = grad(graph.loss, [graph.params[n] for n in names])
         return graph, dict(zip(names, grads))

@@ -18,13 +18,14 @@ positions      "rope": rotating q and k        "sinusoidal": added to embeddings
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import numpy as np
 
 from .. import backend, params
 from ..backend import to_numpy
-from ..errors import DeviceError, FeedError, ShapeError
+from ..errors import DeviceError, FeedError, GraphError, ShapeError
 from ..graph import constant
 from ..ops import layer_norm, reshape, rms_norm, take
 from ..runtime import Tensor, no_grad
@@ -45,19 +46,31 @@ class Llama(DecoderLM):
     def parameter_specs(self):
         c = self.config
         specs = {"model.embed_tokens.weight": ((c.vocab_size, c.dim), "normal")}
-        mlp = ("gate", "up") if c.mlp == "swiglu" else ("up",)
         for i in range(c.n_layers):
-            layer = f"model.layers.{i}"
-            specs.update(attention_specs(c, f"{layer}.self_attn", _PROJECTIONS))
-            specs.update({f"{layer}.mlp.{n}_proj.weight": ((c.ffn_dim, c.dim), "normal")
-                          for n in mlp})  # fmt: skip
-            specs[f"{layer}.mlp.down_proj.weight"] = ((c.dim, c.ffn_dim), "normal")
-            for norm in _NORMS[c.norm_position]:
-                specs.update(self._norm_specs(f"{layer}.{norm}"))
+            specs.update(self.block_specs(i))
         if c.norm_position == "pre":
             specs.update(self._norm_specs("model.norm"))
         specs["lm_head.weight"] = ((c.vocab_size, c.dim), "normal")
         return specs
+
+    def block_specs(self, i: int) -> dict:
+        """The parameter specs of block ``i``: attention, MLP, the two norms."""
+        c, layer = self.config, f"model.layers.{i}"
+        specs = attention_specs(c, f"{layer}.self_attn", _PROJECTIONS)
+        mlp = ("gate", "up") if c.mlp == "swiglu" else ("up",)
+        specs.update({f"{layer}.mlp.{n}_proj.weight": ((c.ffn_dim, c.dim), "normal")
+                      for n in mlp})  # fmt: skip
+        specs[f"{layer}.mlp.down_proj.weight"] = ((c.dim, c.ffn_dim), "normal")
+        for norm in _NORMS[c.norm_position]:
+            specs.update(self._norm_specs(f"{layer}.{norm}"))
+        return specs
+
+    def parameter_numbers(self):
+        """The number of parameters, counted from block 0's specs (those of every block of a
+        huge ``n_layers`` would fill the memory before the check)."""
+        c = self.config
+        final_norm = _numbers(self._norm_specs("model.norm")) if c.norm_position == "pre" else 0
+        return 2 * c.vocab_size * c.dim + c.n_layers * _numbers(self.block_specs(0)) + final_norm
 
     def _norm_specs(self, name: str) -> dict:
         specs = {f"{name}.weight": ((self.config.dim,), "ones")}
@@ -150,6 +163,7 @@ class Llama(DecoderLM):
         batch, seq = tokens.shape
         if batch < 1 or (seq < 1 and not cache.length):
             raise self.shape_error(batch, seq)
+        self.check_params()
         cache.check_params(self.params)
         cache.check_room(batch, seq, self.config.max_seq_len)
         with no_grad():
@@ -167,6 +181,10 @@ _NORMS = {"pre": ("input_layernorm", "post_attention_layernorm"),
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)  # buffers recomputed from the config
 
 
+def _numbers(specs: dict) -> int:
+    return sum(math.prod(shape) for shape, _ in specs.values())
+
+
 def interleaved_to_half_split(weight, n_heads: int) -> np.ndarray:
     """The rows of a query or key projection (n_heads·d, dim) reordered for half-split RoPE.
 
@@ -175,17 +193,18 @@ def interleaved_to_half_split(weight, n_heads: int) -> np.ndarray:
     ``rotate_half``). Within each head, put rows 0, 2, 4, ... first and 1, 3, 5, ... after:
     the half-split rotation of the new projection is the interleaved rotation of the old one,
     its entries reordered the same way, so every score q·k is unchanged. This is the
-    permutation Hugging Face applies when it converts Meta's checkpoints.
+    permutation Hugging Face applies when it converts Meta's checkpoints. Returns a new
+    array (``weight`` is left as it is).
     """
+    n_heads = params.count(n_heads, "interleaved_to_half_split: n_heads", 1)
     w = to_numpy(weight)
     if w.ndim != 2 or w.shape[0] % n_heads or (w.shape[0] // n_heads) % 2:
         raise ShapeError(
             f"interleaved_to_half_split: need a (n_heads·d, dim) matrix with an even head size "
             f"d, got shape {w.shape} for n_heads={n_heads}"
         )
-    rows, cols = w.shape
-    pairs = w.reshape(n_heads, rows // n_heads // 2, 2, cols)  # head, pair i, (2i, 2i + 1)
-    return pairs.transpose(0, 2, 1, 3).reshape(rows, cols)
+    rows = np.arange(w.shape[0]).reshape(n_heads, -1, 2)  # head, pair i, (2i, 2i + 1)
+    return w[rows.transpose(0, 2, 1).reshape(-1)]  # indexing copies, even when d = 2
 
 
 def load_hf_state_dict(model: Llama, state_dict: Mapping) -> Llama:
@@ -196,10 +215,16 @@ def load_hf_state_dict(model: Llama, state_dict: Mapping) -> Llama:
     the caller's tensors nor, for tied weights (one tensor under two names), the twin.
     Missing or unexpected keys raise :class:`FeedError`, wrong shapes :class:`ShapeError`.
     """
+    if not isinstance(model, Llama) or not isinstance(state_dict, Mapping):
+        raise GraphError(
+            f"load_hf_state_dict(model, state_dict) takes a Llama and a mapping of names to "
+            f"tensors, got {type(model).__name__} and {type(state_dict).__name__}"
+        )
     model.check_device()
+    expected = {name: shape for name, (shape, _) in model.parameter_specs().items()}
     given = {k: v for k, v in state_dict.items() if not k.endswith(_IGNORED_SUFFIXES)}
-    missing = sorted(set(model.params) - set(given))
-    unexpected = sorted(set(given) - set(model.params))
+    missing = sorted(set(expected) - set(given))
+    unexpected = sorted(set(given) - set(expected))
     if missing or unexpected:
         raise FeedError(
             "state dict does not match the model: "
@@ -212,10 +237,10 @@ def load_hf_state_dict(model: Llama, state_dict: Mapping) -> Llama:
             value = value.detach().cpu()
             value = (value.float() if str(value.dtype) == "torch.bfloat16" else value).numpy()
         array = to_numpy(value)
-        if array.shape != model.params[name].shape:
+        if array.shape != expected[name]:
             raise ShapeError(
                 f"state dict entry {name} has shape {array.shape}, "
-                f"the model expects {model.params[name].shape}"
+                f"the model expects {expected[name]}"
             )
         params.numeric_array(array, f"state dict entry {name}")  # before a cast drops any part
         array = np.array(array, dtype=model.dtype, order="C", copy=True)
