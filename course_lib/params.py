@@ -12,7 +12,7 @@ import numbers
 
 import numpy as np
 
-from .errors import GraphError, ParameterError, ShapeError
+from .errors import GraphError, OutOfRangeError, ParameterError, ShapeError
 
 
 def integer(value, what: str) -> int:
@@ -191,3 +191,23 @@ def finite_array(array, what: str):
     if bad:
         raise ParameterError(f"{what} holds {bad} NaN or infinite value(s); refusing to load it")
     return array
+
+
+def check_ids(ids, size: int, what: str) -> None:
+    """Raise unless ``ids`` are integers in ``[0, size)`` (``what`` says why that range).
+
+    NumPy would read a negative id from the end, so a bad id would silently pick a wrong row
+    or class (and a gradient for none)."""
+    if getattr(ids, "dtype", np.dtype(float)).kind not in "iu":
+        raise GraphError(f"{what}: ids must be integers, got {type(ids).__name__} "
+                         f"of dtype {getattr(ids, 'dtype', None)}")  # fmt: skip
+    if ids.size == 0:
+        return
+    bad = (ids < 0) | (ids >= size)
+    if bad.any():
+        flat = int(bad.reshape(-1).argmax())
+        where = tuple(int(i) for i in np.unravel_index(flat, ids.shape))
+        raise OutOfRangeError(
+            f"{what}: id {int(ids.reshape(-1)[flat])} at position {where} is outside [0, {size}); "
+            "ids count from 0, and negative ids are refused (NumPy would count from the end)"
+        )

@@ -35,6 +35,8 @@ import warnings
 import numpy as np
 
 from ..backend import host_array
+from ..errors import ShapeError
+from ..params import check_ids
 from .errors import KernelError
 
 #: Smallest array worth a call (smaller ones: NumPy's few microseconds are as fast), and the
@@ -539,17 +541,39 @@ def worth_it(*arrays) -> bool:
 
 
 def _rows(a: np.ndarray) -> np.ndarray:
-    """``a`` as a C-contiguous host array; a transposed float32 matrix (F-contiguous: the
-    transposed view of another) copied in tiles over the pool (:func:`transposed`)."""
+    """``a`` as a C-contiguous, aligned float32 host array of its own shape (a 0-d one stays
+    0-d); a transposed matrix (F-contiguous: the transposed view of another) copied in tiles
+    over the pool (:func:`transposed`). Another dtype is a TypeError: the loops would read
+    its bytes as float32 numbers (and a narrower one past its end)."""
     a = host_array(a, "an input of a CPU row kernel")
-    if a.ndim == 2 and a.dtype == np.float32 and a.flags.f_contiguous and not a.flags.c_contiguous:
+    if a.dtype != np.float32:
+        raise TypeError(f"the CPU kernels take float32 arrays (native byte order), got {a.dtype}")
+    if a.ndim == 2 and a.flags.f_contiguous and not a.flags.c_contiguous:
         return transposed(a)
-    return np.ascontiguousarray(a)
+    return a if a.flags.c_contiguous and a.flags.aligned else np.array(a, order="C")
+
+
+def _same_shapes(name: str, *arrays: np.ndarray) -> None:
+    """Raise unless the arrays have one shape: the loops read each for the first's size."""
+    if len({a.shape for a in arrays}) > 1:
+        raise ShapeError(f"{name}: the arrays must have one shape, got "
+                         f"{', '.join(str(a.shape) for a in arrays)}")  # fmt: skip
+
+
+def _checked_ids(ids, size: int, what: str) -> np.ndarray:
+    """``ids`` as C-contiguous int64, each checked in ``[0, size)`` (the loops index rows
+    with them: an id outside would read or write outside the arrays)."""
+    ids = host_array(ids, "ids of a CPU kernel")
+    check_ids(ids, size, what)
+    return np.ascontiguousarray(ids, dtype=np.int64).reshape(ids.shape)
 
 
 def transposed(a: np.ndarray) -> np.ndarray:
-    """``np.ascontiguousarray(a)`` for an F-contiguous float32 matrix ``a`` (the same values),
-    copied in 32 × 32 tiles over the pool."""
+    """``np.ascontiguousarray(a)`` (the same values), copied in 32 × 32 tiles over the pool
+    for an F-contiguous float32 matrix ``a``; any other array is NumPy's copy."""
+    if not (isinstance(a, np.ndarray) and a.ndim == 2 and a.dtype == np.float32
+            and a.flags.f_contiguous and not a.flags.c_contiguous):  # fmt: skip
+        return np.ascontiguousarray(a).reshape(np.shape(a))
     out = np.empty(a.shape, np.float32)
     _library().transposed_copy(*_pointers(a, out), *(ctypes.c_longlong(n) for n in a.shape))
     return out
@@ -562,10 +586,15 @@ def _pointers(*arrays):
 
 def causal_softmax(s: np.ndarray, scale: float) -> np.ndarray:
     """``softmax(scale · s + M)`` over the last axis of ``s`` (..., T, S), ``M`` masking the
-    keys after each query (queries aligned with the last keys)."""
+    keys after each query (queries aligned with the last keys); ``T <= S`` (else
+    ShapeError: a row would see a negative number of keys)."""
     s = _rows(s)
+    if s.ndim < 2 or s.shape[-2] > s.shape[-1]:
+        raise ShapeError(f"causal_softmax needs (..., T, S) scores with T <= S, got {s.shape}")
     t, n = s.shape[-2], s.shape[-1]
     out = np.empty_like(s)
+    if out.size == 0:
+        return out
     _library().causal_softmax(
         *_pointers(s, out), ctypes.c_longlong(s.size // n), ctypes.c_longlong(t),
         ctypes.c_longlong(n), ctypes.c_float(np.float32(scale)),
@@ -576,6 +605,9 @@ def causal_softmax(s: np.ndarray, scale: float) -> np.ndarray:
 def softmax(x: np.ndarray) -> np.ndarray:
     """``softmax(x)`` over the last axis: the causal kernel with one query per row (nothing
     masked), the same NaN and infinity rules as NumPy's formula."""
+    x = _rows(x)
+    if x.ndim < 1:
+        raise ShapeError("softmax needs an array of at least one axis, got a 0-d one")
     n = x.shape[-1]
     return causal_softmax(x.reshape(-1, 1, n), 1.0).reshape(x.shape)
 
@@ -583,13 +615,14 @@ def softmax(x: np.ndarray) -> np.ndarray:
 def cross_entropy(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
     """Each row's log-probability of its target, ``log_softmax(logits)[target]``, as a
     float32 array of the targets' shape: one target per row, ``targets.shape ==
-    logits.shape[:-1]`` (else ValueError), each checked already (``0 <= t < n``)."""
-    if targets.shape != logits.shape[:-1]:
-        raise ValueError(f"cross_entropy: targets {targets.shape} must be the logits' shape "
+    logits.shape[:-1]`` (else ValueError), each an integer in ``[0, n)`` (else GraphError or
+    OutOfRangeError, as the op's check)."""
+    logits, targets = _rows(logits), host_array(targets, "cross_entropy's targets")
+    if logits.ndim < 1 or targets.shape != logits.shape[:-1]:
+        raise ShapeError(f"cross_entropy: targets {targets.shape} must be the logits' shape "
                          f"{logits.shape} without its last axis")  # fmt: skip
-    logits = _rows(logits)
     n = logits.shape[-1]
-    targets = np.ascontiguousarray(targets, dtype=np.int64)
+    targets = _checked_ids(targets, n, f"cross_entropy: there are {n} classes")
     picked = np.empty(targets.shape, np.float32)
     _library().cross_entropy(*_pointers(logits, targets, picked),
                              ctypes.c_longlong(targets.size), ctypes.c_longlong(n))  # fmt: skip
@@ -599,8 +632,11 @@ def cross_entropy(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
 def softmax_grad(g: np.ndarray, p: np.ndarray, scale: float) -> np.ndarray:
     """``scale · p · (g − Σ g·p)`` over the last axis (the softmax adjoint)."""
     g, p = _rows(g), _rows(p)
+    _same_shapes("softmax_grad", g, p)
     n = p.shape[-1]
     out = np.empty_like(p)
+    if out.size == 0:
+        return out
     _library().softmax_grad(
         *_pointers(g, p, out), ctypes.c_longlong(p.size // n), ctypes.c_longlong(n),
         ctypes.c_float(np.float32(scale)), ctypes.c_int(scale != 1.0),
@@ -611,9 +647,17 @@ def softmax_grad(g: np.ndarray, p: np.ndarray, scale: float) -> np.ndarray:
 def rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, axis: int) -> np.ndarray:
     """RoPE of ``x`` with positions along ``axis`` (not the last) and ``(positions, d/2)``
     tables: the halves ``(x₁, x₂)`` of the last axis become ``(x₁·cos − x₂·sin,
-    x₂·cos + x₁·sin)``."""
+    x₂·cos + x₁·sin)``. The tables must be ``(x.shape[axis], d/2)`` and ``d`` even (else
+    ShapeError: the loop reads a table row per position and rotates pairs)."""
     x, cos, sin = _rows(x), _rows(cos), _rows(sin)
     shape = x.shape
+    if not -len(shape) <= axis < len(shape) - 1 or axis % len(shape) == len(shape) - 1:
+        raise ShapeError(f"rope: the position axis {axis} must come before the last of {shape}")
+    axis %= len(shape)
+    if shape[-1] % 2 or cos.shape != (shape[axis], shape[-1] // 2) or sin.shape != cos.shape:
+        raise ShapeError(f"rope: x {shape} needs an even last axis and (positions, d/2) = "
+                         f"{(shape[axis], shape[-1] // 2)} tables, got {cos.shape} and "
+                         f"{sin.shape}")  # fmt: skip
     out = np.empty_like(x)
     _library().rope(
         *_pointers(x, cos, sin, out),
@@ -624,8 +668,10 @@ def rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, axis: int) -> np.ndarr
 
 
 def adam_moment(m: np.ndarray, g: np.ndarray, beta: float, power: int) -> np.ndarray:
-    """``m·β + (1−β)·g^power``; β and 1−β rounded to float32 as NumPy rounds them."""
+    """``m·β + (1−β)·g^power`` (``power`` 2: ``g·g``; any other power: ``g``, as
+    ``AdamMoment``'s array code); β and 1−β rounded to float32 as NumPy rounds them."""
     m, g = _rows(m), _rows(g)
+    _same_shapes("adam_moment", m, g)
     out = np.empty_like(m)
     f32 = np.float32
     _library().adam_moment(
@@ -639,6 +685,7 @@ def adamw_update(theta, m, v, *, decay, bias2, eps, step_size) -> np.ndarray:
     """``(θ·decay) − (m / (sqrt(v)·bias2 + ε))·step_size``; ``decay`` None: no weight
     decay. The factors are float32 numbers (or 0-d arrays) as the op computed them."""
     theta, m, v = _rows(theta), _rows(m), _rows(v)
+    _same_shapes("adamw_update", theta, m, v)
     out = np.empty_like(theta)
     f32 = np.float32
     _library().adamw_update(
@@ -657,8 +704,12 @@ def splits(*arrays) -> bool:
 
 
 def sum_of(*arrays: np.ndarray) -> np.ndarray:
-    """``((x₀ + x₁) + x₂) + …`` elementwise, NumPy's order, split over the pool's threads."""
+    """``((x₀ + x₁) + x₂) + …`` elementwise, NumPy's order, split over the pool's threads;
+    two arrays or more, of one shape (else ShapeError)."""
     arrays = [_rows(a) for a in arrays]
+    if len(arrays) < 2:
+        raise ShapeError(f"sum_of adds two arrays or more, got {len(arrays)}")
+    _same_shapes("sum_of", *arrays)
     out = np.empty_like(arrays[0])
     pointers = (ctypes.c_void_p * len(arrays))(*(a.ctypes.data for a in arrays))
     _library().sum_of(pointers, ctypes.c_int(len(arrays)), *_pointers(out),
@@ -690,11 +741,15 @@ def product(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def rows_added_at(g: np.ndarray, ids: np.ndarray, rows: int) -> np.ndarray:
     """The embedding's adjoint: zeros ``(rows, width)`` with each row of ``g`` (..., width)
-    added to row ``ids[...]``, in ``np.add.at``'s order (its bits). ``ids`` are checked
-    already (``0 <= id < rows``)."""
+    added to row ``ids[...]``, in ``np.add.at``'s order (its bits). ``g.shape == (*ids.shape,
+    width)`` (else ShapeError) and each id an integer in ``[0, rows)`` (else GraphError or
+    OutOfRangeError, as the op's check)."""
+    g, ids = _rows(g), host_array(ids, "the embedding adjoint's ids")
+    if g.ndim < 1 or g.shape[:-1] != ids.shape:
+        raise ShapeError(f"rows_added_at: g {g.shape} must be the ids' shape {ids.shape} and "
+                         "a width")  # fmt: skip
     width = g.shape[-1]
-    g = _rows(g)
-    ids = np.ascontiguousarray(ids, dtype=np.int64)
+    ids = _checked_ids(ids, rows, f"rows_added_at: the table has {rows} rows")
     out = np.zeros((rows, width), np.float32)
     _library().rows_added_at(*_pointers(g, ids, out), ctypes.c_longlong(ids.size),
                              ctypes.c_longlong(width), ctypes.c_longlong(rows))  # fmt: skip
@@ -705,6 +760,7 @@ def rms_norm_grad_w(g: np.ndarray, x: np.ndarray, eps: float) -> np.ndarray:
     """RMSNorm's weight adjoint ``Σ_rows g · x · r`` (the sums in double, rounded once: the
     einsum's float32 sums to within their own rounding)."""
     g, x = _rows(g), _rows(x)
+    _same_shapes("rms_norm_grad_w", g, x)
     n = x.shape[-1]
     rows = x.size // max(n, 1)
     out = np.empty(n, np.float32)
@@ -773,8 +829,9 @@ def _longs(values):
 
 
 def _elementwise(name: str, *arrays: np.ndarray) -> np.ndarray:
-    """The kernel ``name(inputs..., out, n)`` on same-shape arrays."""
+    """The kernel ``name(inputs..., out, n)`` on same-shape arrays (else ShapeError)."""
     arrays = [_rows(a) for a in arrays]
+    _same_shapes(name, *arrays)
     out = np.empty_like(arrays[-1])
     getattr(_library(), name)(*_pointers(*arrays, out), ctypes.c_longlong(out.size))
     return out
@@ -798,8 +855,11 @@ def silu_grad(g: np.ndarray, x: np.ndarray) -> np.ndarray:
 def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     """``x · r · w`` over the last axis, ``r = 1 / sqrt(mean(x²) + ε)``."""
     x, w = _rows(x), _rows(w)
+    _check_weight("rms_norm", x, w)
     n = x.shape[-1]
     out = np.empty_like(x)
+    if out.size == 0:
+        return out
     _library().rms_norm(*_pointers(x, w, out), ctypes.c_longlong(x.size // n),
                         ctypes.c_longlong(n), ctypes.c_float(np.float32(eps)))  # fmt: skip
     return out
@@ -808,8 +868,18 @@ def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
 def rms_norm_grad_x(g: np.ndarray, x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     """RMSNorm's input adjoint ``r · (g·w − x · mean(g·w·x) · r²)`` over the last axis."""
     g, x, w = _rows(g), _rows(x), _rows(w)
+    _same_shapes("rms_norm_grad_x", g, x)
+    _check_weight("rms_norm_grad_x", x, w)
     n = x.shape[-1]
     out = np.empty_like(x)
+    if out.size == 0:
+        return out
     _library().rms_norm_grad_x(*_pointers(g, x, w, out), ctypes.c_longlong(x.size // n),
                                ctypes.c_longlong(n), ctypes.c_float(np.float32(eps)))  # fmt: skip
     return out
+
+
+def _check_weight(name: str, x: np.ndarray, w: np.ndarray) -> None:
+    """Raise unless ``w`` is one weight per element of x's last axis (the loops read n)."""
+    if x.ndim < 1 or w.shape != x.shape[-1:]:
+        raise ShapeError(f"{name}: the weight {w.shape} must be x's last axis {x.shape[-1:]}")

@@ -1,6 +1,7 @@
 """Axis and index arithmetic shared by the op families: which axes an ``axis`` argument
-names, the shape left after reducing or indexing (``None`` where unknown), the check
-that integer ids fall inside their range, and :func:`as_array` for inputs that may be numbers.
+names, the shape left after reducing or indexing (``None`` where unknown), and
+:func:`as_array` for inputs that may be numbers (integer ids are checked by
+:func:`course_lib.params.check_ids`, which the CPU kernels share).
 
 Broadcasting has its own module, :mod:`course_lib.ops.broadcast`.
 """
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import GraphError, OutOfRangeError
 from ..graph import is_static
 from ..tables import counted
 
@@ -61,23 +61,3 @@ def index_on(xp, index: tuple) -> tuple:
     if xp is np or not any(isinstance(i, np.ndarray) for i in index):
         return index
     return tuple(xp.asarray(i) if isinstance(i, np.ndarray) else i for i in index)
-
-
-def check_ids(ids, size: int, what: str) -> None:
-    """Raise unless ``ids`` are integers in ``[0, size)`` (``what`` says why that range).
-
-    NumPy would read a negative id from the end, so a bad id would silently pick a wrong row
-    or class (and a gradient for none)."""
-    if getattr(ids, "dtype", np.dtype(float)).kind not in "iu":
-        raise GraphError(f"{what}: ids must be integers, got {type(ids).__name__} "
-                         f"of dtype {getattr(ids, 'dtype', None)}")  # fmt: skip
-    if ids.size == 0:
-        return
-    bad = (ids < 0) | (ids >= size)
-    if bad.any():
-        flat = int(bad.reshape(-1).argmax())
-        where = tuple(int(i) for i in np.unravel_index(flat, ids.shape))
-        raise OutOfRangeError(
-            f"{what}: id {int(ids.reshape(-1)[flat])} at position {where} is outside [0, {size}); "
-            "ids count from 0, and negative ids are refused (NumPy would count from the end)"
-        )

@@ -16,7 +16,7 @@ from ..backend import on_host
 from ..graph import Node, Op, apply
 from ..kernels import cpu_kernels
 from ..kernels.dispatch import run_on_gpu
-from .axes import as_array, check_ids, normalize_axes
+from .axes import as_array, normalize_axes
 from .elementwise import div, exp, mul, sub
 from .reductions import LogSumExp, stable_log_sum_exp, sum
 
@@ -102,7 +102,7 @@ class CrossEntropy(Op):
 
     def compute(self, xp, logits, targets):
         targets = as_array(xp, targets)  # one position's target may be a number
-        check_ids(targets, logits.shape[-1], f"there are {logits.shape[-1]} classes")
+        params.check_ids(targets, logits.shape[-1], f"there are {logits.shape[-1]} classes")
         if (  # rows over the threads; other shapes keep NumPy's broadcasting and errors
             on_host(xp) and targets.shape == logits.shape[:-1] and cpu_kernels.worth_it(logits)
         ):
@@ -140,7 +140,7 @@ class OneHotLike(Op):
 
     def compute(self, xp, targets, logits):
         targets = as_array(xp, targets)  # one position's target may be a number
-        check_ids(targets, logits.shape[-1], f"there are {logits.shape[-1]} classes")
+        params.check_ids(targets, logits.shape[-1], f"there are {logits.shape[-1]} classes")
         return (targets[..., None] == xp.arange(logits.shape[-1])).astype(logits.dtype)
 
     def gradient(self, node, g, needs):

@@ -17,7 +17,7 @@ from ..errors import ShapeError
 from ..graph import Node, Op, apply, is_static
 from ..kernels import cpu_kernels
 from ..tables import counted
-from .axes import as_array, check_ids, index_on, indexed_shape, normalize_axes
+from .axes import as_array, index_on, indexed_shape, normalize_axes
 from .broadcast import ToShape, to_shape
 from .elementwise import zeros_like
 
@@ -286,7 +286,7 @@ class Take(Op):
 
     def compute(self, xp, table, indices):
         indices = as_array(xp, indices)  # take(table, 2): a number
-        check_ids(indices, table.shape[0], f"the table has {table.shape[0]} rows")
+        params.check_ids(indices, table.shape[0], f"the table has {table.shape[0]} rows")
         return xp.take(table, indices, axis=0)
 
     def gradient(self, node, g, needs):
@@ -312,7 +312,7 @@ class TakeAdjoint(Op):
 
     def compute(self, xp, g, indices, table):
         g, indices = as_array(xp, g), as_array(xp, indices)  # numbers for take(vector, 2)
-        check_ids(indices, table.shape[0], f"the table has {table.shape[0]} rows")
+        params.check_ids(indices, table.shape[0], f"the table has {table.shape[0]} rows")
         rows_of_g = len(table.shape) == 2 and g.shape == (*indices.shape, table.shape[1])
         if on_host(xp) and rows_of_g and cpu_kernels.worth_it(g):
             return cpu_kernels.rows_added_at(g, indices, table.shape[0])  # np.add.at's bits
