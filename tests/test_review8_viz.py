@@ -167,7 +167,9 @@ def test_a_scalar_constant_given_to_draw_is_drawn():
     x = cl.variable("x", shape=())
     fig = draw_graph(x, update=cl.constant(0.5))
     lines = repr(fig).splitlines()
-    assert lines == ["graph with 2 nodes (1 forward, 1 update)", "  v1 = x", "  0.5"]
+    # in creation order: 0.5 may be a constant made earlier (constants are shared by value)
+    assert lines[0] == "graph with 2 nodes (1 forward, 1 update)"
+    assert sorted(lines[1:]) == ["  0.5", "  v1 = x"]
     assert "0.5" in _texts(fig.svg())
     assert repr(draw_graph(x * 2.0)).splitlines()[1:] == ["  v1 = x", "  v2 = v1 × 2"]  # inline
 
