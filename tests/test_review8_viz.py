@@ -178,7 +178,7 @@ def test_a_scalar_constant_given_to_draw_is_drawn():
 def test_evaluation_trace_refuses_a_node_given_twice():
     """[x, x] named both rows v2 (and wrote x's definition as v2)."""
     x = cl.variable("x", shape=())
-    with pytest.raises(cl.GraphError, match=r"evaluation_trace: the node x is given twice"):
+    with pytest.raises(cl.GraphError, match=r"nodes lists x twice \(as v1 and v2\)"):
         evaluation_trace([x, x], {x: 1.0})
 
 

@@ -13,7 +13,7 @@ from ..graph import Node, constant, node_list, topological_order
 from ..runtime import Executor
 from ..tables import counted
 from .figure import GraphFigure, dot_text
-from .labels import aliases, definition, is_inline_constant, lecture_names, node_text
+from .labels import aliases, definition, is_inline_constant, lecture_names, node_text, v_numbers
 
 
 def _style(shape: str, style: str, fill: str, color: str | None = None) -> dict:
@@ -220,14 +220,7 @@ def _numbers(forward: list[Node], numbering) -> dict[Node, int]:
     """The v-number of each forward node: its place in ``numbering`` (the run's or the
     caller's), else counting on after it in topological order (constants get none)."""
     given = node_list(numbering or [], "draw_graph: numbering")
-    numbers = {}
-    for i, node in enumerate(given):
-        if node in numbers:
-            raise GraphError(
-                f"draw_graph: numbering lists {node.name} twice (as v{numbers[node]} and "
-                f"v{i + 1}); list each node once"
-            )
-        numbers[node] = i + 1
+    numbers = v_numbers(given, "draw_graph: numbering")
     count = len(given)
     for node in topological_order(forward):
         if node not in numbers and not node.is_constant:

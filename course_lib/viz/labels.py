@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from ..errors import GraphError
 from ..graph import Node
 from .figure import dot_text, format_value
 
@@ -73,3 +74,15 @@ def node_text(node: Node, names: dict, values: Mapping, roles: Sequence[str] = (
 def aliases(node: Node, names: dict, roles: Sequence[str]) -> list[str]:
     """The roles of ``node`` other than the name it is drawn with."""
     return [role for role in roles if role != reference(node, names)]
+
+
+def v_numbers(nodes: Sequence[Node], what: str) -> dict[Node, int]:
+    """Each node's place in ``nodes``, counting from 1 (it is drawn or listed as v1, v2, ...);
+    a node given twice would have two names, so it is a GraphError naming ``what``."""
+    numbers: dict[Node, int] = {}
+    for i, node in enumerate(nodes, start=1):
+        if node in numbers:
+            raise GraphError(f"{what} lists {node.name} twice (as v{numbers[node]} and v{i}); "
+                             "list each node once")  # fmt: skip
+        numbers[node] = i
+    return numbers

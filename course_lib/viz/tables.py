@@ -11,7 +11,7 @@ from ..graph import Node, node_list
 from ..runtime import Executor
 from ..tables import Table
 from .figure import format_value
-from .labels import expression
+from .labels import expression, v_numbers
 from .steps import checked_trace, trace_values
 
 
@@ -24,14 +24,7 @@ def evaluation_trace(
     of every node for that direction.
     """
     nodes = node_list(nodes, "evaluation_trace: nodes")
-    names = {}
-    for i, node in enumerate(nodes):
-        if node in names:
-            raise GraphError(
-                f"evaluation_trace: the node {node.name} is given twice (as {names[node]} and "
-                f"v{i + 1}); list each node once"
-            )
-        names[node] = f"v{i + 1}"
+    names = {node: f"v{i}" for node, i in v_numbers(nodes, "evaluation_trace: nodes").items()}
     targets = list(nodes)
     if tangents is not None and not isinstance(tangents, Mapping):
         raise GraphError(
