@@ -3,7 +3,9 @@ stand-in for a GPU that CI uses (:mod:`course_lib.strict_device`).
 
 The device is detected once (CuPy importable *and* a GPU present), can be forced
 with the environment variable ``COURSE_LIB_DEVICE=cpu|gpu|strict`` or changed at run time
-with :func:`set_device`. Besides this module only the GPU side of ``kernels`` (loading
+with :func:`set_device` (for every thread) or :func:`use_device` (for a block, in the thread
+that runs it: another thread's block neither changes this thread's device nor what it goes
+back to). Besides this module only the GPU side of ``kernels`` (loading
 and launching kernels, NVRTC) imports CuPy.
 
 **One device boundary.** Every array a user hands in (feeds, constants, ``Tensor`` data,
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from types import ModuleType
 
 import numpy
@@ -25,7 +28,9 @@ import numpy
 from .errors import DeviceError, ParameterError
 
 _DEVICES = ("cpu", "gpu", "strict")
-_state: dict = {"device": None, "xp": None}  # the device name and its array module
+_state: dict = {"device": None}  # the device of every thread outside a use_device block
+_block = threading.local()  # .device: this thread's device inside a use_device block
+_modules: dict = {}  # device name -> its array module
 
 
 def gpu_available() -> bool:
@@ -62,39 +67,50 @@ def _checked_device(name, where: str) -> str:
 
 
 def get_device() -> str:
-    """The current device name: ``"cpu"``, ``"gpu"`` or ``"strict"``."""
+    """The current device name: ``"cpu"``, ``"gpu"`` or ``"strict"`` (this thread's inside a
+    :func:`use_device` block)."""
+    device = getattr(_block, "device", None)
+    if device is not None:
+        return device
     if _state["device"] is None:
         _state["device"] = _detect()
     return _state["device"]
 
 
 def set_device(device: str) -> None:
-    """Run subsequent computations on ``device`` (``"cpu"``, ``"gpu"`` or ``"strict"``).
+    """Run subsequent computations on ``device`` (``"cpu"``, ``"gpu"`` or ``"strict"``), in
+    every thread; inside a :func:`use_device` block, until the block ends, in this thread.
 
     Arrays made before keep their device: feeding them afterwards is a :class:`DeviceError`
     (models move with ``model.to(device)``)."""
-    _state["device"] = _checked_device(device, "set_device: ")
-    _state["xp"] = None
+    device = _checked_device(device, "set_device: ")
+    if getattr(_block, "device", None) is not None:
+        _block.device = device
+    else:
+        _state["device"] = device
 
 
 @contextlib.contextmanager
 def use_device(device: str):
     """Run the block on ``device``, then go back: ``with use_device("cpu"):`` around a
-    measurement of the CPU on purpose (the notebooks' cache and roofline experiments)."""
-    before = get_device()
-    set_device(device)
+    measurement of the CPU on purpose (the notebooks' cache and roofline experiments). The
+    device is this thread's, as CuPy's ``with cupy.cuda.Device(...)`` is: other threads, and
+    threads started inside the block, run on the device :func:`set_device` chose."""
+    device = _checked_device(device, "use_device: ")
+    before = getattr(_block, "device", None)
+    _block.device = device
     try:
         yield
     finally:
-        set_device(before)
+        _block.device = before
 
 
 def xp() -> ModuleType:
     """The array module of the current device (``numpy``, ``cupy`` or the strict one)."""
-    module = _state["xp"]
+    device = get_device()
+    module = _modules.get(device)
     if module is None:
-        module = array_module(get_device())
-        _state["xp"] = module
+        module = _modules[device] = array_module(device)
     return module
 
 
@@ -146,10 +162,12 @@ def device_of(array) -> str | None:
 
 def to_device(value, what: str = "an array"):
     """``value`` as an array of the current device: host data (a number, a list, a NumPy
-    array) is copied there; an array already there is returned as it is; an array of another
-    device is refused, naming both devices and ``what`` it was meant for. A list or tuple may
-    hold arrays of the current device (losses collected step by step): it is gathered on the
-    host, then copied. NumPy arrays of subclasses enter as plain ones (:func:`plain_array`)."""
+    array) is copied there; an array already there (on the CPU, a NumPy array) is returned as
+    it is; an array of another device is refused, naming both devices and ``what`` it was
+    meant for. A list or tuple may hold arrays of the current device (losses collected step by
+    step): it is gathered on the host, then copied. NumPy arrays of subclasses enter as plain
+    ones and big-endian arrays in the native byte order, on every device as on CuPy
+    (:func:`plain_array`)."""
     value = plain_array(value, what)
     device = get_device()
     found = device_of(value)
@@ -159,22 +177,37 @@ def to_device(value, what: str = "an array"):
         value = _host_sequence(value, what, refuse_foreign)
     refuse_foreign(value, what)
     if device == "cpu":
-        return numpy.asarray(value)
-    return xp().asarray(host_array(value, what))
+        return _native(numpy.asarray(value))
+    host = host_array(value, what)
+    if host.dtype.kind == "f" and host.dtype.char not in "efd":  # long double
+        raise DeviceError(
+            f"{what} holds {host.dtype} values, which the {device!r} device cannot hold (CuPy "
+            "has float16, float32 and float64 only); convert with .astype('float64')"
+        )
+    return xp().asarray(host)
 
 
 def plain_array(value, what: str = "an array"):
     """``value``, or a plain NumPy view of it when it is an array of a NumPy subclass: a
     subclass computes its own way (``np.matrix`` makes ``*`` a matrix product). A masked array
-    with entries masked is refused with a ParameterError: its mask would be lost."""
-    if not isinstance(value, numpy.ndarray) or type(value) is numpy.ndarray:
+    with entries masked is refused with a ParameterError: its mask would be lost. An array in
+    the other byte order (big-endian data read from a file) becomes a native copy, as CuPy
+    makes it: its dtype (``>f4``) would differ from the one declared (``float32``)."""
+    if not isinstance(value, numpy.ndarray):
         return value
-    if numpy.ma.is_masked(value):
-        raise ParameterError(
-            f"{what} is a masked array, whose mask course_lib would ignore; pass "
-            "array.filled(value) (masked entries set to value)"
-        )
-    return numpy.asarray(value)  # a view: a memmap is read in place
+    if type(value) is not numpy.ndarray:
+        if numpy.ma.is_masked(value):
+            raise ParameterError(
+                f"{what} is a masked array, whose mask course_lib would ignore; pass "
+                "array.filled(value) (masked entries set to value)"
+            )
+        value = numpy.asarray(value)  # a view: a memmap is read in place
+    return _native(value)
+
+
+def _native(array: numpy.ndarray) -> numpy.ndarray:
+    """``array``, or a copy in the machine's byte order if it is in the other one."""
+    return array if array.dtype.isnative else array.astype(array.dtype.newbyteorder("="))
 
 
 def refuse_foreign(value, what: str = "an array") -> None:

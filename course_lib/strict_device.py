@@ -14,7 +14,10 @@ not allowed"). ``COURSE_LIB_DEVICE=strict`` runs course_lib on this module inste
   ``a.tolist()``, ``float(a)`` of one element;
 * the module's functions (``strict_device.exp``, ``.matmul``, ...) are NumPy's, taking and
   returning StrictArrays; ``asarray``/``array`` are the explicit host-to-device copy;
-* no read-only arrays (CuPy has none): ``a.flags`` has only the contiguity flags.
+* no read-only arrays (CuPy has none): ``a.flags`` has only the contiguity flags;
+* CuPy's dtypes only (booleans, integers, float16/32/64, complex64/128): an array of another
+  (long double, objects, strings) is a ValueError, as ``cupy.asarray`` raises; host data in
+  another byte order arrives in the native one, as on CuPy.
 
 Why not array-api-strict: CuPy implements NumPy's API (``x.sum(axis=0)``, ``x.astype``,
 ``swapaxes``, ``einsum``), which the array API standard leaves out, so array-api-strict would
@@ -33,6 +36,12 @@ _REFUSED = (
     "Implicit conversion to a NumPy array is not allowed on the strict device "
     "(as on CuPy); use .get() or course_lib.to_numpy() to copy it to the host explicitly"
 )
+
+
+#: The dtypes CuPy has (``numpy.dtype(...).char``): booleans, integers, float16/32/64 and
+#: complex64/128. CuPy refuses the others (``ValueError: Unsupported dtype``): long double,
+#: objects (a Fraction operand makes one), strings, dates.
+_CUPY_DTYPES = frozenset("?bhilqBHILQefdFD")
 
 
 class _Pointer:
@@ -152,6 +161,11 @@ class StrictArray:
     __array_priority__ = 100
 
     def __init__(self, array: np.ndarray):
+        if array.dtype.char not in _CUPY_DTYPES:
+            raise ValueError(
+                f"Unsupported dtype {array.dtype} on the strict device (CuPy has no "
+                f"{array.dtype} arrays either); use float64, float32, an integer or bool"
+            )
         self._a = array
 
     # -- what CuPy arrays have -------------------------------------------------------------
@@ -354,20 +368,26 @@ def _function(name: str, func):
 
 def asarray(value, dtype=None, order=None, copy=None):
     """Host data (a NumPy array, a number, a list) copied to the device, or a device array
-    as it is: CuPy's explicit transfer."""
+    as it is: CuPy's explicit transfer (a big-endian array arrives in the native byte order,
+    as CuPy makes it; a dtype CuPy lacks is a ValueError)."""
     if type(value) is StrictArray:
         if dtype is None or value.dtype == dtype:
             return value.copy() if copy else value
         return StrictArray(value._a.astype(dtype))
     if hasattr(value, "__cuda_array_interface__"):
         raise TypeError("a CuPy array cannot enter the strict device; use .get() first")
-    return StrictArray(np.array(value, dtype=dtype, order=order or "K", copy=True))
+    return StrictArray(_native(np.array(value, dtype=dtype, order=order or "K", copy=True)))
 
 
 def array(value, dtype=None, copy=True, order="K", ndmin=0):
     """A new device array (always a copy), from host data or a device array."""
     source = value._a if type(value) is StrictArray else asarray(value)._a
-    return StrictArray(np.array(source, dtype=dtype, copy=True, order=order, ndmin=ndmin))
+    return StrictArray(_native(np.array(source, dtype=dtype, copy=True, order=order, ndmin=ndmin)))
+
+
+def _native(host: np.ndarray) -> np.ndarray:
+    """``host`` in the machine's byte order (CuPy byte-swaps big-endian host data)."""
+    return host if host.dtype.isnative else host.astype(host.dtype.newbyteorder("="))
 
 
 def ascontiguousarray(value, dtype=None):
