@@ -167,17 +167,17 @@ def arithmetic_intensity(outputs: Node | Iterable[Node]) -> IntensityReport:
 def _dtypes(ops: list[Node]) -> dict:
     """Each op's dtype; where the graph has none (a weak scalar took part), NumPy's rule:
     the op run on one element of each known dtype and on the weak scalars themselves
-    (``int32 * 0.5`` and ``int32 / 2`` are float64), else the result type of the inputs
-    whose dtypes are known."""
+    (``int32 * 0.5`` and ``int32 / 2`` are float64; a fused node whose body holds weak
+    scalars, on its inputs' dtypes, likewise), else the result type of the inputs whose
+    dtypes are known (an input of unknown dtype is refused when its bytes are counted)."""
     dtypes: dict = {}
     for node in ops:
         inputs = [dtypes.get(i, i.dtype) for i in node.inputs]
         known = [d for d in inputs if d is not None]
         if node.dtype is not None or not known:
             dtypes[node] = node.dtype
-        elif None in inputs and all(d is not None or is_weak_scalar(i)
-                                    for d, i in zip(inputs, node.inputs)):  # fmt: skip
-            dtypes[node] = _weak_dtype(node, inputs)  # a weak scalar, every other dtype known
+        elif all(d is not None or is_weak_scalar(i) for d, i in zip(inputs, node.inputs)):
+            dtypes[node] = _weak_dtype(node, inputs)  # every dtype known but weak scalars'
         else:
             dtypes[node] = np.result_type(*known)
     return dtypes
@@ -203,13 +203,27 @@ def _weak_dtype(node: Node, inputs: list) -> np.dtype:
 
 
 def _itemsize(node: Node, user: Node, dtypes: dict) -> int:
-    """Bytes per element; a weakly typed scalar takes the dtype of the op using it."""
+    """Bytes per element; a weakly typed scalar takes the dtype the op using it computes in:
+    its result's, or for a comparison (a bool result) that of its inputs (``x > 0.5`` of
+    float32 compares float32s). A variable without a dtype is refused, not guessed."""
     dtype = dtypes.get(node, node.dtype)
-    if dtype is None:
+    if dtype is None and is_weak_scalar(node):
         dtype = dtypes.get(user, user.dtype)
+        if dtype == np.bool_:
+            dtype = _compared_dtype(user, dtypes)
     if dtype is None:
         raise GraphError(
             f"{user.op.label()} at node {user.name}: the dtype of {node.name} is not known; "
             "give the variables dtypes to count bytes"
         )
     return np.dtype(dtype).itemsize
+
+
+def _compared_dtype(user: Node, dtypes: dict) -> np.dtype:
+    """The dtype NumPy compares ``user``'s inputs in (its weak scalars as the Python numbers
+    they are); bool where it cannot tell (a Python int too large for the other dtype)."""
+    inputs = [i.op.value if is_weak_scalar(i) else dtypes.get(i, i.dtype) for i in user.inputs]
+    try:
+        return np.result_type(*(i for i in inputs if i is not None))
+    except (TypeError, ValueError, OverflowError):
+        return np.dtype(bool)

@@ -5,14 +5,15 @@ is that of the work, not of queueing its kernels."""
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import TypeVar
 
 from .. import params
 from ..backend import synchronize
-from ..errors import GraphError
+from ..errors import GraphError, ParameterError
 
 K = TypeVar("K", bound=Hashable)
 
@@ -72,8 +73,16 @@ def blocked_medians(
 
 def pooled_medians(blocks: Mapping[K, list[list[float]]]) -> dict[K, float]:
     """Each function's median over all its blocks' times (:func:`blocked_times`)."""
-    return {name: statistics.median([t for block in bs for t in block])
-            for name, bs in blocks.items()}  # fmt: skip
+    if not isinstance(blocks, Mapping):
+        raise GraphError(f"pooled_medians: the blocks come as a dict {{name: [[times], ...]}}, "
+                         f"got {type(blocks).__name__}")  # fmt: skip
+    medians = {}
+    for name, bs in blocks.items():
+        times = [t for block in bs for t in _times(block, f"pooled_medians: {name!r}")]
+        if not times:
+            raise GraphError(f"pooled_medians: {name!r} has no times, got {bs!r}")
+        medians[name] = statistics.median(times)
+    return medians
 
 
 def blocked_times(
@@ -122,11 +131,33 @@ def ratio_by_rounds(blocks: list[list[float]], others: list[list[float]]) -> flo
     (:func:`blocked_times`). The machine's speed may drift over minutes; a drift between
     rounds moves both blocks of a round alike, and so moves this ratio less than the ratio
     of the overall medians."""
-    if len(blocks) != len(others) or not blocks or not all(map(len, [*blocks, *others])):
+    rounds = [_times(block, "ratio_by_rounds") for block in [*blocks, *others]]
+    if len(blocks) != len(others) or not blocks or not all(map(len, rounds)):
         raise GraphError(f"ratio_by_rounds: needs the same number of rounds (one or more) on "
                          f"each side, each with a time, got {blocks!r} and {others!r}")  # fmt: skip
-    return statistics.median(statistics.median(a) / statistics.median(b)
-                             for a, b in zip(blocks, others))  # fmt: skip
+    ratios = []
+    for k, (a, b) in enumerate(zip(rounds[: len(blocks)], rounds[len(blocks) :])):
+        if statistics.median(b) == 0:
+            raise ParameterError(
+                f"ratio_by_rounds: the median time of round {k} of the second side is 0 "
+                f"({b!r}), so it has no ratio; time longer runs"
+            )
+        ratios.append(statistics.median(a) / statistics.median(b))
+    return statistics.median(ratios)
+
+
+def _times(block, what: str) -> list:
+    """``block`` as a list of times, each a finite number >= 0 (a NaN would make a median
+    depend on the order of the times, a negative time is no time)."""
+    if isinstance(block, (str, bytes)) or not isinstance(block, Iterable):
+        raise GraphError(f"{what}: a block is a list of times, got {block!r}")
+    block = list(block)
+    for t in block:
+        if not params.is_real(t):
+            raise GraphError(f"{what}: a time must be a number of seconds, got {t!r}")
+        if not 0 <= t < math.inf:
+            raise ParameterError(f"{what}: a time must be finite and >= 0, got {t!r}")
+    return block
 
 
 def _check_functions(fns, what: str) -> None:

@@ -12,11 +12,12 @@ NumPy arrays (host memory) and refuses a device array with ``DeviceError``.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 
 import numpy as np
 
 from ..backend import host_array
-from ..errors import ShapeError
+from ..errors import GraphError, ShapeError
 from .timing import interleaved_medians
 
 
@@ -37,6 +38,9 @@ def traversal_seconds(arrays: dict[str, np.ndarray], repeats: int = 5) -> dict[s
     The runs are interleaved (A, B, A, B, ...) after one warm-up each, so machine
     noise hits every array alike. The arrays are NumPy arrays: this times the CPU.
     """
+    if not isinstance(arrays, Mapping):
+        raise GraphError(f"traversal_seconds: the arrays come as a dict {{name: array}}, got "
+                         f"{type(arrays).__name__}")  # fmt: skip
     arrays = {name: host_array(a, f"traversal_seconds: {name!r}") for name, a in arrays.items()}
     runs = {name: functools.partial(sum_row_by_row, array) for name, array in arrays.items()}
     return interleaved_medians(runs, repeats=repeats)

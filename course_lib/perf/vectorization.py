@@ -27,6 +27,7 @@ import numpy as np
 
 from .. import params
 from ..backend import host_array
+from ..errors import ParameterError
 from ..kernels import native
 from ..tables import Table
 from .timing import interleaved_medians
@@ -87,6 +88,7 @@ def run_loop(
         A writeable C-contiguous float32 array of the same shape that overlaps neither
         input (the loops declare their pointers ``__restrict__``); allocated if omitted.
     """
+    _check_name(name, "run_loop")
     if out is None:
         out = np.empty(np.shape(a), np.float32)
     bind_loop(name, a, b, vectorize, out)()
@@ -98,7 +100,7 @@ def bind_loop(
 ) -> Callable[[], None]:
     """:func:`run_loop`'s arrays checked and its library loaded once: each call of the result
     runs the C loop and nothing else (what :func:`measure_vectorization` times)."""
-    _check_name(name)
+    _check_name(name, "bind_loop")
     arrays = native.loop_arrays((a, b, out), f"loop {name!r}")
     if not arrays[-1].size:
         return lambda: None
@@ -108,7 +110,7 @@ def bind_loop(
 def reference(name: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """The loop ``name`` computed by NumPy in float32, operation by operation as in C
     (which overflows to inf and makes NaNs silently, so NumPy warns of neither here)."""
-    _check_name(name)
+    _check_name(name, "reference")
     a, b = (host_array(x, f"loop {name!r}").astype(np.float32, copy=False) for x in (a, b))
     with np.errstate(over="ignore", invalid="ignore"):
         if name == "add":
@@ -156,7 +158,7 @@ def measure_vectorization(
     write the same output array, runs interleaved after one warm-up each (which also
     compiles the library, once per machine).
     """
-    _check_name(name)
+    _check_name(name, "measure_vectorization")
     n = params.count(n, "measure_vectorization: n")
     rng = np.random.default_rng(seed)
     a, b = (rng.uniform(-0.5, 0.5, n).astype(np.float32) for _ in range(2))
@@ -186,8 +188,8 @@ def vectorization_table(timings: Sequence[VectorizationTiming]) -> Table:
     return Table(headers, rows)
 
 
-def _check_name(name: str) -> None:
-    if name not in FLOPS_PER_ELEMENT:
-        raise ValueError(
-            f"no loop named {name!r} in SOURCE; choose one of {list(FLOPS_PER_ELEMENT)}"
+def _check_name(name: str, what: str) -> None:
+    if not isinstance(name, str) or name not in FLOPS_PER_ELEMENT:
+        raise ParameterError(
+            f"{what}: no loop named {name!r} in SOURCE; choose one of {list(FLOPS_PER_ELEMENT)}"
         )
