@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
+import threading
 from collections.abc import Iterable
 
 import numpy as np
@@ -39,7 +40,16 @@ from ..graph import (
 )
 from ..ops.elementwise import Add, Div, Mul, Sub, ones_like, zeros_like
 
-_recording = [True]
+
+class _Recording(threading.local):
+    """Per thread (as in PyTorch): whether eager ops record, innermost block last. A
+    ``no_grad`` block in one thread leaves the tensors another thread computes recording."""
+
+    def __init__(self):
+        self.stack = [True]
+
+
+_recording = _Recording()
 
 
 @contextlib.contextmanager
@@ -60,13 +70,20 @@ def _cyclic_gc_paused():
 
 
 @contextlib.contextmanager
-def no_grad():
-    """Inside this block, eager ops do not record the graph (no gradients flow)."""
-    _recording.append(False)
+def _recording_set(on: bool):
+    """Inside this block, this thread's eager ops record (``on``) or do not."""
+    stack = _recording.stack
+    stack.append(on)
     try:
         yield
     finally:
-        _recording.pop()
+        stack.pop()
+
+
+def no_grad():
+    """Inside this block, eager ops do not record the graph (no gradients flow); other
+    threads' ops still do."""
+    return _recording_set(False)
 
 
 class Leaf(Op):
@@ -142,10 +159,15 @@ class Tensor(Node):
         return np.lib.stride_tricks.as_strided(self._data, writeable=False)
 
     def __setattr__(self, key, value):
-        """Only ``requires_grad`` (True or False; floating-point tensors only) and ``grad``
-        (None or a tensor of this shape) may change."""
+        """Only ``requires_grad`` (True or False; floating-point leaf tensors only) and
+        ``grad`` (None or a tensor of this shape) may change."""
         if key == "requires_grad":
             value = _requires_grad(value, self.dtype)
+            if self.inputs and value != self.requires_grad:  # gradients would still flow
+                raise GraphError(
+                    f"requires_grad of {self.name} cannot change: it was computed from tensors "
+                    f"that require grad; use {self.name}.detach() for its value cut from the graph"
+                )
         elif key == "grad":
             if value is not None and (not isinstance(value, Tensor) or value.shape != self.shape):
                 got = getattr(value, "shape", type(value).__name__)
@@ -182,7 +204,8 @@ class Tensor(Node):
         if not hasattr(data, "dtype"):
             data = xp.asarray(data)
         out = cls.__new__(cls)
-        if _recording[-1] and data.dtype.kind == "f":  # no gradient flows through ints or bools
+        # no gradient flows through ints or bools
+        if _recording.stack[-1] and data.dtype.kind == "f":
             for n in inputs:
                 if n.is_eager and n.requires_grad:
                     out._init(op, inputs, name or op.name, data, True, device)
@@ -201,7 +224,9 @@ class Tensor(Node):
         """Accumulate d self / d leaf into ``leaf.grad`` for every leaf that requires grad.
 
         ``gradient`` is the seed, needed unless ``self`` holds one number (then it is 1:
-        d self/d self). With ``create_graph=True`` the gradients are differentiable tensors.
+        d self/d self). With ``create_graph=True`` the gradients are differentiable tensors
+        (inside ``no_grad`` too), functions of the seed as well when it is a tensor that
+        requires grad.
         """
         if not self.requires_grad:
             raise GraphError(f"{self.name} does not require grad: no tensor it depends on does")
@@ -213,13 +238,13 @@ class Tensor(Node):
             )
         order = topological_order([self])
         leaves = [n for n in order if not n.inputs and n.is_eager and n.requires_grad]
-        seed = None if gradient is None else Tensor(gradient)
+        seed = gradient if gradient is None or isinstance(gradient, Tensor) else Tensor(gradient)
         if seed is not None and seed.shape != self.shape:
             raise ShapeError(
                 f"backward: the gradient seed has shape {seed.shape}, but {self.name} has "
                 f"shape {self.shape}; pass an array of the output's shape"
             )
-        recording = contextlib.nullcontext() if create_graph else no_grad()
+        recording = _recording_set(params.flag(create_graph, "backward: create_graph"))
         with recording, _cyclic_gc_paused():
             seed = ones_like(self) if seed is None else seed
             adjoints = reverse.gradient(self, leaves, seed, order)
@@ -241,13 +266,25 @@ class Tensor(Node):
         return np.array(backend.to_numpy(self._data), copy=True)
 
     def item(self) -> float:
-        return self._data.item()
+        return self._number(lambda data: data.item(), ".item()")
 
     def __float__(self) -> float:
-        return float(self._data)
+        return self._number(float, "float()")
 
     def __int__(self) -> int:
-        return int(self._data)
+        return self._number(int, "int()")
+
+    def _number(self, convert, what: str):
+        """``convert(value)``, or NumPy's refusal (a TypeError or ValueError, kept as such)
+        as a course_lib error naming this tensor and its shape."""
+        try:
+            return convert(self._data)
+        except (TypeError, ValueError) as exc:
+            kind = GraphError if isinstance(exc, TypeError) else ShapeError
+            raise kind(
+                f"{what} of tensor {self.name} needs one number, but it has shape {self.shape} "
+                f"({exc}); reduce it first (cl.sum(...)) or index one element"
+            ) from None
 
     def __index__(self) -> int:
         """An integer 0-d tensor as a Python int (``range(t)``, ``x[t]``)."""
@@ -257,10 +294,12 @@ class Tensor(Node):
         return int(self._data)
 
     def __bool__(self) -> bool:
-        return bool(self._data)
+        return self._number(bool, "bool()")
 
     def __len__(self) -> int:
-        return len(self._data)
+        if not self.shape:
+            raise GraphError(f"len() of tensor {self.name}: a tensor of shape () has no length")
+        return self.shape[0]
 
     def __array__(self, dtype=None, copy=None):
         if self.requires_grad:  # PyTorch refuses too: the array would silently leave the graph

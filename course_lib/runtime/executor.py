@@ -41,7 +41,9 @@ class Executor:
         The largest number of bytes held by live intermediates during the last run
         (fed values and constants included).
     last_run : dict
-        ``{"computed": ops run, "skipped": ops on untaken branches}`` for the last run.
+        ``{"computed": ops run, "skipped": ops on untaken branches}`` for the last run (zeros
+        before the first). A run that raised counts the ops before the one that failed and
+        names that op's node under ``"failed"``; ``peak_bytes`` is then its peak so far.
 
     Several threads may run one executor at once (each run has its own values), but then
     ``peak_bytes`` and ``last_run`` may mix their counts.
@@ -60,6 +62,7 @@ class Executor:
         self.order = topological_order(outs)
         self.variables = [n for n in self.order if n.is_variable]
         self.peak_bytes = 0
+        self.last_run = {"computed": 0, "skipped": 0}
         self._compile()
 
     def _compile(self) -> None:
@@ -94,8 +97,10 @@ class Executor:
             self._names[v.name] = _AMBIGUOUS if v.name in self._names else v
 
     # -- feeding ---------------------------------------------------------------------------
-    def _resolve_feed(self, feed: Mapping, allow_unused: bool) -> dict:
-        if not isinstance(feed, Mapping):
+    def _resolve_feed(self, feed: Mapping | None, allow_unused: bool) -> dict:
+        if feed is None:
+            feed = {}
+        if not isinstance(feed, Mapping):  # an array passed alone too (its truth is ambiguous)
             name = self.variables[0].name if self.variables else "x"
             raise FeedError(f"run() takes a dict {{variable or name: array}}, got "
                             f"{type(feed).__name__}; pass run({{{name!r}: array}})")  # fmt: skip
@@ -121,7 +126,7 @@ class Executor:
                     f"variable {var.name} is fed twice (by node and by name); feed it once"
                 )
             values[var] = value
-        missing = [v.name for v in self.variables if v not in values]
+        missing = [v for v in self.variables if v not in values]
         if missing:
             raise _missing(missing, unused)
         return values
@@ -181,7 +186,7 @@ class Executor:
         keep_freed_memory()  # each run reuses the memory the last one freed (host_memory.py)
         values: list = [None] * len(self.order)
         fed = []
-        for var, value in self._resolve_feed(feed or {}, allow_unused).items():
+        for var, value in self._resolve_feed(feed, allow_unused).items():
             values[self._var_slot[var]] = array = self._check(var, value)
             fed.append(array)
         for s, constant in self._constants:
@@ -191,6 +196,7 @@ class Executor:
         self._skipped[0] = 0
         live = sum(_nbytes(v) for v in values if v is not None)
         peak = live
+        step = None  # the step that raised, if one does
         try:
             for step in self._steps:
                 compute, ins, out, frees, _ = step
@@ -207,12 +213,24 @@ class Executor:
                 for f in frees:
                     live -= _nbytes(values[f])
                     values[f] = None
+            step = None
         except COMPUTE_ERRORS as exc:
             raise compute_error(step[4], [values[i] for i in step[1]], exc) from exc
-        self.peak_bytes = peak
-        skipped = self._skipped[0]
-        self.last_run = {"computed": len(self._steps) - skipped, "skipped": skipped}
+        finally:  # also for a run that raised: what it did, not what the run before it did
+            self._record(peak, step)
         return self._results(values, fed, xp)
+
+    def _record(self, peak: int, failed) -> None:
+        """Set ``peak_bytes`` and ``last_run`` for a run that ended at step ``failed`` (None:
+        it ran every step)."""
+        skipped = self._skipped[0]
+        self.peak_bytes = peak
+        if failed is None:
+            self.last_run = {"computed": len(self._steps) - skipped, "skipped": skipped}
+            return
+        before = next(k for k, step in enumerate(self._steps) if step is failed)
+        self.last_run = {"computed": before - skipped, "skipped": skipped,
+                         "failed": failed[4].name}  # fmt: skip
 
     def seconds_by_node(self, feed: Mapping, runs: int = 3) -> tuple[dict[Node, float], float]:
         """Where a run's time goes, timed inside real runs: each op's seconds (its ``compute``
@@ -330,15 +348,22 @@ def _key_name(key):
     return key if isinstance(key, str) else getattr(key, "name", key)
 
 
-def _missing(missing: list[str], unused: set) -> FeedError:
-    """The error for variables left unfed; ``unused`` holds the names fed but not used."""
-    for name in missing:
-        if name in unused:  # fed, but as another node of that name
-            return FeedError(_another_variable(name))
+def _missing(missing: list[Node], unused: set) -> FeedError:
+    """The error for the variables left unfed, named with their shapes and dtypes; ``unused``
+    holds the names fed but not used."""
+    for var in missing:
+        if var.name in unused:  # fed, but as another node of that name
+            return FeedError(_another_variable(var.name))
     return FeedError(
-        f"missing feed for variable(s) {', '.join(missing)}; "
-        f"pass run({{{missing[0]!r}: array, ...}})"
+        f"missing feed for variable(s) {', '.join(map(_declared, missing))}; "
+        f"pass run({{{missing[0].name!r}: array, ...}})"
     )
+
+
+def _declared(var: Node) -> str:
+    """``x (shape (None, 3), float32)``: a variable with the shape and dtype it expects."""
+    shape = "any shape" if var.shape is None else f"shape {var.shape}"
+    return f"{var.name} ({shape}, {'any dtype' if var.dtype is None else var.dtype})"
 
 
 def _another_variable(name: str) -> str:
