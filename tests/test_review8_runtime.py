@@ -151,3 +151,12 @@ def test_len_of_a_0d_tensor_is_named_with_its_shape():
     with pytest.raises(GraphError, match=r"len\(\) of tensor s: .*shape \(\)"):
         len(Tensor(np.array(3.0), name="s"))
     assert len(Tensor(np.ones((4, 2)))) == 4
+
+
+def test_grad_with_respect_to_a_tensor_that_does_not_require_grad_is_refused():
+    """Eager ops on such a tensor record nothing, so its gradient came back as zeros."""
+    t = cl.Tensor(np.ones(3))
+    with pytest.raises(cl.GraphError, match="does not require grad, so the eager ops on it"):
+        cl.grad(cl.sum(t * t), t)
+    u = cl.Tensor(np.ones(3), requires_grad=True)
+    np.testing.assert_array_equal(cl.grad(cl.sum(u * u), u).numpy(), [2.0, 2.0, 2.0])

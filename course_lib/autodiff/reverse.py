@@ -146,6 +146,12 @@ def _targets(out: Node, wrt) -> list[Node]:
                 f"grad: {t.name} is {t.dtype}; only floating-point values have gradients "
                 "(as in PyTorch): declare it with a float dtype or cast it"
             )
+        if t.is_eager and not t.requires_grad:  # the eager ops on it recorded no graph
+            raise GraphError(
+                f"grad: the tensor {t.name} does not require grad, so the eager ops on it "
+                "recorded nothing and its gradient would be zeros; make it with "
+                "requires_grad=True (as PyTorch's autograd.grad refuses it)"
+            )
     return targets
 
 
