@@ -160,3 +160,14 @@ def test_grad_with_respect_to_a_tensor_that_does_not_require_grad_is_refused():
         cl.grad(cl.sum(t * t), t)
     u = cl.Tensor(np.ones(3), requires_grad=True)
     np.testing.assert_array_equal(cl.grad(cl.sum(u * u), u).numpy(), [2.0, 2.0, 2.0])
+
+
+@pytest.mark.parametrize("make", [lambda: cl.Tensor(np.arange(2.0)),
+                                  lambda: cl.variable("x", (2,))])  # fmt: skip
+def test_indexing_with_a_mask_or_a_node_is_a_course_lib_error(make):
+    """Both were Python's TypeError, naming neither the op nor the mask's shape."""
+    t = make()
+    with pytest.raises(GraphError, match=r"boolean-mask indexing \(a mask of shape \(2,\)\)"):
+        t[np.array([True, False])]
+    with pytest.raises(GraphError, match="getitem: indexing with the node"):
+        t[cl.variable("i", (), np.int64)]

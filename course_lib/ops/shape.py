@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import params
 from ..backend import on_host, scatter_add
-from ..errors import ShapeError
+from ..errors import GraphError, ShapeError
 from ..graph import Node, Op, apply, is_static
 from ..kernels import cpu_kernels
 from ..tables import counted
@@ -170,12 +170,14 @@ def _freeze_index(index):
     out = []
     for i in index:
         if isinstance(i, Node):
-            raise TypeError("indexing with a node is not supported; use take(x, indices)")
+            raise GraphError(f"getitem: indexing with the node {i.name} is not supported; use "
+                             "take(x, indices)")  # fmt: skip
         if isinstance(i, (list, np.ndarray)):
             i = np.array(i)  # a copy: changing the caller's array later changes nothing here
             i.flags.writeable = False
             if i.dtype == bool:
-                raise TypeError("boolean-mask indexing is not supported; use where(mask, x, 0)")
+                raise GraphError(f"getitem: boolean-mask indexing (a mask of shape {i.shape}) is "
+                                 "not supported; use where(mask, x, 0)")  # fmt: skip
         out.append(i)
     return tuple(out)
 
