@@ -294,6 +294,9 @@ def _check_costs(op) -> int:
                      5 * n_a: FLOPS_OF_AN_INPUT, 5 * n_b: FLOPS_OF_AN_INPUT, n: DEFAULT_FLOPS}
             mistake = wrong.get(flops) if params.is_real(flops) else None  # np.int64 too
             raise Wrong(f"flops {label} is {flops!r}, expected {5 * n}", mistake)
+        require(isinstance(flops, int | np.integer), f"flops {label} is {flops!r}, the right "
+                f"count as a {type(flops).__name__}: return an int (FLOPs are counted, and "
+                "perf's exact intensities need whole numbers: 5 * math.prod(out_shape))")
         loads, stores = call(f"accesses{shapes}", op.accesses, *shapes)
         unfused = 3 * n_a + n_b + n  # silu loads a, stores t; the multiply loads t and b
         if (tuple(loads), stores) != ((n_a, n_b), n):

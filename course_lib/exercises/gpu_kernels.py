@@ -279,7 +279,8 @@ UNSTABLE = Mistake(
 )
 MAX_START = Mistake(
     "max-start",
-    "start the running maximum at the row's first element (or -INFINITY), not at 0: on a row "
+    "start the running maximum at the row's first element (or at minus infinity, "
+    "__int_as_float(0xff800000): NVRTC has no math.h, so no INFINITY), not at 0: on a row "
     "whose entries are all below about −104, expf(x − 0) underflows to 0 and the row becomes "
     "0/0 = NaN.",
 )
