@@ -33,6 +33,14 @@
 #include <type_traits>
 #include <ucontext.h>
 #include <utility>
+// NVRTC compiles without the C library's headers: a kernel that writes INFINITY, NAN or
+// FLT_MAX does not compile on a GPU, so it must not compile here either
+#undef INFINITY
+#undef NAN
+#undef HUGE_VAL
+#undef HUGE_VALF
+#undef FLT_MAX
+#undef FLT_MIN
 
 // ---- qualifiers -------------------------------------------------------------------------
 #define __global__
@@ -75,6 +83,26 @@ inline float __expf(float x) { return std::exp(x); }
 inline float __logf(float x) { return std::log(x); }
 inline float __fdividef(float x, float y) { return x / y; }
 inline float __fmul_rn(float x, float y) { return x * y; }  // a product never fused into an add
+// the rest of CUDA's correctly rounded single-precision intrinsics (NVRTC compiles them all;
+// g++ builds with -std=c++20, so nothing is contracted into an FMA unless asked)
+inline float __fmaf_rn(float x, float y, float z) { return std::fma(x, y, z); }  // one rounding
+inline float __fadd_rn(float x, float y) { return x + y; }
+inline float __fsub_rn(float x, float y) { return x - y; }
+inline float __fdiv_rn(float x, float y) { return x / y; }
+inline float __frcp_rn(float x) { return 1.0f / x; }
+inline float __fsqrt_rn(float x) { return std::sqrt(x); }
+inline float __frsqrt_rn(float x) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(x))); }
+inline int __float2int_rn(float x) { return static_cast<int>(std::nearbyint(x)); }  // ties to even
+inline int __float2int_rz(float x) { return static_cast<int>(x); }  // towards zero
+inline int __popc(unsigned int x) { return __builtin_popcount(x); }
+// the fast approximate ones, computed exactly here (glibc declares these names but does not
+// export them, so a kernel calling them compiled and then failed to load)
+inline float __powf(float x, float y) { return std::pow(x, y); }
+inline float __log2f(float x) { return std::log2(x); }
+inline float __log10f(float x) { return std::log10(x); }
+inline float __sinf(float x) { return std::sin(x); }
+inline float __cosf(float x) { return std::cos(x); }
+inline float __tanf(float x) { return std::tan(x); }
 inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
 inline float __int_as_float(int x) { float f; std::memcpy(&f, &x, 4); return f; }
 inline int __float_as_int(float x) { int i; std::memcpy(&i, &x, 4); return i; }
