@@ -179,12 +179,18 @@ def to_device(value, what: str = "an array"):
     if device == "cpu":
         return _native(numpy.asarray(value))
     host = host_array(value, what)
-    if host.dtype.kind == "f" and host.dtype.char not in "efd":  # long double
+    check_device_dtype(host, what, device)
+    return xp().asarray(host)
+
+
+def check_device_dtype(host: numpy.ndarray, what: str, device: str) -> None:
+    """A DeviceError naming ``what`` unless ``device`` has arrays of ``host``'s dtype (CuPy,
+    and so the strict device, has no long double)."""
+    if device != "cpu" and host.dtype.kind == "f" and host.dtype.char not in "efd":
         raise DeviceError(
             f"{what} holds {host.dtype} values, which the {device!r} device cannot hold (CuPy "
             "has float16, float32 and float64 only); convert with .astype('float64')"
         )
-    return xp().asarray(host)
 
 
 def plain_array(value, what: str = "an array"):

@@ -519,6 +519,8 @@ class Constant(Op):
             return value
         copy = self._on_device.get(xp.__name__)
         if copy is None:
+            backend.check_device_dtype(np.asarray(value), f"the constant {self.written(())}",
+                                       backend.get_device())  # fmt: skip
             copy = self._on_device[xp.__name__] = xp.asarray(value)
         return copy
 

@@ -113,3 +113,17 @@ def test_long_double_data_is_a_device_error_naming_where_it_was_handed_in():
             cl.evaluate(x * 2.0, {x: np.array([None, 1.0])})
     with cl.use_device("cpu"):  # the host has long doubles
         assert cl.evaluate(x * 2.0, {x: np.ones(2, np.longdouble)}).dtype == np.longdouble
+
+
+@pytest.mark.parametrize("make", [lambda: np.longdouble(2),
+                                  lambda: cl.constant(np.ones(2, np.longdouble))])  # fmt: skip
+def test_a_long_double_constant_on_a_device_is_a_device_error_naming_it(make):
+    """The constant was copied to the device as it was: the strict device's (CuPy's)
+    "Unsupported dtype float128", naming neither the constant nor what to do."""
+    x = cl.variable("x", (2,))
+    with cl.use_device("strict"), pytest.raises(
+        DeviceError, match=r"the constant .* holds float128 values, which the 'strict' device"
+    ):
+        cl.evaluate(x * make(), {x: np.ones(2)})
+    with cl.use_device("cpu"):  # the CPU computes in long double
+        assert cl.evaluate(x * make(), {x: np.ones(2)}).dtype == np.longdouble
