@@ -58,6 +58,11 @@ class ForwardGraph:
         return self.tokens.shape[1]
 
 
+def spec_numbers(specs: dict) -> int:
+    """How many numbers parameter specs (name -> (shape, kind)) ask for."""
+    return sum(math.prod(shape) for shape, _ in specs.values())
+
+
 class DecoderLM:
     """Base class: seeded parameters (``params``: name -> array) and cached executors.
 
@@ -144,7 +149,7 @@ class DecoderLM:
     def parameter_numbers(self) -> int:
         """How many numbers :meth:`parameter_specs` asks for (checked against
         :attr:`max_params` before any is allocated)."""
-        return sum(math.prod(shape) for shape, _ in self.parameter_specs().values())
+        return spec_numbers(self.parameter_specs())
 
     def build_logits(self, tokens: Node, p: dict[str, Node]) -> tuple[Node, list[Node]]:
         """Wire the graph: logits (batch, seq, vocab) and each layer's attention probabilities."""

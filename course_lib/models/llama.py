@@ -18,7 +18,6 @@ positions      "rope": rotating q and k        "sinusoidal": added to embeddings
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -29,7 +28,7 @@ from ..errors import DeviceError, FeedError, GraphError, ShapeError
 from ..graph import constant
 from ..ops import layer_norm, reshape, rms_norm, take
 from ..runtime import Tensor, no_grad
-from .decoder import DecoderLM, flatten_rows
+from .decoder import DecoderLM, flatten_rows, spec_numbers
 from .kv_cache import KVCache
 from .layers import attention_specs, linear, relu_mlp, self_attention, sinusoidal_positions, swiglu
 
@@ -69,8 +68,9 @@ class Llama(DecoderLM):
         """The number of parameters, counted from block 0's specs (those of every block of a
         huge ``n_layers`` would fill the memory before the check)."""
         c = self.config
-        final_norm = _numbers(self._norm_specs("model.norm")) if c.norm_position == "pre" else 0
-        return 2 * c.vocab_size * c.dim + c.n_layers * _numbers(self.block_specs(0)) + final_norm
+        final_norm = spec_numbers(self._norm_specs("model.norm")) if c.norm_position == "pre" else 0
+        blocks = c.n_layers * spec_numbers(self.block_specs(0))
+        return 2 * c.vocab_size * c.dim + blocks + final_norm
 
     def _norm_specs(self, name: str) -> dict:
         specs = {f"{name}.weight": ((self.config.dim,), "ones")}
@@ -179,10 +179,6 @@ _PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
 _NORMS = {"pre": ("input_layernorm", "post_attention_layernorm"),
           "post": ("post_attention_layernorm", "post_feedforward_layernorm")}  # fmt: skip
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)  # buffers recomputed from the config
-
-
-def _numbers(specs: dict) -> int:
-    return sum(math.prod(shape) for shape, _ in specs.values())
 
 
 def interleaved_to_half_split(weight, n_heads: int) -> np.ndarray:
