@@ -68,6 +68,12 @@ class JitFunction:
         self.cache: dict = {}
         self.stats = {"traces": 0, "hits": 0, "eager": 0, "trace_seconds": 0.0}
 
+    def __get__(self, instance, owner=None):
+        """``@jit`` on a method: ``obj.f(x)`` calls the jitted ``f(obj, x)``. The instance is
+        argument 0, a constant of the guards (each hashable instance its own traces, kept
+        alive by the cache; what ``f`` reads from it is baked in as from a closure)."""
+        return self if instance is None else functools.partial(self, instance)
+
     def __call__(self, *args, **kwargs):
         if kwargs:
             raise GraphError(
@@ -204,8 +210,8 @@ def jit(
         misses every guard runs ``fn`` eagerly on Tensors instead of tracing again.
 
     The function returns a node or a tuple of nodes (not a dict); an array argument it
-    does not use is fine. The jitted function returns NumPy (or CuPy) arrays; ``.stats``
-    counts traces, cache hits,
+    does not use is fine; on a method, ``self`` is argument 0 (a guarded constant). The
+    jitted function returns NumPy (or CuPy) arrays; ``.stats`` counts traces, cache hits,
     eager runs and the seconds spent tracing. Python ``if`` on a traced value raises a
     ``GraphError`` that points to :func:`course_lib.cond`. The guards see the arguments
     only: ``fn`` runs once per trace, so a value it reads from a closure or a global is
