@@ -34,3 +34,11 @@ def test_jit_on_a_method_of_an_unhashable_instance_is_a_graph_error():
 
 def test_jit_on_a_class_is_still_the_function():
     assert isinstance(Scaled.times, cl.jit(lambda x: x).__class__)
+
+
+def test_measure_vectorization_refuses_no_elements():
+    from course_lib.errors import ParameterError
+    from course_lib.perf.vectorization import measure_vectorization
+
+    with pytest.raises(ParameterError, match="n must be an integer >= 1, got 0"):
+        measure_vectorization("add", 0)

@@ -159,7 +159,7 @@ def measure_vectorization(
     compiles the library, once per machine).
     """
     _check_name(name, "measure_vectorization")
-    n = params.count(n, "measure_vectorization: n")
+    n = params.count(n, "measure_vectorization: n", 1)  # 0 elements: a speed-up of noise
     rng = np.random.default_rng(seed)
     a, b = (rng.uniform(-0.5, 0.5, n).astype(np.float32) for _ in range(2))
     out = np.empty(n, np.float32)
