@@ -11,7 +11,7 @@ run. The learning rate and the step count are fed each step, so schedules need n
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from numpy.lib.array_utils import byte_bounds
@@ -142,7 +142,7 @@ class AdamWUpdate(Op):
         return param - update
 
     def flops(self, out_shape, *in_shapes):
-        return 7 * math.prod(out_shape)
+        return (7 if self.weight_decay else 6) * math.prod(out_shape)
 
 
 def _floating(dtype, what: str) -> None:
@@ -229,6 +229,10 @@ class Optimizer:
     def update_nodes(self, params: dict[str, Node], grads: dict[str, Node]) -> list[Node]:
         """The new value of every parameter (in ``params``' order), then of the optimiser's
         own state: pure nodes to run, whose results go to :meth:`write_back`."""
+        missing = [name for name in params if name not in grads]
+        if missing:
+            raise FeedError(f"{type(self).__name__}.update_nodes: no gradient for parameter(s) "
+                            f"{missing}")  # fmt: skip
         self._names = list(params)
         return [self._update(name, params[name], grads[name]) for name in params] + [
             node for name in params for node in self._state_updates(name)
@@ -274,9 +278,9 @@ class Optimizer:
             raise FeedError(f"{what}: no array for parameter(s) {missing}")
         params = [(f"parameter {n}", arrays[n]) for n in self._names]
         targets = params + [(label, store[key]) for label, store, key in state]
-        _distinct_targets(what, targets)
         for (label, target), value in zip(targets, values):
             _check_target(what, label, target, value)
+        _distinct_targets(what, targets)
         shared = _shared(targets, values)
         # a value that shares memory with a target (or another value) as it was at the call,
         # before a copy below writes into that memory
@@ -343,11 +347,16 @@ class AdamW(Optimizer):
 
     ``arrays`` maps each parameter name to its array; the moments m and v are zeros of the
     same shapes, fed every step and replaced by their new values in :meth:`write_back`.
+    Weight decay applies to every parameter given (norm weights and embeddings included, as
+    ``torch.optim.AdamW(model.parameters())`` does).
     """
 
     def __init__(self, arrays: dict[str, np.ndarray], lr: float = 1e-3, betas=(0.9, 0.95),
                  eps: float = 1e-8, weight_decay: float = 0.01):  # fmt: skip
         super().__init__(lr)
+        if not isinstance(arrays, Mapping):
+            raise GraphError(f"AdamW: arrays must map each parameter name to its array "
+                             f"(AdamW(model.params)), got {type(arrays).__name__}")  # fmt: skip
         if not isinstance(betas, (tuple, list)) or len(betas) != 2:
             raise GraphError(f"AdamW: betas must be a pair (beta1, beta2), got {betas!r}")
         self.betas = tuple(params.in_range(b, f"AdamW: betas[{k}]", 0.0, 1.0, open_high=True)
@@ -379,6 +388,10 @@ class AdamW(Optimizer):
 
     def _update(self, name, param, grad):
         (b1, b2), (m, v) = self.betas, self._state_vars[name]
+        if param.dtype is not None and param.dtype != m.dtype:
+            raise GraphError(f"adamw_update: parameter {name} is {param.dtype}, but its moments "
+                             f"are {m.dtype}; make the optimiser from this model's arrays "
+                             "(AdamW(model.params))")  # fmt: skip
         new_m = apply(AdamMoment(b1, 1), m, grad, name=f"m'({name})")
         new_v = apply(AdamMoment(b2, 2), v, grad, name=f"v'({name})")
         self._new_moments[name] = (new_m, new_v)
@@ -407,7 +420,12 @@ class AdamW(Optimizer):
 
 
 def cosine_schedule(base_lr: float, steps: int, warmup: int = 0, final_fraction: float = 0.1):
-    """A function step -> lr: linear warm-up, then cosine decay to ``final_fraction · base_lr``."""
+    """A function step -> lr: linear warm-up, then cosine decay to ``final_fraction · base_lr``
+    (``final_fraction`` in [0, 1])."""
+    base_lr = params.in_range(base_lr, "cosine_schedule: base_lr", 0.0)
+    steps = params.count(steps, "cosine_schedule: steps", 0)
+    warmup = params.count(warmup, "cosine_schedule: warmup", 0)
+    final_fraction = params.in_range(final_fraction, "cosine_schedule: final_fraction", 0.0, 1.0)
     if warmup > steps:
         raise ParameterError(
             f"cosine_schedule: warmup={warmup} is longer than steps={steps}, so the learning "

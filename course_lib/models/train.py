@@ -134,6 +134,7 @@ def held_out_loss(
 ) -> Callable[[], float]:
     """A function giving the model's mean loss on ``batches`` fixed batches of windows of
     ``tokens`` (drawn once, so successive calls compare the same text)."""
+    batches = params.positive_size(batches, "held_out_loss: batches")
     rng = np.random.default_rng(seed)
     windows = [random_windows(tokens, batch, seq, rng) for _ in range(batches)]
     return lambda: float(np.mean([model.loss(w) for w in windows]))
@@ -182,8 +183,8 @@ def train(
         try:
             loss, *new_values = run.run(_step_feed(model, optimizer, tokens, batch, seq, rng, lr))
             optimizer.write_back(model.params, new_values)  # the graph is pure: changes here
-        except Exception:
-            optimizer.step_count = step_count  # a failed step did not happen
+        except BaseException:  # KeyboardInterrupt too: a failed or interrupted step did not happen
+            optimizer.step_count = step_count
             raise
         loss = float(loss)
         history.losses.append(loss)
