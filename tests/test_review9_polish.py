@@ -1,10 +1,12 @@
 """Review 9: items earlier rounds noticed and left (jit on methods, ...)."""
 
+import importlib
+
 import numpy as np
 import pytest
 
 import course_lib as cl
-from course_lib.errors import GraphError
+from course_lib.errors import GraphError, ShapeError
 
 
 class Scaled:
@@ -42,3 +44,30 @@ def test_measure_vectorization_refuses_no_elements():
 
     with pytest.raises(ParameterError, match="n must be an integer >= 1, got 0"):
         measure_vectorization("add", 0)
+
+
+def test_sgd_update_counts_the_flops_it_computes():
+    from course_lib.models.optim import SGDUpdate
+
+    # θ·(1 − lr·λ) − lr·g: a multiply, a multiply and a subtract per element
+    assert SGDUpdate(0.1).flops((10,), (10,), (10,), ()) == 30
+    assert SGDUpdate(0.0).flops((10,), (10,), (10,), ()) == 20
+
+
+def test_train_checks_its_seed_and_closes_its_bar_when_a_step_fails(monkeypatch):
+    from course_lib.errors import ParameterError
+    from course_lib.models import Llama, LlamaConfig, train
+
+    train_module = importlib.import_module("course_lib.models.train")  # not the function
+
+    model = Llama(LlamaConfig(dim=16, n_layers=1, n_heads=2, n_kv_heads=1, ffn_dim=32,
+                              vocab_size=8, max_seq_len=8))  # fmt: skip
+    tokens = np.arange(64) % 8
+    for seed, error in ((-1, ParameterError), (1.5, GraphError)):
+        with pytest.raises(error, match="train: seed"):
+            train(model, tokens, 1, batch=2, seq=4, seed=seed, progress=False)
+    closed = []
+    monkeypatch.setattr(train_module.ProgressBar, "close", lambda self: closed.append(True))
+    with pytest.raises(ShapeError):  # windows longer than the text: the first step fails
+        train(model, tokens[:3], 2, batch=2, seq=4, progress=False)
+    assert closed == [True]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -92,6 +93,12 @@ class ProgressBar:
         if self._handle is not None:
             self._handle.update(self.bar.container)
 
+    def __enter__(self) -> ProgressBar:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()  # a failed or interrupted run's bar stops where it was
+
 
 def _step_feed(model, optimizer, tokens, batch, seq, rng, lr) -> dict:
     """The feed of one step: random windows of ``tokens``, the parameters, the optimiser's
@@ -129,13 +136,27 @@ def seconds_per_step(
         optimizer.step_count = step_count
 
 
+def _step(run, model, optimizer, make_feed) -> float:
+    """One training step: its feed (which advances the optimiser's step count), the run, the
+    new values written into the parameters and the optimiser's state; returns the loss. A
+    failed or interrupted step (KeyboardInterrupt too) did not happen: the count goes back."""
+    step_count = optimizer.step_count
+    try:
+        loss, *new_values = run.run(make_feed())
+        optimizer.write_back(model.params, new_values)  # the graph is pure: changes here
+    except BaseException:
+        optimizer.step_count = step_count
+        raise
+    return float(loss)
+
+
 def held_out_loss(
     model: DecoderLM, tokens: np.ndarray, batch: int, seq: int, batches: int = 4, seed: int = 0
 ) -> Callable[[], float]:
     """A function giving the model's mean loss on ``batches`` fixed batches of windows of
     ``tokens`` (drawn once, so successive calls compare the same text)."""
     batches = params.positive_size(batches, "held_out_loss: batches")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(params.count(seed, "held_out_loss: seed", 0))
     windows = [random_windows(tokens, batch, seq, rng) for _ in range(batches)]
     return lambda: float(np.mean([model.loss(w) for w in windows]))
 
@@ -166,6 +187,7 @@ def train(
     history.
     """
     steps = params.count(steps, "train: steps", 0)
+    seed = params.count(seed, "train: seed", 0)
     optimizer = AdamW(model.params) if optimizer is None else optimizer
     run = training_step(model, optimizer, batch, seq, optimize)
     rng = np.random.default_rng(seed)
@@ -176,23 +198,16 @@ def train(
         history.val_steps.append(0)
         history.val_losses.append(evaluate())
     start = time.perf_counter()
-    bar = ProgressBar(steps, "training", progress)
-    for step in bar:
-        lr = optimizer.lr if lr_schedule is None else lr_schedule(step)
-        step_count = optimizer.step_count
-        try:
-            loss, *new_values = run.run(_step_feed(model, optimizer, tokens, batch, seq, rng, lr))
-            optimizer.write_back(model.params, new_values)  # the graph is pure: changes here
-        except BaseException:  # KeyboardInterrupt too: a failed or interrupted step did not happen
-            optimizer.step_count = step_count
-            raise
-        loss = float(loss)
-        history.losses.append(loss)
-        history.lrs.append(lr)
-        history.seconds.append(time.perf_counter() - start)
-        if evaluate is not None and (step + 1 == steps or (step + 1) % eval_every == 0):
-            history.val_steps.append(step + 1)
-            history.val_losses.append(evaluate())
-        bar.show(loss=f"{loss:.3f}")
-    bar.close()
+    with ProgressBar(steps, "training", progress) as bar:
+        for step in bar:
+            lr = optimizer.lr if lr_schedule is None else lr_schedule(step)
+            feed = functools.partial(_step_feed, model, optimizer, tokens, batch, seq, rng, lr)
+            loss = _step(run, model, optimizer, feed)
+            history.losses.append(loss)
+            history.lrs.append(lr)
+            history.seconds.append(time.perf_counter() - start)
+            if evaluate is not None and (step + 1 == steps or (step + 1) % eval_every == 0):
+                history.val_steps.append(step + 1)
+                history.val_losses.append(evaluate())
+            bar.show(loss=f"{loss:.3f}")
     return history
