@@ -71,3 +71,14 @@ def test_train_checks_its_seed_and_closes_its_bar_when_a_step_fails(monkeypatch)
     with pytest.raises(ShapeError):  # windows longer than the text: the first step fails
         train(model, tokens[:3], 2, batch=2, seq=4, progress=False)
     assert closed == [True]
+
+
+def test_peak_bytes_counts_a_view_in_the_array_it_looks_into():
+    x = cl.variable("x", (100, 100), np.float64)
+    transposed = cl.Executor(cl.transpose(x))  # a view of the fed array: nothing more
+    transposed.run({x: np.ones((100, 100))})
+    assert transposed.peak_bytes == 80_000
+    y = x * 2.0
+    doubled = cl.Executor([y, cl.transpose(y)])
+    doubled.run({x: np.ones((100, 100))})
+    assert doubled.peak_bytes == 2 * 80_000 + 8  # x, y and the constant (yᵀ holds nothing new)

@@ -39,7 +39,8 @@ class Executor:
         The variables that must be fed.
     peak_bytes : int
         The largest number of bytes held by live intermediates during the last run
-        (fed values and constants included).
+        (fed values and constants included; a view, such as a transpose, holds no bytes of
+        its own but keeps the whole array it looks into alive).
     last_run : dict
         ``{"computed": ops run, "skipped": ops on untaken branches}`` for the last run (zeros
         before the first). A run that raised counts the ops before the one that failed and
@@ -194,8 +195,8 @@ class Executor:
         if not backend.on_host(xp):  # device copies of constants are shared, not read-only
             fed += [values[s] for s, _ in self._constants if hasattr(values[s], "shape")]
         self._skipped[0] = 0
-        live = sum(_nbytes(v) for v in values if v is not None)
-        peak = live
+        held = _HeldBytes(v for v in values if v is not None)
+        peak = held.bytes
         step = None  # the step that raised, if one does
         try:
             for step in self._steps:
@@ -207,11 +208,11 @@ class Executor:
                 else:
                     result = compute(xp, *[values[i] for i in ins])
                 values[out] = result
-                live += _nbytes(result)
-                if live > peak:
-                    peak = live
+                held.add(result)
+                if held.bytes > peak:
+                    peak = held.bytes
                 for f in frees:
-                    live -= _nbytes(values[f])
+                    held.drop(values[f])
                     values[f] = None
             step = None
         except COMPUTE_ERRORS as exc:
@@ -372,6 +373,48 @@ def _another_variable(name: str) -> str:
         "built from (was the cell that defines it run again?): re-run the cells that build the "
         f"graph, or feed by name ({{{name!r}: array}})"
     )
+
+
+class _HeldBytes:
+    """The bytes a run's live values hold, each buffer once: a view (a transpose, a reshape,
+    a broadcast) adds nothing to the array it looks into, and keeps all of it alive."""
+
+    def __init__(self, values=()):
+        self.bytes = 0
+        self._buffers: dict[int, list] = {}  # id(owner) -> [owner, live values in it]
+        for value in values:
+            self.add(value)
+
+    def add(self, value) -> None:
+        owner = _owner(value)
+        if owner is None:  # DEAD, or a number: no buffer to share
+            self.bytes += _nbytes(value)
+        elif (entry := self._buffers.get(id(owner))) is not None:
+            entry[1] += 1
+        else:
+            self._buffers[id(owner)] = [owner, 1]
+            self.bytes += owner.nbytes
+
+    def drop(self, value) -> None:
+        owner = _owner(value)
+        if owner is None:
+            self.bytes -= _nbytes(value)
+            return
+        entry = self._buffers[id(owner)]
+        entry[1] -= 1
+        if not entry[1]:
+            del self._buffers[id(owner)]
+            self.bytes -= owner.nbytes
+
+
+def _owner(value):
+    """The array whose memory ``value`` uses (itself unless it is a view), None for a value
+    that is not an array."""
+    if not hasattr(value, "shape") or not hasattr(value, "nbytes"):
+        return None
+    while hasattr(getattr(value, "base", None), "nbytes"):  # NumPy's and CuPy's views
+        value = value.base
+    return value
 
 
 def _nbytes(value) -> int:
