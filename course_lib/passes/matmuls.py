@@ -26,8 +26,10 @@ def merge_matmuls(outputs: Graph) -> Graph:
     """Merge matmuls whose left (or right) operand is the same node into one matmul.
 
     The other operands must be 2-D with static shapes and one dtype, and must not depend
-    on any of the matmuls being merged. Each original product becomes a slice of the
-    merged result, so values and gradients are unchanged.
+    on any of the matmuls being merged; a shared right operand must be of known rank (one
+    of unknown shape may be a vector at run time, whose product has no rows to cut). Each
+    original product becomes a slice of the merged result, so values and gradients are
+    unchanged.
     """
     outs = output_list(outputs, "merge_matmuls")
     groups = _groups(topological_order(outs))
@@ -55,6 +57,8 @@ def _groups(order: list[Node]) -> dict[tuple, list[Node]]:
     for side, shared_at, other_at in (("left", 0, 1), ("right", 1, 0)):
         for m in matmuls:
             other = m.inputs[other_at]
+            if side == "right" and m.inputs[shared_at].shape is None:
+                continue
             if is_static(other.shape) and len(other.shape) == 2:
                 candidates.setdefault((m.inputs[shared_at], side), []).append(m)
     groups, taken = {}, set()
@@ -79,7 +83,9 @@ def _one_dtype(ms: list[Node], other_at: int) -> list[Node]:
     """The products whose other operands have the first one's dtype, known: concatenated
     operands of unknown dtypes could promote each other (float32 with float64)."""
     dtype = ms[0].inputs[other_at].dtype if ms else None
-    return [m for m in ms if dtype is not None and m.inputs[other_at].dtype == dtype]
+    # ``is not None`` first: NumPy takes ``dtype == None`` as ``dtype == float64``
+    return [m for m in ms if dtype is not None and m.inputs[other_at].dtype is not None
+            and m.inputs[other_at].dtype == dtype]  # fmt: skip
 
 
 def _merged(shared: Node, side: str, members: list[Node]) -> list[Node]:

@@ -24,13 +24,14 @@ _FLOAT_LITERAL = re.compile(r"(?<![\w.])\d+(?:\.\d*(?:e[-+]?\d+)?|e[-+]?\d+)")
 
 
 def cuda_float(value) -> str:
-    """A float32 literal of CUDA C and C++, infinities and NaN included."""
+    """A float32 literal of CUDA C and C++, infinities and NaN included; a negative one in
+    parentheses (``(-{0})`` of -2.0 is ``(-(-2.0f))``, not the decrement ``(--2.0f)``)."""
     value = float(value)
     if math.isnan(value):
         return "(0.0f / 0.0f)"
     if math.isinf(value):
         return "(1.0f / 0.0f)" if value > 0 else "(-1.0f / 0.0f)"
-    return f"{value!r}f"
+    return f"({value!r}f)" if math.copysign(1.0, value) < 0 else f"{value!r}f"
 
 
 def render(params: Sequence[Node], body: Node, target: str, constant: Callable) -> str:

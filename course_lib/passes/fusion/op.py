@@ -24,6 +24,7 @@ from ...autodiff import grad, jvp
 from ...backend import device_of, host_array, is_gpu, on_host
 from ...errors import DeviceError, GraphError, ParameterError, ShapeError
 from ...graph import Node, Op, interpret, is_weak_scalar, rebuild, topological_order, variable
+from ...ops.elementwise import Add, AddN
 from .codegen import NumexprProgram, cuda_kernel, is_weak_value, numexpr_program
 from .cpu_loop import loop_worthy, run_cpu_loop, try_cpu_loop
 
@@ -51,7 +52,8 @@ def _check_out(name: str, out, shape: tuple, mode: str) -> None:
 
 def _one_dtype(body: Node, params: Sequence[Node], examples: list) -> bool:
     """Does NumPy, computing ``body`` op by op on ``examples``, keep every value in the
-    result's float dtype or bool?"""
+    result's float dtype or bool, and add no booleans (``True + True`` is True in NumPy, 2
+    in generated code)?"""
     try:
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -61,6 +63,7 @@ def _one_dtype(body: Node, params: Sequence[Node], examples: list) -> bool:
     dtype = np.asarray(values[body]).dtype
     return dtype.kind == "f" and all(
         np.asarray(v).dtype in (dtype, np.bool_)
+        and not (isinstance(n.op, (Add, AddN)) and np.asarray(v).dtype == np.bool_)
         for n, v in values.items() if n.inputs or n in params and not is_weak_value(v)
     )  # fmt: skip
 
@@ -160,6 +163,9 @@ class Fused(Op):
     # -- derivatives: built from the body, then placed on the real inputs ------------------
     def gradient(self, node, g, needs):
         seed = variable("g", self.body.shape, self.body.dtype)
+        # an integer or boolean input (a cast, a mask) has none: its own rule gives zeros
+        needs = [need and (p.dtype is None or p.dtype.kind in "fc")
+                 for p, need in zip(self.params, needs)]  # fmt: skip
         wanted = [p for p, need in zip(self.params, needs) if need]
         partials = iter(rebuild(grad(self.body, wanted, seed=seed),
                                 {**dict(zip(self.params, node.inputs)), seed: g}))  # fmt: skip
