@@ -854,7 +854,10 @@ def _refusing(found: Exercise, answer):  # noqa: C901  (one closure: the profile
     file name; a renamed copy of a forbidden function counts as the function. A NumPy function
     that an exercise names is NumPy's to call for itself (``np.ndindex`` uses ``as_strided``),
     not the answer's. The answer itself is refused when it *is* a forbidden function (or a
-    class with its methods)."""
+    class with its methods). The caches start empty: a solution cell could have filled them
+    (its own code as trusted, an exercise's rules as empty)."""
+    _ORIGINS.clear()
+    _FORBIDDEN_CACHE.clear()
     rules = _forbidden(found)
     codes, shapes = rules.codes, rules.shapes
     mine = _reachable_codes(answer)

@@ -21,16 +21,19 @@ signed with a key no student code saw, to a file of the run's private folder: fo
 exercise, the last verdict that course_lib's own verdict code (checked by the identity of
 its code and globals) gave during the grader's check of it. A verdict given while anything
 differed from the hook's snapshot of NumPy, builtins and course_lib (module attributes,
-course_lib's class attributes, functions' code and defaults) is not counted and is flagged.
-Rows are flagged for review when the hook saw code get around grading (a function's code or
-defaults swapped, ``gc`` referrers, other threads' frames, a tracer or profiler, another
-audit hook, ``ctypes`` outside course_lib, unsigned lines in its file, a check that gave no
-verdict, ``sys.stdout`` replaced...), or when solution cells match patterns of patching.
+course_lib's class attributes, functions' code and defaults, what course_lib.exercises'
+lists, dicts and sets hold) is not counted and is flagged. Rows are flagged for review when
+the hook saw code get around grading (a function's code or defaults swapped, ``gc``
+referrers, other threads' frames, a frame read while the answer runs, a tracer or profiler,
+another audit hook, ``ctypes`` outside course_lib, unsigned lines in its file, a check that
+gave no verdict, ``sys.stdout`` replaced...), or when solution cells match patterns of
+patching.
 
 Each notebook runs in a worker process in its own session, from a private folder, with a wall
 clock limit (``--timeout``); afterwards the worker, its kernel and every process they started
-are killed. Each answer is checked in a child process killed at the exercise's time limit
-(``verify``). A broken or hostile submission is a row with its reason, never a traceback.
+that still carries the run's marker in its environment are killed. Each answer is checked
+in a child process killed at the exercise's time limit (``verify``). A broken or hostile
+submission is a row with its reason, never a traceback.
 
 Known limits: the submitted code runs as your user, in the same interpreter as the grader's
 check cells, so isolation is only as good as the audit hook. Forgeries of a few lines
@@ -39,10 +42,16 @@ the hook's file) get no points and are flagged; code written against the hook it
 still get past it, for instance a Python signal handler that runs while the hook is on the
 stack and reads its key from the frame, ``ctypes`` memory writes (``memmove`` and ``cast``
 raise no audit event) or ctypes used from code compiled under a course_lib file name, a
-path opened relative to a directory descriptor (``dir_fd``) to reach the hook's file, or a
-patch of NumPy or builtins that the answer makes and undoes within one check. The code can also
-read files and write outside its folder. Run the grader in a container (or as a user who can
-read nothing else), and review flagged rows.
+path opened relative to a directory descriptor (``dir_fd``) to reach the hook's file, a
+patch of NumPy or builtins that the answer makes and undoes within one check, a signal handler
+the answer sets and calls (its frame argument leads to the checker's locals), frames read by
+code compiled under a library's file name, or the checks' own state that the answer changes
+while it runs (the forbidden-call profiler's record, reached through
+``sys.getprofile().__closure__``, or core's caches). The code can also read files and write
+outside its folder, and a process it starts in a session and an environment of its own
+outlives the run (it could rewrite the gradebook, or read a later run's key before its hook).
+Run the grader in a container (or as a user who can read nothing else), and review flagged
+rows.
 """
 
 from __future__ import annotations

@@ -14,13 +14,17 @@ an audit hook (:func:`sys.addaudithook`; Python code cannot remove one). The hoo
   exercise record registered at import, during a check the grader's ``report`` began, and
   attaches to it what differs from a snapshot taken when it was armed (the attributes of the
   guarded modules and of course_lib's classes; the code, defaults and keyword defaults of
-  their functions), with what changed during any call of the answer (``core.call``);
+  their functions; what the lists, dicts and sets of course_lib.exercises hold: a check's
+  cases), with what changed during any call of the answer (``core.call``);
 * records what student code does to get around grading: swapping a function's code or
   defaults, ``gc.get_objects``/``get_referrers``, ``sys._current_frames``, ``settrace``/
   ``setprofile`` (other than course_lib's own profiler), another audit hook, ``ctypes`` used
-  outside course_lib, reading the hook's own frame from a traceback, verdicts and checks
-  raised by other code; and it ends the kernel (after recording it) when code opens,
-  truncates, maps, renames or removes the channel, so the lines already there stay.
+  outside course_lib, reading the hook's own frame from a traceback, reading a frame during
+  a check while answer code runs (``sys._getframe``, ``inspect.currentframe``, a traceback's
+  or a generator's frame: ``f_back`` leads to the checker's locals, its expected results),
+  verdicts and checks raised by other code; and it ends the kernel (after recording it) when
+  code opens, truncates, maps, renames or removes the channel, so the lines already there
+  stay.
 
 The hook never calls code a solution cell could have replaced: every name it uses at run time
 was bound when it was armed (builtins too), it compares by identity, and it accepts only
@@ -149,12 +153,28 @@ def arm(folder: str, report) -> None:  # noqa: C901, PLR0915  (one closure: the 
     traceback_type, base_error, missing = types.TracebackType, BaseException, object()
     watched = frozenset({BEGIN, END, VERDICT, CHECKPOINT, FINAL, "object.__setattr__",
                          "object.__delattr__", "object.__getattr__", "sys.settrace",
-                         "sys.setprofile", *_ALWAYS, *_CHANNEL})  # fmt: skip
+                         "sys.setprofile", "sys._getframe", *_ALWAYS, *_CHANNEL})  # fmt: skip
+    frame_attributes = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
     always, channel_events = frozenset(_ALWAYS), dict(_CHANNEL)
     special = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
     exercise_ids, flags = frozenset(records), os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
     begin, end, verdict, checkpoint, final = BEGIN, END, VERDICT, CHECKPOINT, FINAL
     module_items = list(modules.items())
+    dict_, range_of = dict, range
+
+    def items(table) -> tuple:
+        """The objects a list, set or dict holds (a dict's keys and values), in order: compared
+        by identity, so no code of theirs runs."""
+        if kind_of(table) is dict_:
+            return tuple_(x for pair in table.items() for x in pair)
+        return tuple_(table)
+
+    caches = {f"{core.__name__}.{n}" for n in ("_ORIGINS", "_FORBIDDEN_CACHE", "_HANDED")}
+    tables = [  # the checks' cases and tables: a list cleared in place keeps its binding
+        (value, items(value), label)
+        for _, key, value, label in quick_entries
+        if type(value) in (list, dict, set) and not key.startswith("__") and label not in caches
+    ]
 
     def send(*fields) -> None:
         """Write one signed line, ``MAC repr((pid, *fields))``; reopen the channel first if
@@ -208,8 +228,19 @@ def arm(folder: str, report) -> None:  # noqa: C901, PLR0915  (one closure: the 
     def closures_changed() -> list:
         return [label for cell, value, label in closures if contents(cell) is not value]
 
+    def tables_changed() -> list:
+        found = []
+        for table, before, label in tables:
+            now = items(table)
+            same = len_of(now) == len_of(before)
+            for k in range_of(len_of(now) if same else 0):
+                same = same and now[k] is before[k]
+            if not same:
+                found.append(label + " (its contents)")
+        return found
+
     def everything_changed() -> list:
-        found = changed(entries, functions, module_items) + closures_changed()
+        found = changed(entries, functions, module_items) + closures_changed() + tables_changed()
         for number, handler in handlers:
             if getsignal(number) is not handler:
                 found.append("signal handler " + repr_of(number))
@@ -229,6 +260,24 @@ def arm(folder: str, report) -> None:  # noqa: C901, PLR0915  (one closure: the 
             if not startswith(name, ctypes_package):  # the caller of ctypes
                 return (code is importing or id_of(code) in library
                         or startswith(name, package) or startswith(name, installed))  # fmt: skip
+            frame = frame.f_back
+        return False
+
+    def answer_below(frame) -> bool:
+        """Whether a check is under way and code that is not a library's (the answer) runs
+        between ``frame`` and the grader's ``report``: from a frame there, ``f_back`` reaches
+        the checker's frames, and their locals hold the expected results."""
+        if state["window"] is None:
+            return False
+        answer = False
+        while frame is not None:
+            code = frame.f_code
+            if code is report_code and frame.f_globals is grade_space:
+                return answer
+            name = code.co_filename
+            answer = answer or not (
+                code is importing or id_of(code) in library or (kind_of(name) is str_ and (
+                    startswith(name, package) or startswith(name, installed))))  # fmt: skip
             frame = frame.f_back
         return False
 
@@ -285,7 +334,7 @@ def arm(folder: str, report) -> None:  # noqa: C901, PLR0915  (one closure: the 
             kind_of(args) is not tuple_
             or len_of(args) != 2
             or kind_of(args[1]) is not str_
-            or args[1] != "tb_frame"
+            or args[1] not in frame_attributes
         ):
             return  # the frequent case: __code__ and the like, read by libraries
         me = get_ident()
@@ -307,6 +356,7 @@ def arm(folder: str, report) -> None:  # noqa: C901, PLR0915  (one closure: the 
                     send("event", "a grader's check begun by code that is not the grader's", "")
             elif event == checkpoint:
                 state["tainted"].update(changed(quick_entries, quick_functions, ()))
+                state["tainted"].update(tables_changed())
             elif event == final:
                 found = everything_changed()
                 if sys_module.stdout is not streams[0] or sys_module.stderr is not streams[1]:
@@ -324,10 +374,13 @@ def arm(folder: str, report) -> None:  # noqa: C901, PLR0915  (one closure: the 
                 # check (or left on into one: begin says so) is recorded
                 if state["window"] is not None and id_of(frame.f_code) not in quiet:
                     send("event", event, where(frame))
-            elif event == "object.__getattr__":  # tb_frame: the frame of this hook?
-                if kind_of(args[0]) is traceback_type:
-                    if id_of(args[0].tb_frame.f_code) in own_codes:
-                        send("event", "read the grader's audit hook's frame", "")
+            elif event == "object.__getattr__" and args[1] == "tb_frame" and (
+                    kind_of(args[0]) is traceback_type
+                    and id_of(args[0].tb_frame.f_code) in own_codes):  # fmt: skip
+                send("event", "read the grader's audit hook's frame", "")
+            elif event == "object.__getattr__" or event == "sys._getframe":
+                if answer_below(frame):
+                    send("event", "read a frame during a check", where(frame))
             elif event.startswith("ctypes."):
                 if not library_near(frame):
                     send("event", event, where(frame))
@@ -350,6 +403,8 @@ def arm(folder: str, report) -> None:  # noqa: C901, PLR0915  (one closure: the 
 
     own_codes.update(id(f.__code__) for f in (hook, send, on_verdict, changed, is_protected,
                                              everything_changed, library_near, where,
-                                             closures_changed, contents))  # fmt: skip
+                                             answer_below,
+                                             closures_changed, contents, tables_changed,
+                                             items))  # fmt: skip
     sys.addaudithook(hook)
     send("armed", tuple(sorted(exercise_ids)))
