@@ -195,7 +195,7 @@ class Executor:
         if not backend.on_host(xp):  # device copies of constants are shared, not read-only
             fed += [values[s] for s, _ in self._constants if hasattr(values[s], "shape")]
         self._skipped[0] = 0
-        held = _HeldBytes(v for v in values if v is not None)
+        held = _HeldBytes(values)
         peak = held.bytes
         step = None  # the step that raised, if one does
         try:
@@ -208,11 +208,11 @@ class Executor:
                 else:
                     result = compute(xp, *[values[i] for i in ins])
                 values[out] = result
-                held.add(result)
+                held.add(out, result)
                 if held.bytes > peak:
                     peak = held.bytes
                 for f in frees:
-                    held.drop(values[f])
+                    held.drop(f, values[f])
                     values[f] = None
             step = None
         except COMPUTE_ERRORS as exc:
@@ -379,14 +379,16 @@ class _HeldBytes:
     """The bytes a run's live values hold, each buffer once: a view (a transpose, a reshape,
     a broadcast) adds nothing to the array it looks into, and keeps all of it alive."""
 
-    def __init__(self, values=()):
+    def __init__(self, values: list):
         self.bytes = 0
         self._buffers: dict[int, list] = {}  # id(owner) -> [owner, live values in it]
-        for value in values:
-            self.add(value)
+        self._slots: list = [None] * len(values)  # slot -> the owner its value was counted in
+        for slot, value in enumerate(values):
+            if value is not None:
+                self.add(slot, value)
 
-    def add(self, value) -> None:
-        owner = _owner(value)
+    def add(self, slot: int, value) -> None:
+        owner = self._slots[slot] = _owner(value)
         if owner is None:  # DEAD, or a number: no buffer to share
             self.bytes += _nbytes(value)
         elif (entry := self._buffers.get(id(owner))) is not None:
@@ -395,8 +397,8 @@ class _HeldBytes:
             self._buffers[id(owner)] = [owner, 1]
             self.bytes += owner.nbytes
 
-    def drop(self, value) -> None:
-        owner = _owner(value)
+    def drop(self, slot: int, value) -> None:
+        owner, self._slots[slot] = self._slots[slot], None
         if owner is None:
             self.bytes -= _nbytes(value)
             return
@@ -409,7 +411,8 @@ class _HeldBytes:
 
 def _owner(value):
     """The array whose memory ``value`` uses (itself unless it is a view), None for a value
-    that is not an array."""
+    that is not an array. The owner is remembered per slot: the strict device's ``base`` is
+    a new wrapper at each call (its views count in full)."""
     if not hasattr(value, "shape") or not hasattr(value, "nbytes"):
         return None
     while hasattr(getattr(value, "base", None), "nbytes"):  # NumPy's and CuPy's views
