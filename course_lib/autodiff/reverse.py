@@ -160,13 +160,13 @@ def _gradients(adjoints: dict, targets: list[Node]) -> list[Node]:
 
 
 def _promoted(adjoint: Node, variable: Node) -> bool:
-    """May ``adjoint`` be in another float dtype than its float ``variable``? NumPy promotes
+    """May ``adjoint`` be in another dtype than its float ``variable``? NumPy promotes
     inside an op (float32 · a float64 constant is float64), and the adjoint follows; the
-    gradient goes back to the variable's dtype (a float32 parameter stays float32). An
-    adjoint's dtype is unknown where a Python number meets it (the rules' ``1.0 - y²``), so
-    it is cast then too (a cast to the dtype it has copies nothing)."""
+    gradient goes back to the variable's dtype (a float32 parameter stays float32), also
+    from an integer seed. An adjoint's dtype is unknown where a Python number meets it (the
+    rules' ``1.0 - y²``), so it is cast then too (a cast to the dtype it has copies nothing)."""
     a, v = adjoint.dtype, variable.dtype  # (``None in`` would ask dtype == None: float64)
-    return v is not None and v.kind == "f" and (a is None or (a.kind == "f" and a != v))
+    return v is not None and v.kind == "f" and (a is None or a != v)
 
 
 def _depends_on(order: list[Node], targets: list[Node]) -> set[Node]:

@@ -13,6 +13,7 @@ import numpy as np
 from ..backend import to_numpy
 from ..errors import GraphError, ShapeError
 from ..graph import Node, Op, apply, as_node, creation_mark, is_static, rebuild, topological_order
+from .axes import as_array
 from .elementwise import cast, zeros_like
 
 
@@ -108,7 +109,9 @@ class Merge(Op):
 
 
 class Revive(Op):
-    """The adjoint leaving a branch at its Switch: ``g``, or zeros when the branch was not taken."""
+    """The adjoint leaving a branch at its Switch: ``g``, or zeros when the branch was not taken;
+    either way in the dtype of the Switch's data (a float64 constant in a branch of float32
+    data promotes ``g``), so the dtype does not depend on the branch taken."""
 
     name = "revive"
     accepts_dead = True
@@ -123,7 +126,8 @@ class Revive(Op):
     def compute(self, xp, g, like):
         if like is DEAD:
             return DEAD
-        return xp.zeros_like(like) if g is DEAD else g
+        like = as_array(xp, like)  # a scalar constant's number
+        return xp.zeros_like(like) if g is DEAD else xp.asarray(g, dtype=like.dtype)
 
     def gradient(self, node, gg, needs):
         raise GraphError("second derivatives through cond are not supported; differentiate once")

@@ -2,10 +2,10 @@
 
 Sigmoid, SiLU and SiLU's adjoint of large float32 host arrays run as one-pass kernels with SIMD
 exponentials (``kernels.cpu_kernels``: ``1 / (1 + exp(−x))``, within float32 rounding of the
-float64 value). Every other array takes the tanh form below, which loses up to ~1e-5 absolute
-to cancellation where the sigmoid is near 0 or 1 (sigmoid(−20): 0.0 there, 2.06e-9 in the
-kernel); the kernels' SIMD and scalar exponentials may differ by an ulp, so an element's value
-can depend on its position in the array.
+float64 value). Every other array takes the same formula in NumPy (:func:`_sigmoid`), exact to
+rounding where the sigmoid is near 0 too (sigmoid(−20) is 2.06e-9 either way); the kernels'
+SIMD and scalar exponentials may differ by an ulp, so an element's value can depend on its
+position in the array.
 """
 
 from __future__ import annotations
@@ -632,7 +632,7 @@ def sum_n(*xs) -> Node:
 
 
 def maximum(x, y) -> Node:
-    """Elementwise maximum (the gradient goes to x on ties)."""
+    """Elementwise maximum (a tie splits the gradient in halves, as PyTorch's)."""
     return apply(Maximum(), x, y)
 
 

@@ -7,12 +7,12 @@ from collections.abc import Sequence
 
 from ..backend import on_host
 from ..errors import GraphError
-from ..graph import Node, Op, apply
+from ..graph import Node, Op, apply, as_node, is_static
 from ..kernels import blas
 from ..kernels.dispatch import run_on_gpu
 from .broadcast import broadcast_shapes, sum_to
 from .elementwise import tangent_sum
-from .shape import Permute, SwapLastAxes, matrix_transpose, reshape
+from .shape import Permute, SwapLastAxes, getitem, matrix_transpose, reshape
 
 
 class MatMul(Op):
@@ -195,16 +195,25 @@ def _unbatch(partial: Node, x: Node, other: Node) -> Node:
 _MATMUL = MatMul()
 
 
+def _length(vector: Node) -> int:
+    """A vector's length as a reshape target: -1 where it is unknown when the graph is built."""
+    return -1 if vector.shape[0] is None else vector.shape[0]
+
+
 def matmul(x, y) -> Node:
-    """Matrix product ``x @ y``; 1-D operands are promoted like ``numpy.matmul``."""
-    x_vec = isinstance(x, Node) and x.ndim == 1
-    y_vec = isinstance(y, Node) and y.ndim == 1
+    """Matrix product ``x @ y``; 1-D operands (nodes, arrays or lists) are promoted like
+    ``numpy.matmul``: to a row on the left, a column on the right, dropped from the result."""
+    x, y = as_node(x), as_node(y)
+    x_vec, y_vec = x.ndim == 1, y.ndim == 1
     if not (x_vec or y_vec):
         return apply(_MATMUL, x, y)
     out = apply(
         _MATMUL,
-        reshape(x, (1, x.shape[0])) if x_vec else x,
-        reshape(y, (y.shape[0], 1)) if y_vec else y,
+        reshape(x, (1, _length(x))) if x_vec else x,
+        reshape(y, (_length(y), 1)) if y_vec else y,
     )
+    if not is_static(out.shape):  # a size unknown when built: drop the added axes by indexing
+        index = (0 if x_vec else slice(None), 0) if y_vec else (0, slice(None))
+        return getitem(out, (..., *index))
     shape = out.shape[:-2] + (() if x_vec else out.shape[-2:-1]) + (() if y_vec else out.shape[-1:])
     return reshape(out, shape)

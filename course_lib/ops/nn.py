@@ -18,7 +18,7 @@ from ..kernels import cpu_kernels
 from ..kernels.dispatch import run_on_gpu
 from .axes import as_array, normalize_axes
 from .elementwise import div, exp, mul, sub
-from .reductions import LogSumExp, stable_log_sum_exp, sum
+from .reductions import LogSumExp, floating, stable_log_sum_exp, sum
 
 
 class _AlongAxis(Op):
@@ -50,6 +50,7 @@ class Softmax(_AlongAxis):
             return out
         if on_host(xp) and self.axis in (-1, x.ndim - 1) and cpu_kernels.worth_it(x):
             return cpu_kernels.softmax(x)  # one pass over each row, rows over the threads
+        x = floating(xp, x)  # integers: x − max would wrap
         e = xp.exp(x - xp.max(x, axis=self.axis, keepdims=True))
         return e / xp.sum(e, axis=self.axis, keepdims=True)
 

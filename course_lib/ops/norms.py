@@ -108,6 +108,11 @@ class RMSNorm(_RMSNormFamily):
         _check_norm_shapes(self.name, x, w)
         return x
 
+    def infer_dtype(self, x, w):
+        if x is not None and x.kind != "f":  # as PyTorch's: x² of integers would overflow
+            raise ValueError(f"rms_norm normalizes floating-point x, got {x}; cast it first")
+        return super().infer_dtype(x, w)
+
     def compute(self, xp, x, w):
         out = run_on_gpu(self, xp, x, w)  # rms_norm.cu on a GPU
         if out is not None:
@@ -115,6 +120,8 @@ class RMSNorm(_RMSNormFamily):
         if _on_cpu_kernels(xp, x, w):  # one pass (kernels/cpu_kernels.py)
             return cpu_kernels.rms_norm(x, w, self.eps)
         out = x * _inv_rms(xp, x, self.eps)
+        if out.dtype != xp.result_type(out.dtype, w.dtype):  # a wider weight: NumPy's promotion
+            return out * w
         out *= w
         return out
 

@@ -81,12 +81,20 @@ class Max(Reduce):
         return None if dx is None else sum(mul(dx, self._weights(node)), self.axis, self.keepdims)
 
 
+def floating(xp, x):
+    """``x`` in the float dtype NumPy's ``exp`` gives it (float16 for bool and int8, float64
+    for int64): ``x − max`` on integers would wrap (uint8: ``0 − 254`` is 2)."""
+    return x if x.dtype.kind == "f" else x.astype(xp.result_type(x.dtype, xp.float16))
+
+
 def stable_log_sum_exp(xp, x, axis):
     """The stable log-sum-exp along ``axis``, written once for logsumexp, log_softmax and
     cross_entropy: ``(m, x − m, log Σ exp(x − m))`` with the axis kept, m the maximum along it
     (0 where that is ±inf or NaN). No exp overflows and a finite row's sum is at least 1:
     ``logsumexp(x) = m + log Σ exp(x − m)``, ``log_softmax(x) = (x − m) − log Σ exp(x − m)``.
+    Integer and boolean ``x`` are taken as floats first (:func:`floating`).
     """
+    x = floating(xp, x)
     m = xp.max(x, axis=axis, keepdims=True)
     m = xp.where(xp.isfinite(m), m, 0)
     shifted = x - m

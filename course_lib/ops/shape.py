@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import params
 from ..backend import on_host, scatter_add
-from ..errors import GraphError, ShapeError
+from ..errors import GraphError, ParameterError, ShapeError
 from ..graph import Node, Op, apply, is_static
 from ..kernels import cpu_kernels
 from ..tables import counted
@@ -30,11 +30,14 @@ class Reshape(ToShape):
     minus_one = True
 
     def static_shape(self, shape):
-        if not is_static(shape):
-            return None if -1 in self.shape else self.shape
+        if not is_static(shape):  # the size that -1 stands for is unknown too
+            return tuple(None if d == -1 else d for d in self.shape)
         size, known = math.prod(shape), math.prod(d for d in self.shape if d != -1)
         if self.shape.count(-1) > 1:
             raise ValueError(f"at most one -1 in the new shape {self.shape}")
+        if -1 in self.shape and not known:  # NumPy's rule: any size would do
+            raise ValueError(f"cannot reshape {shape} to {self.shape}: the -1 is ambiguous "
+                             "where the other sizes multiply to 0")  # fmt: skip
         out = tuple(size // known if d == -1 and known else d for d in self.shape)
         if math.prod(out) != size:
             raise ValueError(f"cannot reshape {shape} ({counted(size, 'element')}) to {self.shape}")
@@ -60,7 +63,8 @@ class Permute(Op):
             return None
         if self.axes is None:
             return shape[::-1]
-        if sorted(a % len(shape) for a in self.axes) != list(range(len(shape))):
+        n = len(shape)  # axes in [-n, n), as NumPy takes them
+        if sorted(a + n if a < 0 else a for a in self.axes) != list(range(n)):
             raise ValueError(
                 f"axes {self.axes} are not a permutation of {counted(len(shape), 'dimension')}"
             )
@@ -111,14 +115,18 @@ class Concat(Op):
             return None
         ndim = len(shapes[0])
         axis = normalize_axes(self.axis, ndim)[0]
-        for s in shapes[1:]:
-            if len(s) != ndim or any(
-                a != b for i, (a, b) in enumerate(zip(s, shapes[0])) if i != axis
-            ):
+        if any(len(s) != ndim for s in shapes):
+            raise ValueError(f"shapes {shapes} differ in their number of dimensions")
+        out = []  # each size outside the axis: the one the known sizes agree on (None: unknown)
+        for i, sizes in enumerate(zip(*shapes)):
+            known = {d for d in sizes if d is not None}
+            if i == axis:
+                out.append(None if None in sizes else sum(sizes))
+            elif len(known) > 1:
                 raise ValueError(f"shapes {shapes} differ outside axis {self.axis}")
-        sizes = [s[axis] for s in shapes]
-        total = None if None in sizes else sum(sizes)
-        return shapes[0][:axis] + (total,) + shapes[0][axis + 1 :]
+            else:
+                out.append(known.pop() if known else None)
+        return tuple(out)
 
     def compute(self, xp, *xs):
         return xp.concatenate(xs, axis=self.axis)
@@ -277,6 +285,8 @@ class Take(Op):
     linear = True  # in the table
 
     def infer_shape(self, table_shape, index_shape):
+        if table_shape == ():
+            raise ValueError("take picks rows: the table needs at least one axis, got a 0-d one")
         if table_shape is None or index_shape is None:
             return None
         return tuple(index_shape) + tuple(table_shape[1:])
@@ -357,7 +367,7 @@ def concat(xs, axis=0) -> Node:
     """Join nodes along ``axis``."""
     xs = list(xs)
     if not xs:
-        raise ValueError("concat needs at least one node")
+        raise ParameterError("concat needs at least one node")
     return xs[0] if len(xs) == 1 else apply(Concat(axis), *xs)
 
 
@@ -375,15 +385,20 @@ def split(x, sections, axis=0) -> list[Node]:
         sizes = [size // sections] * sections
     else:
         sizes = list(params.shape(sections, f"split of {x.name}: sizes"))
+        if None in sizes:
+            raise GraphError(f"split of {x.name}: sizes must be integers, got {sizes}")
         if size is not None and sum(sizes) != size:
             raise ShapeError(
                 f"split of {x.name}: sizes {sizes} add up to {sum(sizes)}, but axis {axis} "
                 f"has {size} elements"
             )
+    if x.shape is None and axis < 0:  # the rank is unknown: count the axes from the end
+        lead, trail = [Ellipsis], [slice(None)] * (-axis - 1)
+    else:
+        lead, trail = [slice(None)] * (axis % len(x.shape) if x.shape is not None else axis), []
     parts, start = [], 0
     for n in sizes:
-        index = [slice(None)] * (axis % len(x.shape) if x.shape is not None else axis)
-        parts.append(getitem(x, (*index, slice(start, start + n))))
+        parts.append(getitem(x, (*lead, slice(start, start + n), *trail)))
         start += n
     return parts
 
