@@ -141,7 +141,7 @@ class Repository:
     def colab(self, path: str) -> str:
         """The notebook at ``path`` opened in Google Colab."""
         repo = f"{self.owner}/{self.name}/blob/{self.ref}"
-        return f"https://colab.research.google.com/github/{repo}/{path}"
+        return f"https://colab.research.google.com/github/{repo}/{quote(path)}"
 
 
 # ---------------------------------------------------------------- pyproject.toml

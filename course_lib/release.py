@@ -20,10 +20,12 @@ path they name is in the release.
 
 The repository is ``--repository``, or else the ``origin`` of DEST when DEST is a git clone;
 without either the notebooks carry their links only. Every file is scanned before anything is
-written: a solution marker anywhere stops the release. DEST must lie outside this repository
-and hold nothing but an earlier release (listed in its ``.course-release`` manifest) and a
-``.git`` folder: a rerun replaces the earlier release file by file, so the same sources give
-the same tree. Refusals exit with status 2 and change nothing.
+written: a solution marker anywhere (``BEGIN SOLUTION`` in any case or spacing, ``# SOLUTION``)
+stops the release, as does a notebook git does not track. DEST must lie outside this
+repository, be the user's own folder that no other user may write in, and hold nothing but an
+earlier release (listed in its ``.course-release`` manifest) and a ``.git`` folder: a rerun
+replaces the earlier release file by file, so the same sources give the same tree. Refusals
+exit with status 2 and change nothing.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import argparse
 import json
 import os
 import re
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -53,11 +56,13 @@ INSTRUCTOR_TOOLS = (
     "course_lib/site.py",
 )
 README_TEMPLATE = Path("docs/release/README.md")
-SOLUTION = re.compile(r"(BEGIN|END) SOLUTION|#\s*SOLUTION\b")  # edition.py's markers
+# edition.py's markers, and the near misses it would leave in place (case, spacing)
+SOLUTION = re.compile(r"(?i)\b(BEGIN|END)\s+SOLUTION\b|#\s*SOLUTION\b")
 _NOTEBOOK_ROW = re.compile(r"^\| `(?P<name>\d\d_\w+)\.ipynb` \|(?P<rest>.*)$")
 _WITH, _END = "<!-- with a repository -->", "<!-- end -->"  # the README's parts about badges
 _WITH_REPOSITORY = re.compile(re.escape(_WITH) + r"\n.*?" + re.escape(_END) + r"\n", re.S)
 _SSH_ORIGIN = re.compile(r"^git@github\.com:(?P<path>[^/]+/[^/]+?)(?:\.git)?/?$")
+_CREDENTIALS = re.compile(r"^https://[^/@]*@")  # https://user:token@github.com/...
 
 
 class ReleaseError(CourseLibError, ValueError):
@@ -68,12 +73,22 @@ def release(root: Path, dest: Path, repository: links.Repository | None) -> list
     """Write the release of the repository ``root`` into ``dest``; the files, relative."""
     check_destination(root, dest)
     repository = repository or origin_repository(dest)
+    found = {f"notebooks/{path.name}" for path in (root / "notebooks").glob("*.ipynb")}
+    untracked = sorted(found - set(_tracked(root, "notebooks")))
+    if untracked:
+        raise ReleaseError(f"{', '.join(untracked)}: not tracked by git; commit it or move it "
+                           "out of notebooks/ (nothing written)")  # fmt: skip
     files = release_files(root, repository)
-    leaks = [path for path, (data, _) in files.items() if SOLUTION.search(_text(data))]
-    if leaks:
-        raise ReleaseError(f"solution markers in {', '.join(sorted(leaks))}: nothing written")
+    refuse_solutions({path: _text(data) for path, (data, _) in files.items()})
     _write(dest, files)
     return sorted(files)
+
+
+def refuse_solutions(texts: dict[str, str]) -> None:
+    """Refuse ``{path: text}`` when any text holds a solution marker."""
+    leaks = sorted(path for path, text in texts.items() if SOLUTION.search(text))
+    if leaks:
+        raise ReleaseError(f"solution markers in {', '.join(leaks)}: nothing written")
 
 
 # ---------------------------------------------------------------- what the release holds
@@ -132,7 +147,7 @@ def origin_repository(dest: Path) -> links.Repository | None:
                            capture_output=True, text=True, check=False)  # fmt: skip
     if found.returncode != 0:
         return None
-    url = found.stdout.strip()
+    url = _CREDENTIALS.sub("https://", found.stdout.strip())  # never shown, nor needed
     ssh = _SSH_ORIGIN.match(url)
     try:
         return links.Repository.parse(f"https://github.com/{ssh['path']}" if ssh else url)
@@ -157,8 +172,9 @@ def _text(data: bytes) -> str:
 
 
 def check_destination(root: Path, dest: Path) -> None:
-    """Refuse a destination inside the repository, a file, a symbolic link, or a folder holding
-    anything but an earlier release and ``.git``."""
+    """Refuse a destination inside the repository, a file, a symbolic link, a folder of another
+    user's or one anyone may write in, or a folder holding anything but an earlier release and
+    ``.git``."""
     if dest.is_symlink():
         raise ReleaseError(f"{dest} is a symbolic link: give the folder itself")
     where = dest.resolve()
@@ -169,6 +185,7 @@ def check_destination(root: Path, dest: Path) -> None:
         raise ReleaseError(f"{dest} is a file, not a folder")
     if not where.exists():
         return
+    _check_owner(dest, where)
     if (where / MANIFEST).is_symlink():
         raise ReleaseError(f"{dest / MANIFEST} is a symbolic link: remove the folder")
     listed = _manifest(where)
@@ -182,6 +199,16 @@ def check_destination(root: Path, dest: Path) -> None:
         shown = ", ".join(unrelated[:5]) + (", ..." if len(unrelated) > 5 else "")
         raise ReleaseError(f"{dest} holds files that are not an earlier release ({shown}): "
                            "choose an empty folder or an earlier release")  # fmt: skip
+
+
+def _check_owner(dest: Path, where: Path) -> None:
+    """Refuse a folder another user owns or anyone may write in: while the release is written,
+    they could swap a folder of it for a link to the user's files."""
+    info = where.stat()
+    if hasattr(os, "getuid") and info.st_uid != os.getuid():
+        raise ReleaseError(f"{dest} belongs to another user: choose a folder of your own")
+    if info.st_mode & stat.S_IWOTH:
+        raise ReleaseError(f"{dest} may be written by anyone: choose a folder of your own")
 
 
 def _manifest(dest: Path) -> list[str]:

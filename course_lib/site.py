@@ -4,8 +4,9 @@
 
     python -m course_lib.site OUT [--edition student|instructor] [--repository URL]  # make site
 
-The pages are the student edition as the release holds it (``course_lib.release``), or the
-instructor notebooks with ``--edition instructor``, and the index is the release's README.
+The pages are the student edition as the release holds it (``course_lib.release``, and like
+the release refused when a solution marker is left in it), or the instructor notebooks with
+``--edition instructor``, and the index is the release's README.
 Sphinx with MyST-NB renders them without running anything, with the math typeset by a copy of
 MathJax 3 served by the site itself (no CDN; SVG output, so no web fonts), the
 ``StepThrough`` players working at the page's full width without a kernel, and links going
@@ -91,7 +92,9 @@ def _sources(root: Path, edition: str, repository) -> tuple[dict[str, str], str]
     repository = repository or links.configured_repository(root / "pyproject.toml")
     readme = release.student_readme(root, repository)
     if edition == "student":
-        return release.student_notebooks(root, repository), readme
+        notebooks = release.student_notebooks(root, repository)
+        release.refuse_solutions({**notebooks, "README.md": readme})
+        return notebooks, readme
     paths = sorted((root / "notebooks").glob("*.ipynb"))
     notebooks = {p.name: links.notebook_text(links.read_notebook(p, root)) for p in paths}
     title, _, rest = readme.partition("\n\n")

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import re
 import sys
 from pathlib import Path
@@ -49,7 +50,8 @@ QUESTION_TAGS = ("predict", "check-yourself")  # cells whose output answers a qu
 
 
 class EditionError(ValueError):
-    """A notebook whose solution markers do not pair up."""
+    """A notebook whose solution markers do not pair up, or a target the edition would write
+    over the instructor notebooks through (the source folder itself, a symbolic link)."""
 
 
 def student_source(source: str, where: str = "cell") -> str:
@@ -139,7 +141,9 @@ def student_notebook(notebook, name: str = "notebook"):
 
 def write_edition(source_dir: Path, target_dir: Path) -> list[Path]:
     """Write the student edition of every notebook of ``source_dir`` into ``target_dir``;
-    student notebooks whose instructor notebook is gone are removed. Returns the written paths.
+    student notebooks whose instructor notebook is gone are removed (a notebook with a solution,
+    or with cells and no generated ``nav-top`` cell, is someone's work, not one: it stays).
+    Returns the written paths.
 
     The generated cells (``course_lib.links``) are written for the edition's folder in the
     repository (``student/``), so its Binder and Colab badges open the student notebooks; the
@@ -147,10 +151,18 @@ def write_edition(source_dir: Path, target_dir: Path) -> list[Path]:
     """
     import nbformat  # noqa: PLC0415  (an instructor tool: the lab extra brings nbformat)
 
+    if target_dir.resolve() == source_dir.resolve():
+        raise EditionError(f"{target_dir} is the folder of the instructor notebooks: writing "
+                           "the student edition there would replace every solution")  # fmt: skip
     target_dir.mkdir(parents=True, exist_ok=True)
     sources = sorted(source_dir.glob("*.ipynb"))
+    linked = [target_dir / p.name for p in sources if (target_dir / p.name).is_symlink()]
+    if linked:
+        raise EditionError(f"{linked[0]} is a symbolic link: the student edition would be "
+                           "written through it, over the file it points to; remove it")  # fmt: skip
     for stale in set(target_dir.glob("*.ipynb")) - {target_dir / p.name for p in sources}:
-        stale.unlink()
+        if not _someones_work(stale):
+            stale.unlink()
     students = {
         path.name: student_notebook(nbformat.read(path, as_version=nbformat.NO_CONVERT), path.name)
         for path in sources
@@ -160,6 +172,19 @@ def write_edition(source_dir: Path, target_dir: Path) -> list[Path]:
     for name, notebook in students.items():
         (target_dir / name).write_text(links.notebook_text(notebook), encoding="utf-8")
     return [target_dir / name for name in students]
+
+
+def _someones_work(path: Path) -> bool:
+    """Whether the file ``path`` holds what this module would not have written: a solution, or
+    cells without the generated ``nav-top`` cell, or anything but a notebook's JSON."""
+    try:
+        cells = json.loads(path.read_text("utf-8")).get("cells", [])
+        sources = ["".join(cell.get("source", "")) for cell in cells]
+        generated = any(links.has_tag(cell, links.TOP) for cell in cells)
+    except (OSError, ValueError, AttributeError, TypeError):
+        return True
+    solution = any(_BEGIN.match(line) for text in sources for line in text.split("\n"))
+    return solution or (bool(cells) and not generated)
 
 
 def main(argv: list[str] | None = None) -> int:
