@@ -114,7 +114,8 @@ release: $(VENV)/.lab-stamp
 # The course site, built offline (course_lib.site): `make site [SITE=_site] [EDITION=student|
 # instructor]`; .github/workflows/pages.yml publishes it with GitHub Pages.
 SITE ?= _site
-EDITION ?= student
+# `=`, not `?=`: an EDITION in the environment must not publish the solutions
+EDITION = student
 .PHONY: site
 site: $(VENV)/.site-stamp
 	$(BIN)/python -m course_lib.site "$(SITE)" --edition "$(EDITION)"

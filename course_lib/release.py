@@ -100,7 +100,8 @@ def release_files(root: Path, repository: links.Repository | None) -> dict[str, 
     for path in _tracked(root, PACKAGE, *COPIED):
         if path not in INSTRUCTOR_TOOLS:
             source = root / path
-            files[path] = (source.read_bytes(), 0o755 if os.access(source, os.X_OK) else 0o644)
+            executable = source.stat().st_mode & stat.S_IXUSR  # as git: not who runs this
+            files[path] = (source.read_bytes(), 0o755 if executable else 0o644)
     pyproject = (root / "pyproject.toml").read_text("utf-8")
     if repository is not None:
         pyproject = links.with_repository(pyproject, repository)

@@ -82,3 +82,45 @@ def test_peak_bytes_counts_a_view_in_the_array_it_looks_into():
     doubled = cl.Executor([y, cl.transpose(y)])
     doubled.run({x: np.ones((100, 100))})
     assert doubled.peak_bytes == 2 * 80_000 + 8  # x, y and the constant (yᵀ holds nothing new)
+
+
+def test_concat_of_one_node_checks_its_axis():
+    x = cl.variable("x", (2, 3))
+    assert cl.concat([x], axis=-1) is x
+    with pytest.raises(ShapeError, match="concat of x .*axis 99 is out of range"):
+        cl.concat([x], axis=99)
+
+
+def test_adamw_names_moments_the_step_does_not_train():
+    from course_lib.errors import FeedError
+    from course_lib.models import AdamW, Llama, LlamaConfig, train
+
+    model = Llama(LlamaConfig(dim=16, n_layers=1, n_heads=2, n_kv_heads=1, ffn_dim=32,
+                              vocab_size=8, max_seq_len=8))  # fmt: skip
+    optimizer = AdamW({**model.params, "extra": np.zeros(3, np.float32)})
+    with pytest.raises(FeedError, match=r"moments for parameter\(s\) \['extra'\] that this step"):
+        train(model, np.arange(64) % 8, 1, batch=2, seq=4, optimizer=optimizer, progress=False)
+
+
+def test_release_modes_follow_the_files_bits_not_who_runs_it(monkeypatch):
+    from pathlib import Path
+
+    from course_lib import release
+
+    monkeypatch.setattr(release.os, "access", lambda *args, **kwargs: True)  # root: any x bit
+    files = release.release_files(Path(__file__).resolve().parents[1], None)
+    assert files["course_lib/__init__.py"][1] == 0o644
+
+
+def test_an_edition_in_the_environment_does_not_reach_make_site():
+    import os
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    root = Path(__file__).resolve().parents[1]
+    run = subprocess.run(["make", "-n", "site"], cwd=root, capture_output=True, text=True,
+                         env={**os.environ, "EDITION": "instructor"}, check=True)  # fmt: skip
+    assert '--edition "student"' in run.stdout

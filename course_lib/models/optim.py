@@ -385,6 +385,11 @@ class AdamW(Optimizer):
                 f"adamw_update: no moments for parameter(s) {missing}; give AdamW the arrays "
                 "of every parameter the model trains (AdamW(model.params))"
             )
+        extra = [name for name in self._state_vars if name not in params]
+        if extra:  # their moments would be fed to a step that does not use them
+            raise FeedError(f"adamw_update: moments for parameter(s) {extra[:3]} that this step "
+                            "does not train; give AdamW the arrays of the parameters it trains "
+                            "(AdamW(model.params))")  # fmt: skip
         return super().update_nodes(params, grads)
 
     def _update(self, name, param, grad):

@@ -14,7 +14,7 @@ import numpy as np
 from .. import params
 from ..backend import on_host, scatter_add
 from ..errors import GraphError, ParameterError, ShapeError
-from ..graph import Node, Op, apply, is_static
+from ..graph import Node, Op, apply, as_node, is_static
 from ..kernels import cpu_kernels
 from ..tables import counted
 from .axes import as_array, index_on, indexed_shape, normalize_axes
@@ -368,7 +368,15 @@ def concat(xs, axis=0) -> Node:
     xs = list(xs)
     if not xs:
         raise ParameterError("concat needs at least one node")
-    return xs[0] if len(xs) == 1 else apply(Concat(axis), *xs)
+    if len(xs) > 1:
+        return apply(Concat(axis), *xs)
+    x = as_node(xs[0])  # one node is itself, once its axis is checked
+    if x.ndim is not None:
+        try:
+            normalize_axes(params.integer(axis, "concat: axis"), x.ndim)
+        except ValueError as exc:
+            raise ShapeError(f"concat of {x.name} {x.shape}: {exc}") from None
+    return x
 
 
 def split(x, sections, axis=0) -> list[Node]:
