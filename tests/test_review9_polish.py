@@ -1,6 +1,9 @@
 """Review 9: items earlier rounds noticed and left (jit on methods, ...)."""
 
 import importlib
+import os
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -103,8 +106,6 @@ def test_adamw_names_moments_the_step_does_not_train():
 
 
 def test_release_modes_follow_the_files_bits_not_who_runs_it(monkeypatch):
-    from pathlib import Path
-
     from course_lib import release
 
     monkeypatch.setattr(release.os, "access", lambda *args, **kwargs: True)  # root: any x bit
@@ -113,10 +114,8 @@ def test_release_modes_follow_the_files_bits_not_who_runs_it(monkeypatch):
 
 
 def test_an_edition_in_the_environment_does_not_reach_make_site():
-    import os
     import shutil
     import subprocess
-    from pathlib import Path
 
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
@@ -124,3 +123,41 @@ def test_an_edition_in_the_environment_does_not_reach_make_site():
     run = subprocess.run(["make", "-n", "site"], cwd=root, capture_output=True, text=True,
                          env={**os.environ, "EDITION": "instructor"}, check=True)  # fmt: skip
     assert '--edition "student"' in run.stdout
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a subreaper is Linux's")
+def test_the_grader_kills_a_process_the_kernel_left_in_a_session_and_environment_of_its_own(
+    tmp_path,
+):
+    import subprocess
+    import time
+
+    from course_lib.exercises import grade
+
+    pid_file = tmp_path / "pid"
+    # a worker (a subreaper, as grade's) whose child starts a sleeper with no environment in a
+    # session of its own, then exits: the orphaned sleeper is neither in the worker's session
+    # nor marked
+    leaver = ("import subprocess; p = subprocess.Popen(['sleep', '300'], env={}, "
+              f"start_new_session=True); open({str(pid_file)!r}, 'w').write(str(p.pid))")
+    worker = ("from course_lib.exercises import grade; import subprocess, sys, time; "
+              "grade._become_subreaper(); "
+              f"subprocess.run([sys.executable, '-c', {leaver!r}]); time.sleep(300)")  # fmt: skip
+    process = subprocess.Popen([sys.executable, "-c", worker], start_new_session=True)
+    for _ in range(200):
+        if pid_file.exists() and pid_file.read_text():
+            break
+        time.sleep(0.05)
+    sleeper = int(pid_file.read_text())
+    grade._kill_run("no-such-marker", process)
+    for _ in range(100):  # dead: gone, or a zombie until init reads its status
+        try:
+            state = Path(f"/proc/{sleeper}/stat").read_text().rpartition(")")[2].split()[0]
+        except OSError:
+            break
+        if state == "Z":
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(sleeper, 9)
+        pytest.fail("the sleeper outlived the run")

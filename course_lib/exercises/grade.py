@@ -30,7 +30,8 @@ gave no verdict, ``sys.stdout`` replaced...), or when solution cells match patte
 patching.
 
 Each notebook runs in a worker process in its own session, from a private folder, with a wall
-clock limit (``--timeout``); afterwards the worker, its kernel and every process they started
+clock limit (``--timeout``); afterwards every process below the worker (on Linux a subreaper,
+so the processes its kernel starts and leaves stay below it), the worker and every process
 that still carries the run's marker in its environment are killed. Each answer is checked
 in a child process killed at the exercise's time limit (``verify``). A broken or hostile
 submission is a row with its reason, never a traceback.
@@ -48,8 +49,9 @@ the answer sets and calls (its frame argument leads to the checker's locals), fr
 code compiled under a library's file name, or the checks' own state that the answer changes
 while it runs (the forbidden-call profiler's record, reached through
 ``sys.getprofile().__closure__``, or core's caches). The code can also read files and write
-outside its folder, and a process it starts in a session and an environment of its own
-outlives the run (it could rewrite the gradebook, or read a later run's key before its hook).
+outside its folder, and a process that gets out from under the worker (the kernel killing
+the worker first, or outside Linux one in a session and an environment of its own) outlives
+the run (it could rewrite the gradebook, or read a later run's key before its hook).
 Run the grader in a container (or as a user who can read nothing else), and review flagged
 rows.
 """
@@ -235,6 +237,7 @@ def _worker() -> int:
     import nbformat  # noqa: PLC0415
     from nbclient import NotebookClient  # noqa: PLC0415
 
+    _become_subreaper()
     job = json.loads(sys.stdin.read())
     notebook = nbformat.reads(job["notebook"], as_version=4)
     options = {"kernel_name": job["kernel"]} if job["kernel"] else {}
@@ -252,8 +255,43 @@ def _worker() -> int:
     return 0
 
 
+def _become_subreaper() -> None:
+    """Make this process (the worker) the parent of every orphan among its descendants
+    (Linux's ``PR_SET_CHILD_SUBREAPER``): a process the kernel starts and leaves, in a session
+    and an environment of its own, stays below the worker, where :func:`_kill_run` finds it."""
+    import ctypes  # noqa: PLC0415  (Linux only; elsewhere the marker sweep alone)
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+def _descendants(root: int) -> list[int]:
+    """The live processes below ``root``, from each process's parent in /proc (zombies left
+    out: they are dead, waiting for their parent to read their status)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            state, parent = (entry / "stat").read_text().rpartition(")")[2].split()[:2]
+            if state != "Z":
+                children.setdefault(int(parent), []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        below = children.get(todo.pop(), [])
+        found += below
+        todo += below
+    return found
+
+
 def _kill_run(marker: str, process: subprocess.Popen) -> None:
-    """Kill the worker's session and every process that carries this run's marker."""
+    """Kill every process below the worker (a subreaper: orphans stay below it), then the
+    worker's session and every process that carries this run's marker."""
+    for _ in range(5):  # a killed process's children become the worker's: look again
+        below = _descendants(process.pid)
+        if not below:
+            break
+        for pid in below:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
     with contextlib.suppress(OSError):
         os.killpg(process.pid, signal.SIGKILL)
     needle = f"{_RUN_ENV}={marker}".encode()
