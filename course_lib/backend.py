@@ -125,7 +125,9 @@ def synchronize() -> None:
 
 
 def array_module(device: str) -> ModuleType:
-    """The array module of ``device``."""
+    """The array module of ``device`` (a DeviceError for a name that is not a device, or for
+    ``"gpu"`` without CuPy and a GPU)."""
+    device = _checked_device(device, "array_module: ")
     if device == "gpu":
         import cupy  # noqa: PLC0415
 
@@ -185,11 +187,12 @@ def to_device(value, what: str = "an array"):
 
 def check_device_dtype(host: numpy.ndarray, what: str, device: str) -> None:
     """A DeviceError naming ``what`` unless ``device`` has arrays of ``host``'s dtype (CuPy,
-    and so the strict device, has no long double)."""
-    if device != "cpu" and host.dtype.kind == "f" and host.dtype.char not in "efd":
+    and so the strict device, has no long double, real or complex)."""
+    if device != "cpu" and host.dtype.kind in "fc" and host.dtype.char not in "efdFD":
         raise DeviceError(
             f"{what} holds {host.dtype} values, which the {device!r} device cannot hold (CuPy "
-            "has float16, float32 and float64 only); convert with .astype('float64')"
+            "has float16, float32, float64, complex64 and complex128 only); convert with "
+            f".astype('{'complex128' if host.dtype.kind == 'c' else 'float64'}')"
         )
 
 

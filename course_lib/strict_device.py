@@ -9,9 +9,13 @@ not allowed"). ``COURSE_LIB_DEVICE=strict`` runs course_lib on this module inste
   methods work as on CuPy arrays; an operand that is a NumPy array is refused (NumPy
   *scalars* and Python numbers are accepted, as CuPy accepts them), and so is a Python list
   where CuPy wants an array (a ufunc's operand, ``dot``'s, the first argument of ``sum``...);
-* ``np.asarray(a)``, ``np.array(a)`` and NumPy functions given a StrictArray raise
-  ``TypeError``; the ways out are CuPy's: ``a.get()``, ``asnumpy(a)``, ``a.item()``,
-  ``a.tolist()``, ``float(a)`` of one element;
+* ``np.asarray(a)`` and ``np.array(a)`` raise ``TypeError``; the ways out are CuPy's:
+  ``a.get()``, ``asnumpy(a)``, ``a.item()``, ``a.tolist()``, ``float(a)`` of one element.
+  NumPy's functions and ufuncs given a StrictArray run on the device, as CuPy's
+  ``__array_function__`` and ``__array_ufunc__`` make them;
+* where CuPy copies host data in itself, so does this module: NumPy arrays (and lists) as
+  indices (``a[np_index]``, ``take``, ``scatter_add``), as the values of an assignment through
+  an index array, a 0-d NumPy array in a comparison (``a < np.array(0.5)``);
 * the module's functions (``strict_device.exp``, ``.matmul``, ...) are NumPy's, taking and
   returning StrictArrays; ``asarray``/``array`` are the explicit host-to-device copy;
 * no read-only arrays (CuPy has none): ``a.flags`` has only the contiguity flags;
@@ -138,6 +142,22 @@ def _inplace(name: str):
     return method
 
 
+def _compare(name: str):
+    """A comparison as CuPy's: a 0-d NumPy array compares as its value; ``==`` (``!=``) with
+    None or an object without its own ``__eq__`` is all False (all True), an array."""
+    op = getattr(operator, name)
+
+    def method(self, other):
+        if isinstance(other, np.ndarray) and other.ndim == 0:
+            other = other.item()
+        if name in ("eq", "ne") and (other is None or type(other).__eq__ is object.__eq__):
+            return StrictArray(np.full(self._a.shape, name == "ne"))
+        b = _operand(other, f"operator {name}")
+        return NotImplemented if b is NotImplemented else _wrap(op(self._a, b))
+
+    return method
+
+
 def _unary(name: str):
     op = getattr(operator, name)
     return lambda self: _wrap(op(self._a))
@@ -147,11 +167,53 @@ def _method(name: str):
     def method(self, *args, **kwargs):
         what = f"StrictArray.{name}"
         _refuse_lists(name, None, (self, *args), "StrictArray")  # a.dot(b) as dot(a, b)
-        result = getattr(self._a, name)(*_unwrap(args, what), **_unwrap(kwargs, what))
-        return self if result is self._a else _wrap(result)  # astype(copy=False): CuPy's self
+        result = getattr(self._a, name)(
+            *_arguments(name, args, 0, what), **_keywords(name, kwargs, what)
+        )
+        return self if result is self._a else _out(result, kwargs)  # astype(copy=False): self
 
     method.__name__ = name
     return method
+
+
+def _index(index):
+    """An index as NumPy takes it: device arrays unwrapped; NumPy arrays and lists stay, as
+    CuPy copies them to the device itself."""
+    if type(index) is StrictArray:
+        return index._a
+    if isinstance(index, (list, tuple)):
+        return type(index)(_index(i) for i in index)
+    return index
+
+
+def _advanced(index) -> bool:
+    """Whether ``index`` holds an index array (CuPy then copies a NumPy value in)."""
+    for i in index if isinstance(index, tuple) else (index,):
+        basic = i is None or i is Ellipsis or isinstance(i, slice)
+        if not basic and not (np.isscalar(i) and not isinstance(i, (bool, np.bool_))):
+            return True
+    return False
+
+
+def _arguments(name: str, args, at: int, what: str) -> tuple:
+    """``args`` unwrapped for NumPy; ``take``'s indices (argument ``at``) may be host data,
+    which CuPy copies in itself."""
+    return tuple(
+        _index(v) if name == "take" and i == at else _unwrap(v, what) for i, v in enumerate(args)
+    )
+
+
+def _keywords(name: str, kwargs: dict, what: str) -> dict:
+    """``kwargs`` unwrapped for NumPy; ``take``'s ``indices=`` may be host data."""
+    return {k: _index(v) if (name, k) == ("take", "indices") else _unwrap(v, what)
+            for k, v in kwargs.items()}  # fmt: skip
+
+
+def _out(result, kwargs):
+    """``result``, or the ``out=`` array it was written into (CuPy returns ``out`` itself)."""
+    out = kwargs.get("out")
+    out = out[0] if isinstance(out, tuple) and len(out) == 1 else out
+    return out if type(out) is StrictArray and result is out._a else _wrap(result)
 
 
 class StrictArray:
@@ -177,6 +239,8 @@ class StrictArray:
     itemsize = property(lambda self: self._a.itemsize)
     strides = property(lambda self: self._a.strides)
     T = property(lambda self: StrictArray(self._a.T))
+    real = property(lambda self: _wrap(self._a.real))
+    imag = property(lambda self: _wrap(self._a.imag))
     flags = property(lambda self: _Flags(self._a))
     data = property(lambda self: _Pointer(self._a.__array_interface__["data"][0]))
     device = "strict"
@@ -194,6 +258,12 @@ class StrictArray:
     def get(self) -> np.ndarray:
         """A NumPy copy on the host (CuPy's ``ndarray.get``)."""
         return self._a.copy()
+
+    def __copy__(self):
+        return self.copy()  # CuPy's copy.copy copies the data, as NumPy's does
+
+    def __deepcopy__(self, memo):
+        return self.copy()
 
     def item(self):
         return self._a.item()
@@ -226,10 +296,12 @@ class StrictArray:
         return str(self._a)
 
     def __getitem__(self, index):
-        return _wrap(self._a[_unwrap(index, "indexing")])
+        return _wrap(self._a[_index(index)])
 
     def __setitem__(self, index, value):
-        self._a[_unwrap(index, "indexing")] = _unwrap(value, "assignment")
+        """CuPy copies a NumPy value in through an index array, or a 0-d one anywhere."""
+        host = isinstance(value, np.ndarray) and (value.ndim == 0 or _advanced(index))
+        self._a[_index(index)] = value if host else _unwrap(value, "assignment")
 
     def __hash__(self):
         raise TypeError("unhashable type: 'StrictArray'")
@@ -242,19 +314,22 @@ class StrictArray:
         """``np.exp(a)`` runs on the device, as CuPy's ``__array_ufunc__`` does; a NumPy
         array among the operands is refused."""
         what = f"numpy.{ufunc.__name__}"
-        inputs = _unwrap(inputs, what)
+        inputs, given = _unwrap(inputs, what), kwargs
         kwargs = _unwrap(kwargs, what)
         for value in inputs:
             if not isinstance(value, (np.ndarray, numbers.Number, np.generic)):
                 return NotImplemented
-        return _wrap(getattr(ufunc, method)(*inputs, **kwargs))
+        return _out(getattr(ufunc, method)(*inputs, **kwargs), given)
 
     def __array_function__(self, func, types, args, kwargs):
         if not all(issubclass(t, (StrictArray, np.ndarray)) for t in types):
             return NotImplemented
         what = f"numpy.{func.__name__}"
         _refuse_lists(func.__name__, func, args, "numpy")
-        return _wrap(func(*_unwrap(args, what), **_unwrap(kwargs, what)))
+        if func.__name__ in _READ_HOST_ARRAYS:
+            return _wrap(func(*_index(args), **kwargs))
+        return _out(func(*_arguments(func.__name__, args, 1, what),
+                         **_keywords(func.__name__, kwargs, what)), kwargs)  # fmt: skip
 
     # -- operators -------------------------------------------------------------------------
     __add__, __radd__ = _binary("add")
@@ -270,16 +345,25 @@ class StrictArray:
     __xor__, __rxor__ = _binary("xor")
     __lshift__, __rlshift__ = _binary("lshift")
     __rshift__, __rrshift__ = _binary("rshift")
-    __lt__, __gt__ = _binary("lt")[0], _binary("gt")[0]
-    __le__, __ge__ = _binary("le")[0], _binary("ge")[0]
-    __eq__, __ne__ = _binary("eq")[0], _binary("ne")[0]
+    __lt__, __gt__ = _compare("lt"), _compare("gt")
+    __le__, __ge__ = _compare("le"), _compare("ge")
+    __eq__, __ne__ = _compare("eq"), _compare("ne")
     __iadd__, __isub__ = _inplace("iadd"), _inplace("isub")
     __imul__, __itruediv__ = _inplace("imul"), _inplace("itruediv")
     __ipow__, __imod__ = _inplace("ipow"), _inplace("imod")
     __ifloordiv__ = _inplace("ifloordiv")
+    __ilshift__, __irshift__ = _inplace("ilshift"), _inplace("irshift")
     __iand__, __ior__, __ixor__ = _inplace("iand"), _inplace("ior"), _inplace("ixor")
     __neg__, __pos__ = _unary("neg"), _unary("pos")
     __abs__, __invert__ = _unary("abs"), _unary("invert")
+
+    def __divmod__(self, other):
+        b = _operand(other, "divmod")
+        return NotImplemented if b is NotImplemented else _wrap(divmod(self._a, b))
+
+    def __rdivmod__(self, other):
+        b = _operand(other, "divmod")
+        return NotImplemented if b is NotImplemented else _wrap(divmod(b, self._a))
 
 
 for _name in (
@@ -300,6 +384,10 @@ _TAKE_HOST_VALUES = frozenset({
     "iinfo", "isscalar", "ndim", "shape", "size", "atleast_1d", "atleast_2d", "atleast_3d",
     "broadcast_shapes", "isdtype", "issubdtype",
 })  # fmt: skip
+
+#: Of those, the ones that read the dtype or shape of a NumPy array as well (CuPy's
+#: ``result_type``, ``can_cast``, ``min_scalar_type``, ``ndim``, ``shape`` hand it to NumPy).
+_READ_HOST_ARRAYS = frozenset({"result_type", "can_cast", "min_scalar_type", "ndim", "shape"})
 
 #: Functions that take a sequence of arrays (CuPy takes the list or tuple itself). ``einsum``
 #: copies its operands with ``cupy.asarray``, so a list or a number is an operand there too.
@@ -359,7 +447,9 @@ def _function(name: str, func):
         what = f"strict_device.{name}"
         _takes_an_array_first(name, func, args, kwargs)
         _refuse_lists(name, func, args)
-        return _wrap(func(*_unwrap(args, what), **_unwrap(kwargs, what)))
+        if name in _READ_HOST_ARRAYS:
+            return _wrap(func(*_index(args), **kwargs))
+        return _out(func(*_arguments(name, args, 1, what), **_keywords(name, kwargs, what)), kwargs)
 
     call.__name__ = name
     call.__doc__ = f"NumPy's ``{name}`` on the strict device."
@@ -376,6 +466,8 @@ def asarray(value, dtype=None, order=None, copy=None):
         return StrictArray(value._a.astype(dtype))
     if hasattr(value, "__cuda_array_interface__"):
         raise TypeError("a CuPy array cannot enter the strict device; use .get() first")
+    if _device_arrays(value):  # cupy.asarray([a, b]) joins device arrays on the device
+        return StrictArray(np.array(_unwrap(value, "asarray"), dtype=dtype, order=order or "K"))
     return StrictArray(_native(np.array(value, dtype=dtype, order=order or "K", copy=True)))
 
 
@@ -383,6 +475,15 @@ def array(value, dtype=None, copy=True, order="K", ndmin=0):
     """A new device array (always a copy), from host data or a device array."""
     source = value._a if type(value) is StrictArray else asarray(value)._a
     return StrictArray(_native(np.array(source, dtype=dtype, copy=True, order=order, ndmin=ndmin)))
+
+
+def _device_arrays(value) -> bool:
+    """Whether ``value`` is a non-empty list or tuple of device arrays (or of such lists)."""
+    return (
+        type(value) in (list, tuple)
+        and len(value) > 0
+        and all(type(v) is StrictArray or _device_arrays(v) for v in value)
+    )
 
 
 def _native(host: np.ndarray) -> np.ndarray:
@@ -401,18 +502,71 @@ def asnumpy(value) -> np.ndarray:
     return value.get() if type(value) is StrictArray else np.asarray(value)
 
 
+#: The dtypes ``cupyx.scatter_add`` adds into (CuPy's atomicAdd): int32, uint32, uint64,
+#: float16/32/64; CuPy 13 to 14.1 refuse the others (int64 from 14.2 on).
+_SCATTER_ADD_DTYPES = frozenset("iILQefd")
+
+
 def scatter_add(target: StrictArray, index, values) -> None:
-    """``target[index] += values`` with repeated indices accumulated (``cupyx.scatter_add``)."""
-    np.add.at(target._a, _unwrap(index, "scatter_add"), _unwrap(values, "scatter_add"))
+    """``target[index] += values`` with repeated indices accumulated (``cupyx.scatter_add``):
+    into a device array of a dtype CuPy's atomicAdd has; the index (and, through an index
+    array, the values) may be host data, which CuPy copies in; values take target's dtype."""
+    if type(target) is not StrictArray:
+        raise TypeError(
+            f"scatter_add adds into a device array, not {type(target).__name__} (CuPy refuses "
+            "it too)"
+        )
+    if target.dtype.char not in _SCATTER_ADD_DTYPES:
+        raise TypeError(
+            f"scatter_add into {target.dtype}: CuPy's scatter_add (cupy.add.at) supports int32, "
+            "float16, float32, float64, uint32 and uint64 only"
+        )
+    host = isinstance(values, np.ndarray) and (values.ndim == 0 or _advanced(index))
+    values = np.asarray(values if host else _unwrap(values, "scatter_add"))
+    np.add.at(target._a, _index(index), values.astype(target.dtype, copy=False))
 
 
 ndarray = StrictArray
 
 
+class _Namespace:
+    """A NumPy submodule (or random generator) as CuPy's: its functions take and return device
+    arrays (``xp.random.standard_normal(3)``, ``xp.linalg.norm(a)``)."""
+
+    def __init__(self, name: str, inner, random: bool):
+        self._name, self._inner, self._random = name, inner, random
+
+    def __getattr__(self, name: str):
+        value = getattr(self._inner, name)
+        if callable(value) and not isinstance(value, type):
+            make = _random if self._random else _function
+            value = make(f"{self._name}.{name}", value)
+        setattr(self, name, value)
+        return value
+
+
+def _random(name: str, func):
+    """NumPy's random ``func`` on the device: numbers first, results device arrays (a number
+    too, as ``cupy.random.random()`` is a 0-d array), a generator one of device arrays."""
+
+    def call(*args, **kwargs):
+        result = func(*_unwrap(args, name), **_unwrap(kwargs, name))
+        if isinstance(result, (np.random.Generator, np.random.RandomState)):
+            return _Namespace(name, result, random=True)
+        if isinstance(result, numbers.Number):
+            return StrictArray(np.asarray(result))
+        return _wrap(result)
+
+    call.__name__ = name
+    return call
+
+
 def __getattr__(name: str):
     """NumPy's functions (taking and returning StrictArrays), dtypes and constants."""
     value = getattr(np, name)  # AttributeError for a name NumPy lacks too
-    if isinstance(value, np.ufunc) or (callable(value) and not isinstance(value, type)):
+    if name in ("random", "linalg", "fft"):
+        value = _Namespace(name, value, random=name == "random")
+    elif isinstance(value, np.ufunc) or (callable(value) and not isinstance(value, type)):
         value = _function(name, value)
     globals()[name] = value
     return value
