@@ -161,3 +161,22 @@ def test_the_grader_kills_a_process_the_kernel_left_in_a_session_and_environment
     else:
         os.kill(sleeper, 9)
         pytest.fail("the sleeper outlived the run")
+
+
+def test_kernel_sources_read_as_utf8_in_an_ascii_locale():
+    import subprocess
+
+    code = ("import locale; from course_lib.kernels import sources; "
+            "print(locale.getpreferredencoding(False)); "
+            "[sources.read_source(f) for f in sources.kernel_files()]; "
+            "sources.expand_includes('#include \"cpu_pool.hpp\"', 'x.cpp'); print('read')")
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root), "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0",
+           "PYTHONCOERCECLOCALE": "0"}  # fmt: skip
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=env, cwd=root, timeout=120)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    encoding, done = result.stdout.split()
+    if "UTF" in encoding.upper():
+        pytest.skip(f"the C locale's encoding is {encoding} here")
+    assert done == "read"

@@ -843,12 +843,14 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 def silu(x: np.ndarray) -> np.ndarray:
-    """``x / (1 + exp(−x))`` (``x · sigmoid(x)``): −0 far left, x far right, NaN at NaN."""
+    """``x / (1 + exp(−x))`` (``x · sigmoid(x)``): −0 far left, x far right, NaN at NaN and
+    at −inf (−inf / inf; the array code's −inf · 0 too)."""
     return _elementwise("silu", x)
 
 
 def silu_grad(g: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """``g · s·(1 + x·(1 − s))`` with ``s = 1 / (1 + exp(−x))``: SiLU's adjoint."""
+    """``g · s·(1 + x·(1 − s))`` with ``s = 1 / (1 + exp(−x))``: SiLU's adjoint; NaN at
+    x = ±inf (inf · 0), as the array code's formula."""
     return _elementwise("silu_grad", g, x)
 
 

@@ -70,13 +70,22 @@ static std::atomic<bool> stepped_aside{false};   // the products went back to Op
 static std::atomic<long> runs_split{0};          // runs handed to the workers (for tests)
 static std::atomic<long> idle_wakeups{0};        // sleeping workers woken for no job (tests)
 
+// A spinning thread's hint to the core (x86's pause, Arm's yield; nothing elsewhere).
+static inline void spin_pause() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+    asm volatile("yield");
+#endif
+}
+
 // Spin this long for the next run before sleeping: back-to-back calls (an op's matmul, then
 // its kernel) find the threads awake, and an idle pool sleeps after 50 µs.
 static bool spin_until(const std::function<bool()>& ready) {
     const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
     for (int i = 1;; ++i) {
         if (ready()) return true;
-        __builtin_ia32_pause();
+        spin_pause();
         if (i % 64 == 0 && std::chrono::steady_clock::now() > until) return false;
     }
 }
@@ -93,7 +102,7 @@ static Run read_run(Team* t) {
     for (;;) {
         const long before = t->generation.load(std::memory_order_acquire);
         if (before & 1) {
-            __builtin_ia32_pause();
+            spin_pause();
             continue;
         }
         Run r{before, t->jobs.load(std::memory_order_relaxed),

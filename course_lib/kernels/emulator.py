@@ -327,7 +327,7 @@ def translate(source: str, filename: str = "module.cu") -> tuple[str, list[str],
     body = _rewrite_extern_shared(text, filename)
     if not body.lstrip().startswith("#line"):
         body = f'#line 1 "{filename}"\n{body}'
-    prelude = expand_includes((KERNEL_DIR / "emulator_prelude.hpp").read_text(),
+    prelude = expand_includes((KERNEL_DIR / "emulator_prelude.hpp").read_text("utf-8"),
                               "emulator_prelude.hpp")  # fmt: skip
     exports = "\n".join(f"CLEMU_EXPORT({name})" for name in names)
     unit = f'{prelude}\n{body}\n#line 1 "<exports>"\n{exports}\n'

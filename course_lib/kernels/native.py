@@ -107,9 +107,14 @@ def cache_dir() -> Path:
         return _temporary_cache()
 
 
+#: The compiler's input and output as UTF-8 whatever the locale (the sources' comments are
+#: UTF-8: an ASCII locale's codec raised UnicodeError, which no caller expects)
+_TEXT = {"capture_output": True, "encoding": "utf-8", "errors": "replace", "check": False}
+
+
 @functools.cache
 def _compiler_identity(path: str) -> str:
-    result = subprocess.run([path, "--version"], capture_output=True, text=True, check=False)
+    result = subprocess.run([path, "--version"], **_TEXT)
     return result.stdout.splitlines()[0] if result.stdout else path
 
 
@@ -117,9 +122,7 @@ def _compiler_identity(path: str) -> str:
 def _native_target(path: str) -> str:
     """What ``-march=native`` means on this CPU (part of the cache key of native builds, so a
     cache shared between machines never hands one CPU's instructions to another)."""
-    result = subprocess.run(
-        [path, "-march=native", "-Q", "--help=target"], capture_output=True, text=True, check=False
-    )
+    result = subprocess.run([path, "-march=native", "-Q", "--help=target"], **_TEXT)
     return result.stdout
 
 
@@ -147,7 +150,7 @@ def _verified(library: Path) -> bool:
 
 def _compile(cxx: str, flags: tuple[str, ...], unit: str, output: Path, counting: bool):
     """Run the compiler on ``unit``; a counting build compiles, then links without -fsanitize."""
-    run = functools.partial(subprocess.run, capture_output=True, text=True, check=False)
+    run = functools.partial(subprocess.run, **_TEXT)
     if not counting:
         return run([cxx, *flags, "-x", "c++", "-", "-o", str(output)], input=unit)
     objects = output.with_suffix(".o")
@@ -183,9 +186,12 @@ def build_library(
     )
     cxx = compiler()
     if cxx is None:
+        wanted = os.environ.get(COMPILER_ENV, "g++")
         raise KernelCompileError(
-            "compiling kernels for the CPU needs a C++ compiler: install g++ (Debian: apt-get "
-            f"install g++) or set {COMPILER_ENV}"
+            f"compiling kernels for the CPU needs a C++ compiler: {wanted!r} "
+            f"({COMPILER_ENV if COMPILER_ENV in os.environ else 'the default'}) is not an "
+            f"executable found on PATH; install g++ (Debian: apt-get install g++) or set "
+            f"{COMPILER_ENV} to one"
         )
     identity = _compiler_identity(cxx) + (_native_target(cxx) if native else "")
     key = hashlib.sha256("\0".join([identity, *flags, unit]).encode()).hexdigest()

@@ -36,7 +36,7 @@ def expand_includes(text: str, filename: str, directory: Path = KERNEL_DIR) -> s
                 f"{filename}:{line}: included file {match.group(1)!r} not found in {directory}"
             )
         after = text.count("\n", 0, match.end()) + 2
-        body = expand_includes(header.read_text(), header.name, directory)
+        body = expand_includes(header.read_text("utf-8"), header.name, directory)
         return f'#line 1 "{header.name}"\n{body}\n#line {after} "{filename}"'
 
     return f'#line 1 "{filename}"\n' + _INCLUDE.sub(inline, text)
@@ -51,7 +51,7 @@ def read_source(filename: str) -> str:
         raise KernelCompileError(
             f"no kernel file {filename!r}; the package ships {', '.join(kernel_files())}"
         )
-    return expand_includes(path.read_text(), filename)
+    return expand_includes(path.read_text("utf-8"), filename)
 
 
 def blank_comments(text: str) -> str:
@@ -65,7 +65,7 @@ def blank_comments(text: str) -> str:
 def kernel_source(filename: str, name: str | None = None) -> str:
     """The source of one kernel (with the comment block above it) for display; the whole file
     when ``name`` is None."""
-    text = (KERNEL_DIR / filename).read_text()
+    text = (KERNEL_DIR / filename).read_text("utf-8")
     if name is None:
         return text
     match = re.search(rf'extern\s+"C"\s+__global__\s+void\s+{_BOUNDS}{re.escape(name)}\s*\(', text)

@@ -422,7 +422,8 @@ def _sigmoid(xp, x):
 class Sigmoid(Unary):
     name, flops_per_element = "sigmoid", 3
     # 1 / (1 + e^−x), as the CPU kernel and PyTorch: exact to rounding far left too, where
-    # 0.5·(tanh(x/2) + 1) cancels (every digit lost by x = −38 in float64: log(sigmoid) = −inf)
+    # 0.5·(tanh(x/2) + 1) cancels (every digit lost by x = −38 in float64: log(sigmoid) = −inf),
+    # until e^−x overflows (float32: 0 below x ≈ −88.7, where subnormals would still be exact)
     templates = {"numexpr": "(1.0 / (1.0 + exp(-{0})))", "cuda": "(1.0f / (1.0f + expf(-{0})))"}
 
     def compute(self, xp, x):
