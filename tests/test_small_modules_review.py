@@ -168,7 +168,7 @@ def test_the_matmul_rate_counts_flops_without_wrapping_around(monkeypatch):
         (lambda: timing.blocked_medians({"a": lambda: None}, settle=-1), cl.ParameterError,
          "blocked_medians: settle"),
         (lambda: vec.measure_vectorization("add", -1), cl.ParameterError,
-         "measure_vectorization: n must be an integer >= 0"),
+         "measure_vectorization: n must be an integer >= 1"),
         (lambda: ceilings.measure_bandwidth(8.0), cl.GraphError, "measure_bandwidth: nbytes"),
     ],
 )  # fmt: skip
