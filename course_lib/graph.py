@@ -13,9 +13,11 @@ cannot import them).
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
 import operator
+import struct
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -28,6 +30,7 @@ from .errors import (
     CourseLibError,
     GraphError,
     NumericError,
+    ParameterError,
     ShapeError,
     describe_shapes,
 )
@@ -42,19 +45,37 @@ _creation_counter = itertools.count()
 EXAMPLE_NDIM = 8
 
 
-def dtype_by_example(op: Op, dtypes: Sequence) -> np.dtype:
+def dtype_by_example(op: Op, dtypes: Sequence) -> np.dtype | None:
     """The dtype of ``op`` computed by NumPy on arrays of one element, one of each dtype
     (``EXAMPLE_NDIM`` axes of size 1): int / int is float64, the sum of int8 is int64, exp of
     int8 is float16, as on real inputs. An entry may be a Python number instead (a weak
-    scalar), passed as it is: ``int32 * 0.5`` is float64. Where the example cannot run (an op
-    that needs other shapes), NumPy's promotion of the input dtypes."""
+    scalar), passed as it is: ``int32 * 0.5`` is float64. Where NumPy refuses the dtypes:
+    None for an op it has no loop for (``bool - bool``: the run raises NumPy's error), NumPy's
+    OverflowError for a Python number they cannot hold (``int8 + 1000``). Where the example
+    cannot run otherwise (an op that needs other shapes or inputs), NumPy's promotion of the
+    input dtypes."""
     examples = [d if isinstance(d, Number) else np.ones((1,) * EXAMPLE_NDIM, d) for d in dtypes]
     try:
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return np.asarray(op.compute(np, *examples)).dtype
-    except Exception:  # noqa: BLE001  (any failure of the example: fall back to the rule)
+    except (TypeError, ArithmeticError) as exc:
+        if not _takes(op, len(examples)):
+            return np.result_type(*dtypes)
+        if isinstance(exc, TypeError):
+            return None
+        raise
+    except Exception:  # noqa: BLE001  (any other failure of the example: fall back to the rule)
         return np.result_type(*dtypes)
+
+
+def _takes(op: Op, n: int) -> bool:
+    """Whether ``op.compute`` takes ``n`` inputs (``where``'s rule asks about two of three)."""
+    try:
+        inspect.signature(op.compute).bind(np, *range(n))
+    except TypeError:
+        return False
+    return True
 
 
 class Op:
@@ -231,13 +252,13 @@ def value_key(value):
     same value, bit for bit: ``0.0`` and ``-0.0``, ``3`` and ``3.0``, ``True`` and ``1``,
     ``np.float32(1)`` and ``1.0`` all differ (Python's ``==`` calls each pair equal, but
     they compute differently: signs of zeros, dtypes, ``x[True]`` against ``x[1]``), and a
-    NaN equals itself. Tuples and lists compare element by element, arrays by dtype, shape
-    and bytes. A value of another type keys as itself (its type included), which raises
-    TypeError when hashed if it is unhashable.
+    NaN equals itself (the same bits: ``-nan`` is another). Tuples and lists compare element
+    by element, arrays by dtype, shape and bytes. A value of another type keys as itself
+    (its type included), which raises TypeError when hashed if it is unhashable.
     """
     kind = type(value)
-    if kind is float:  # ±0.0 and nan by their text (== cannot tell them apart)
-        return (float, value) if value == value and value != 0.0 else (float, repr(value))
+    if kind is float:  # ±0.0 and NaNs by their bits (== cannot tell them apart)
+        return (float, value if value == value and value != 0.0 else struct.pack("<d", value))
     if kind in (bool, int, str) or value is None or value is Ellipsis:
         return (kind, value)
     if kind in (tuple, list):
@@ -577,7 +598,11 @@ def constant(value, name: str | None = None) -> Node:
     # a host copy: changing ``value`` later cannot change the graph, and a graph runs on any
     # device (the value is copied to a device when a run there first needs it)
     value = backend.plain_array(value, "constant()")  # a masked array's mask would be lost
-    array = params.numeric_array(np.array(backend.to_numpy(value)), "constant()")
+    try:
+        array = np.array(backend.to_numpy(value))
+    except ValueError as exc:  # a ragged list: [[1, 2], [3]]
+        raise ShapeError(f"constant(): the value is not an array of one shape: {exc}") from None
+    array = params.numeric_array(array, "constant()")
     array = frozen(array)  # nor can changing what a run returns
     op = Constant(array)
     return Node(op, (), op.written(()) if name is None else name, tuple(array.shape), array.dtype)
@@ -593,6 +618,8 @@ def frozen(array: np.ndarray) -> np.ndarray:
 def _scalar_name(value) -> str:
     if isinstance(value, float):
         return f"{value:g}"
+    if isinstance(value, int) and value.bit_length() > 64:  # Python writes up to 4300 digits
+        return f"{'-' if value < 0 else ''}2^{abs(value).bit_length() - 1}…"
     return repr(value)
 
 
@@ -610,6 +637,15 @@ def as_node(value) -> Node:
 
 
 # -- building nodes -------------------------------------------------------------------------
+def _as_input(op: Op, k: int, value) -> Node:
+    """Input ``k`` of ``op`` as a node (:func:`as_node`); a value that cannot be one is an error
+    of its kind naming the op and the input."""
+    try:
+        return as_node(value)
+    except CourseLibError as exc:
+        raise type(exc)(f"{op.label()}: input {k + 1}: {exc}") from None
+
+
 def _no_eager_hook(op: Op, inputs: tuple, name: str | None) -> Node:
     raise GraphError(f"{op.label()}: an input holds a value, but no eager hook is registered")
 
@@ -640,22 +676,47 @@ def apply(op: Op, *args, name: str | None = None) -> Node:
 
     If an input is eager (holds its value), the registered eager hook (:func:`set_eager_hook`)
     runs the op at once and returns its result.
-    Shapes are checked here, so a bad shape fails when the graph is built.
+    Shapes are checked here, so a bad shape fails when the graph is built, and so is a
+    Python number the other input's dtype cannot hold (``int8 + 1000``: NumericError).
     """
-    inputs = tuple([a if isinstance(a, Node) else as_node(a) for a in args])
+    inputs = tuple([a if isinstance(a, Node) else _as_input(op, k, a) for k, a in enumerate(args)])
     for node in inputs:
         if node.is_eager:
             return _eager_hook[0](op, inputs, name)
+    return Node(op, inputs, name or auto_name(op, inputs), *_static(op, inputs))
+
+
+def _static(op: Op, inputs: Sequence[Node]) -> tuple:
+    """The static shape and dtype of ``op`` on ``inputs``; inputs that do not fit are a
+    ShapeError, a Python number the other dtype cannot hold a NumericError."""
     try:
-        shape = op.infer_shape(*(i.shape for i in inputs))
-        dtype = op.infer_dtype(*(i.dtype for i in inputs))
+        return op.infer_shape(*(i.shape for i in inputs)), op.infer_dtype(*_dtypes_of(op, inputs))
     except ShapeError:
         raise
+    except ArithmeticError as exc:  # int8 + 1000
+        typed = ", ".join(f"{i.name}: {i.shape} {_dtype_name(i)}" for i in inputs)
+        raise NumericError(f"{op.label()}: NumPy cannot compute it on ({typed}): {exc}") from exc
     except (ValueError, IndexError, TypeError) as exc:
         raise ShapeError(
             f"{op.label()}: inputs do not fit ({describe_shapes(inputs)}): {exc}"
         ) from exc
-    return Node(op, inputs, name or auto_name(op, inputs), shape, dtype)
+
+
+def _dtype_name(node: Node) -> str:
+    """``float32``, or ``Python int`` for a weak scalar (``unknown dtype`` where not known)."""
+    if is_weak_scalar(node):
+        return f"Python {type(node.op.value).__name__}"
+    return "unknown dtype" if node.dtype is None else str(node.dtype)
+
+
+def _dtypes_of(op: Op, inputs: Sequence[Node]) -> list:
+    """The inputs' dtypes for ``op.infer_dtype``; NumPy's rule (:meth:`Op.infer_dtype`) also
+    gets weak scalars as the Python numbers they are (``float32 * 2.0`` is float32, ``int8 +
+    1000`` is refused), unless all are (a Python number's result has no dtype)."""
+    weak = [is_weak_scalar(i) for i in inputs]
+    if type(op).infer_dtype is not Op.infer_dtype or all(weak):
+        return [i.dtype for i in inputs]
+    return [i.op.value if w else i.dtype for i, w in zip(inputs, weak)]
 
 
 # -- walks ----------------------------------------------------------------------------------
@@ -687,14 +748,24 @@ _seq = operator.attrgetter("seq")
 def rebuild(outputs: Sequence[Node], replace: dict) -> list[Node]:
     """Copies of the graph of ``outputs`` with the nodes of ``replace`` substituted.
 
-    Nodes that do not depend on a replaced node are shared, not copied.
+    Nodes that do not depend on a replaced node are shared, not copied. A copy keeps its
+    node's static shape and dtype while its inputs' are unchanged, else infers them anew (a
+    float32 node in for a float64 one makes its users float32), as :func:`apply` does.
     """
-    new = dict(replace)
+    new = dict(zip(replace, node_list(list(replace.values()), "rebuild: replace's values")))
     for node in topological_order(outputs):
         if node not in new and any(i in new for i in node.inputs):
             inputs = tuple(new.get(i, i) for i in node.inputs)
-            new[node] = Node(node.op, inputs, node.name, node.shape, node.dtype)
+            same = all(_facts(a) == _facts(b) for a, b in zip(inputs, node.inputs))
+            static = (node.shape, node.dtype) if same else _static(node.op, inputs)
+            new[node] = Node(node.op, inputs, node.name, *static)
     return [new.get(o, o) for o in outputs]
+
+
+def _facts(node: Node) -> tuple:
+    """What :func:`_static` reads of an input (``dtype == None`` is True for float64)."""
+    weak = node.op.value if is_weak_scalar(node) else None
+    return node.shape, None if node.dtype is None else node.dtype.str, value_key(weak)
 
 
 def creation_mark() -> int:
@@ -885,13 +956,19 @@ def interpret(outputs: Node | Iterable[Node], values: dict, xp) -> dict:
     """Compute every node the outputs depend on, op by op in topological order.
 
     ``values`` ({node: array}) holds what is known beforehand (fed variables, the inputs of
-    a fused body) and is filled in with every node's value; constants compute themselves.
+    a fused body, any node) and is filled in with the value of every node the outputs need
+    (none above a known one); constants compute themselves.
     This is a graph's meaning in a few lines; the executor (a layer above)
     runs the same ops from a schedule compiled once that frees intermediates (and runs
     ``cond``, which this loop does not). ``xp`` is the array module (numpy or cupy).
     """
-    for node in topological_order(outputs):
-        if node not in values:
+    outputs = node_list(outputs, "interpret")
+    order, needed = topological_order(outputs), set(outputs)
+    for node in reversed(order):  # not the nodes above known values (a fed intermediate)
+        if node in needed and node not in values:
+            needed.update(node.inputs)
+    for node in order:
+        if node in needed and node not in values:
             args = [values[i] for i in node.inputs]
             try:
                 values[node] = node.op.compute(xp, *args)
@@ -911,14 +988,24 @@ def compute_error(node: Node, inputs: Sequence, exc: Exception) -> CourseLibErro
     and the input shapes, and keeps a :class:`CourseLibError`'s class; NumPy's and Python's
     errors become the course_lib error of their kind (an arithmetic error NumericError, a
     type error GraphError, else ShapeError: NumPy's value and index errors are mostly shapes
-    that do not fit; course_lib's own range checks raise OutOfRangeError)."""
-    shapes = ", ".join(
-        f"{i.name}: {tuple(getattr(v, 'shape', ()))}" for i, v in zip(node.inputs, inputs)
-    )
-    message = f"{node.op.label()} at node {node.name} failed on inputs ({shapes}): {exc}"
+    that do not fit; course_lib's own range checks raise OutOfRangeError). A value error on
+    shapes the op's rule accepts is about a parameter's value: ParameterError (``int ** -1``)."""
+    shapes = [tuple(getattr(v, "shape", ())) for v in inputs]
+    named = ", ".join(f"{i.name}: {s}" for i, s in zip(node.inputs, shapes))
+    message = f"{node.op.label()} at node {node.name} failed on inputs ({named}): {exc}"
     if isinstance(exc, CourseLibError):
         return type(exc)(message)
+    if isinstance(exc, ValueError) and _shapes_fit(node.op, shapes):
+        return ParameterError(message)
     return error_class(exc)(message)
+
+
+def _shapes_fit(op: Op, shapes: Sequence[Shape]) -> bool:
+    """Whether ``op``'s shape rule gives an output shape for ``shapes``."""
+    try:
+        return op.infer_shape(*shapes) is not None
+    except Exception:  # noqa: BLE001  (any failure: the shapes do not fit)
+        return False
 
 
 def error_class(exc: Exception) -> type:

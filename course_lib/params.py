@@ -79,18 +79,23 @@ def name(value, what: str) -> str | None:
 
 
 def exponent(value, what: str) -> float | int:
-    """A real exponent: a number or a 0-d real array (±inf and NaN compute as in NumPy; not a
-    bool, a complex number or a node). Its type is kept, so NumPy's promotion holds: ints
-    keep integer dtypes (``x ** 2``), ``int64 ** 3.0`` is float64, and a NumPy scalar or
-    0-d array (``np.float64(2.0)``, kept as a NumPy scalar) is strongly typed."""
+    """A real exponent: an int, a float, a NumPy one or a 0-d real array (±inf and NaN compute
+    as in NumPy; not a bool, a complex number, a Fraction or a node). Its type is kept, so
+    NumPy's promotion holds: ints keep integer dtypes (``x ** 2``), ``int64 ** 3.0`` is
+    float64, and a NumPy scalar or 0-d array (``np.float64(2.0)``, kept as a NumPy scalar)
+    is strongly typed."""
     kind = getattr(getattr(value, "dtype", None), "kind", None)
     if kind is not None and np.ndim(value) == 0 and kind in "iuf":
         value = np.asarray(value)[()]  # np.float64(2.0), np.array(2.0): a NumPy scalar
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+    real = (int, float, np.integer, np.floating)  # a Fraction: NumPy computes objects
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, real):
         raise GraphError(
             f"{what} must be a real number (int or float), got {value!r} of type "
             f"{type(value).__name__}; for a tensor exponent use exp(p * log(x))"
         )
+    if isinstance(value, int) and not math.isfinite(_float(value)):  # NumPy cannot compute it
+        raise ParameterError(f"{what} must be within float's range, got an int of "
+                             f"{value.bit_length()} bits")  # fmt: skip
     return value
 
 
@@ -107,7 +112,8 @@ def positive_size(value, what: str) -> int:
 
 
 def dtype(value, what: str) -> np.dtype:
-    """A NumPy dtype of booleans or real numbers."""
+    """A NumPy dtype of booleans or real numbers, in the machine's byte order (``>f4`` is
+    float32: arrays are made native, as :func:`course_lib.backend.plain_array` says)."""
     try:
         result = np.dtype(value)
     except TypeError:
@@ -115,7 +121,7 @@ def dtype(value, what: str) -> np.dtype:
     if result.kind not in "biuf":
         raise GraphError(f"{what}: course_lib computes with booleans, integers and real "
                          f"floats, not {result}")  # fmt: skip
-    return result
+    return result if result.isnative else np.dtype(result.char)  # >f4's char: f, float32
 
 
 def numeric_array(array, what: str):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import unicodedata
 from collections.abc import Sequence
+from decimal import Decimal
 
 from .errors import ParameterError, ShapeError
 
@@ -73,10 +74,15 @@ class ShownAsTable:
 
 def number(value) -> str:
     """``value`` (a real number, or a 0-d array) with 3 decimals, or 3 digits after a power
-    of ten from 10⁶ on (3 decimals would write 1e300 with 300 digits); negative with the
-    minus sign the ops write (U+2212: ``v2 − v3 = −0.500``)."""
+    of ten from 10⁶ on, as rounded (3 decimals would write 1e300 with 300 digits, and
+    999999.9996 as 1000000.000); negative with the minus sign the ops write (U+2212:
+    ``v2 − v3 = −0.500``). An integer beyond float's range is written exactly rounded too."""
+    if isinstance(value, int) and abs(value) >= 10**300:  # near float's limit: exactly
+        return f"{Decimal(value):.3e}".replace("-", "−")
     value = float(value)
-    text = f"{value:.3f}" if abs(value) < 1e6 else f"{value:.3e}"
+    text = f"{value:.3f}"
+    if abs(float(text)) >= 1e6:
+        text = f"{value:.3e}"
     return text.replace("-", "−")
 
 
