@@ -5,13 +5,15 @@ Loading a library runs its code in the process that loads it (the fusion pass's 
 cache must hold only libraries this user built:
 
 * the cache directory is created with mode 0700, and any directory that is a symlink, is not
-  owned by this user or is writable by group or others is refused (``$COURSE_LIB_KERNEL_CACHE``)
-  or, for the default location, replaced by a fresh private temporary directory;
+  owned by this user or is writable by group or others, or lies in a folder that another user
+  owns or may write to without the sticky bit (who could swap the cache for theirs), is refused
+  (``$COURSE_LIB_KERNEL_CACHE``) or, for the default location, replaced by a fresh private
+  temporary directory;
 * a library is named by the hash of everything that went into it (compiler, flags, source),
   built under a temporary name and renamed into place, and stored next to a record of its own
-  SHA-256; it is loaded only when it is a regular file owned by this user, not writable by
-  others, and its bytes still match the record. Anything else (a truncated or corrupted file)
-  is rebuilt.
+  SHA-256 (both made private whatever the umask); it is loaded only when it is a regular file
+  owned by this user, not writable by others, and its bytes still match the record. Anything
+  else (a truncated or corrupted file) is rebuilt.
 """
 
 from __future__ import annotations
@@ -72,35 +74,72 @@ def _unsafe(path: Path, kind: str) -> str | None:
     return None
 
 
-def _private_directory(path: Path) -> Path:
-    """``path``, created 0700 if missing; raises UnsafeCacheError if others could plant files."""
+def _unsafe_above(path: Path) -> str | None:
+    """Why a folder above ``path`` (a real path: no symlinks) would let another user rename
+    ``path`` and put a folder of theirs in its place, or None. The owner of a folder may, and
+    so may anyone who can write to it, unless it has the sticky bit (as ``/tmp`` has)."""
+    for folder in path.parents:
+        info = os.stat(folder)
+        if info.st_uid not in (0, os.getuid()):
+            return f"the folder {folder} above it belongs to user id {info.st_uid}"
+        writers = stat.S_IWOTH | (0 if _own_group(info.st_gid) else stat.S_IWGRP)
+        if info.st_mode & writers and not info.st_mode & stat.S_ISVTX:
+            mode = stat.S_IMODE(info.st_mode)
+            return f"others may write to the folder {folder} above it (mode {mode:o})"
+    return None
+
+
+def _own_group(gid: int) -> bool:
+    """Whether ``gid`` is this user's private group (named as the user, no other members:
+    where the umask is 002, as on Ubuntu, ``~/.cache`` is group-writable by it alone)."""
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        import grp  # noqa: PLC0415  (POSIX only)
+        import pwd  # noqa: PLC0415
+
+        user, group = pwd.getpwuid(os.getuid()), grp.getgrgid(gid)
+    except (ImportError, KeyError):
+        return False
+    return gid == user.pw_gid and group.gr_name == user.pw_name and set(group.gr_mem) <= {
+        user.pw_name
+    }
+
+
+def _private_directory(path: Path) -> Path:
+    """``path`` as a real path, created 0700 (missing folders above it too) if missing; raises
+    UnsafeCacheError if others could plant files in it or swap it for a folder of theirs."""
+    try:
+        for folder in reversed((path, *path.parents)):  # mkdir(parents=True) obeys the umask
+            if not os.path.lexists(folder):
+                folder.mkdir(mode=0o700, exist_ok=True)
     except OSError as exc:
         raise UnsafeCacheError(f"cannot create the kernel cache {path}: {exc}") from None
-    reason = _unsafe(path, "directory")
+    real = Path(os.path.realpath(path))  # absolute: a later chdir changes nothing
+    reason = _unsafe(path, "directory") or _unsafe(real, "directory") or _unsafe_above(real)
     if reason is not None:
         raise UnsafeCacheError(
             f"refusing the kernel cache {path}: {reason}; libraries there would run in this "
-            f"process. Use a directory only you can write (chmod 700), or set {CACHE_ENV}"
+            f"process. Use a directory only you can write (chmod 700), in folders no other user "
+            f"can write, or set {CACHE_ENV}"
         )
-    return path
+    return real
 
 
 @functools.cache
 def _temporary_cache() -> Path:
     path = tempfile.mkdtemp(prefix="course_lib-kernels-")  # 0700, unpredictable name
     atexit.register(shutil.rmtree, path, ignore_errors=True)
-    return Path(path)
+    return _private_directory(Path(path))  # $TMPDIR, too, may be another user's folder
 
 
 def cache_dir() -> Path:
     """Directory of built libraries: ``$COURSE_LIB_KERNEL_CACHE`` (refused if unsafe), else
+    ``$XDG_CACHE_HOME/course_lib/emulator`` (where absolute, as the XDG specification asks) or
     ``~/.cache/course_lib/emulator``, else a fresh private temporary directory."""
     chosen = os.environ.get(CACHE_ENV)
     if chosen:
         return _private_directory(Path(chosen).expanduser())
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"
     try:
         return _private_directory(base / "course_lib" / "emulator")
     except UnsafeCacheError:
@@ -204,8 +243,10 @@ def build_library(
     if result.returncode != 0 or not partial.is_file():
         partial.unlink(missing_ok=True)
         raise KernelCompileError(_compile_errors(result, cxx, filename))
+    partial.chmod(0o700)  # under a umask of 002 or 000 it would never verify: always rebuilt
     record = partial.with_suffix(".sha256tmp")
     record.write_text(_digest(partial))
+    record.chmod(0o600)
     os.replace(partial, library)  # the library first: a reader sees a record only after it
     os.replace(record, library.with_suffix(".sha256"))
     return library
