@@ -14,10 +14,14 @@ limit holds for them too.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 from .. import params
 from ..errors import ParameterError
+
+_active: list = []  # the limits not restored yet, oldest first: the newest holds
+_changing = threading.Lock()  # one thread at a time sets or restores the pools
 
 
 @dataclass
@@ -36,14 +40,28 @@ class ThreadLimits:
     threads: int
     before: dict
     _controller: object = field(repr=False)
+    _numexpr: int = field(repr=False)  # numexpr's threads to give back
 
     def restore(self) -> None:
-        """Give every pool back the threads it had before."""
-        self._controller.restore_original_limits()
-        if "numexpr" in self.before:
+        """Give every pool back the threads it had before (a second call does nothing).
+        Limits that overlap (two threads' ``with`` blocks) end in any order: while a newer
+        one holds, restoring an older one leaves the pools to it, and the pools get back
+        their threads from before the first once every limit is restored."""
+        with _changing:
+            at = next((i for i, limit in enumerate(_active) if limit is self), None)
+            if at is None:  # restored already
+                return
+            del _active[at]
+            if at < len(_active):  # a newer limit holds: it gives back what this one found
+                newer = _active[at]
+                newer._controller, newer._numexpr = self._controller, self._numexpr
+                return
+            _blas_released()
+            self._controller.restore_original_limits()
+            _blas_released()
             import numexpr  # noqa: PLC0415  (loaded already: it was limited)
 
-            numexpr.set_num_threads(self.before["numexpr"])
+            numexpr.set_num_threads(self._numexpr)
 
     def __enter__(self) -> ThreadLimits:
         return self
@@ -57,8 +75,9 @@ class ThreadLimits:
 def limit_threads(threads: int = 1) -> ThreadLimits:
     """Let BLAS, OpenMP (through threadpoolctl) and numexpr each use ``threads`` threads.
 
-    The limit holds for the whole process (every later NumPy call), until
-    :meth:`ThreadLimits.restore` (or the end of a ``with limit_threads(...):`` block).
+    The limit holds for the whole process (every later NumPy call, in every thread), until
+    :meth:`ThreadLimits.restore` (or the end of a ``with limit_threads(...):`` block); of
+    several limits not yet restored, the newest holds.
     threadpoolctl finds the pools of the libraries loaded so far; NumPy's BLAS is loaded
     with ``course_lib``. A pool gets at most the threads its library allows (numexpr:
     ``numexpr.MAX_THREADS``, 64 unless ``NUMEXPR_MAX_THREADS`` says otherwise).
@@ -76,11 +95,28 @@ def limit_threads(threads: int = 1) -> ThreadLimits:
     threads = params.integer(threads, "limit_threads: threads")  # np.int64 too: threadpoolctl
     if threads < 1:  # takes Python ints only
         raise ParameterError(f"limit_threads: threads must be at least 1, got {threads}")
-    before: dict[str, int] = {}
-    for pool in threadpool_info():
-        api = pool["user_api"]
-        before[api] = max(before.get(api, 0), pool["num_threads"])
-    controller = threadpool_limits(limits=threads)
-    # numexpr refuses more than MAX_THREADS (it keeps its count and returns -1): at most that
-    before["numexpr"] = numexpr.set_num_threads(min(threads, numexpr.MAX_THREADS))
-    return ThreadLimits(threads, before, controller)
+    with _changing:
+        before: dict[str, int] = {}
+        for pool in threadpool_info():
+            api = pool["user_api"]
+            before[api] = max(before.get(api, 0), pool["num_threads"])
+        _blas_released()
+        controller = threadpool_limits(limits=threads)
+        _blas_released()
+        # numexpr refuses more than MAX_THREADS (it keeps its count and returns -1): at most that
+        before["numexpr"] = numexpr.set_num_threads(min(threads, numexpr.MAX_THREADS))
+        limits = ThreadLimits(threads, before, controller, before["numexpr"])
+        _active.append(limits)
+    return limits
+
+
+def _blas_released() -> None:
+    """Let whichever thread comes next set a pthreads OpenBLAS's threads: threadpoolctl (from
+    3.8) lets only the thread that set them last do so, and silently ignores the others (a
+    limit set in a worker thread after the notebook's first cell would change nothing)."""
+    import threadpoolctl  # noqa: PLC0415
+
+    controller = getattr(threadpoolctl, "OpenBLASController", None)
+    release = getattr(controller, "clear_controlling_thread", None)
+    if release is not None:
+        release(force=True)

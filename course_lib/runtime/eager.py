@@ -50,6 +50,9 @@ class _Recording(threading.local):
 
 
 _recording = _Recording()
+_accumulating = threading.Lock()  # backward passes of several threads adding into one .grad
+_pause = {"depth": 0, "was_enabled": False}  # the backward passes under way, in every thread
+_pausing = threading.Lock()
 
 
 @contextlib.contextmanager
@@ -59,14 +62,21 @@ def _cyclic_gc_paused():
     A backward pass allocates tens of thousands of short-lived, acyclic tensors; each
     burst would make the collector re-scan the whole heap (every imported module, which
     with PyTorch loaded is most of the time spent) while finding nothing to collect.
+    The collector is one per process: the first pass to begin pauses it, the last to end
+    (in whichever thread) enables it again if it was enabled.
     """
-    was_enabled = gc.isenabled()
-    gc.disable()
+    with _pausing:
+        if not _pause["depth"]:
+            _pause["was_enabled"] = gc.isenabled()
+            gc.disable()
+        _pause["depth"] += 1
     try:
         yield
     finally:
-        if was_enabled:
-            gc.enable()
+        with _pausing:
+            _pause["depth"] -= 1
+            if not _pause["depth"] and _pause["was_enabled"]:
+                gc.enable()
 
 
 @contextlib.contextmanager
@@ -249,8 +259,9 @@ class Tensor(Node):
             seed = ones_like(self) if seed is None else seed
             adjoints = reverse.gradient(self, leaves, seed, order)
             grads = [adjoints[leaf] if leaf in adjoints else zeros_like(leaf) for leaf in leaves]
-        for leaf, g in zip(leaves, grads):
-            leaf.grad = g if leaf.grad is None else leaf.grad + g
+        with _accumulating:  # another thread's backward may add into the same leaves
+            for leaf, g in zip(leaves, grads):
+                leaf.grad = g if leaf.grad is None else leaf.grad + g
 
     def zero_grad(self) -> None:
         """Forget the accumulated gradient."""

@@ -8,6 +8,7 @@ and the executor tracks the bytes alive at every step to report the peak.
 from __future__ import annotations
 
 import statistics
+import threading
 import time
 from collections.abc import Mapping, Sequence
 
@@ -19,6 +20,7 @@ from ..passes import optimize as run_passes
 from .host_memory import keep_freed_memory
 
 _AMBIGUOUS = object()  # a name that several variables share
+_skips = threading.local()  # .count: the ops this thread's current run skipped
 
 
 class Executor:
@@ -46,8 +48,9 @@ class Executor:
         before the first). A run that raised counts the ops before the one that failed and
         names that op's node under ``"failed"``; ``peak_bytes`` is then its peak so far.
 
-    Several threads may run one executor at once (each run has its own values), but then
-    ``peak_bytes`` and ``last_run`` may mix their counts.
+    Several threads may run one executor at once (each run has its own values and counts),
+    and an op may run it again inside a run; ``peak_bytes`` and ``last_run`` then each
+    describe the run that recorded last, not necessarily the same one.
     """
 
     def __init__(self, outputs: Node | Sequence[Node], optimize: bool = False):
@@ -79,11 +82,10 @@ class Executor:
                 frees.setdefault(at, []).append(s)
         self._constants = [(slot[n], n.op) for n in self.order if n.is_constant]
         self._var_slot = {v: slot[v] for v in self.variables}
-        self._skipped = [0]  # ops skipped on untaken branches in the current run
         control_flow = any(isinstance(n.op, Switch) for n in self.order)
         self._steps = [
             (
-                _skipping_dead(node.op, self._skipped) if control_flow else node.op.compute,
+                _skipping_dead(node.op) if control_flow else node.op.compute,
                 tuple(slot[i] for i in node.inputs),
                 slot[node],
                 tuple(frees.get(slot[node], ())),
@@ -183,6 +185,10 @@ class Executor:
         A feed entry for a variable these outputs do not use is an error, unless
         ``allow_unused=True``.
         """
+        return self._run(feed, allow_unused, self._steps)
+
+    def _run(self, feed: Mapping | None, allow_unused: bool, steps: list):
+        """:meth:`run` through ``steps`` (this run's own: another thread's may differ)."""
         xp = backend.xp()
         keep_freed_memory()  # each run reuses the memory the last one freed (host_memory.py)
         values: list = [None] * len(self.order)
@@ -194,12 +200,13 @@ class Executor:
             values[s] = constant.on(xp)  # copied to a device once, then reused
         if not backend.on_host(xp):  # device copies of constants are shared, not read-only
             fed += [values[s] for s, _ in self._constants if hasattr(values[s], "shape")]
-        self._skipped[0] = 0
         held = _HeldBytes(values)
         peak = held.bytes
         step = None  # the step that raised, if one does
+        # this run's count of skipped ops; the run whose op runs this one gets its own back
+        outer, _skips.count = getattr(_skips, "count", 0), 0
         try:
-            for step in self._steps:
+            for step in steps:
                 compute, ins, out, frees, _ = step
                 if len(ins) == 1:
                     result = compute(xp, values[ins[0]])
@@ -218,18 +225,18 @@ class Executor:
         except COMPUTE_ERRORS as exc:
             raise compute_error(step[4], [values[i] for i in step[1]], exc) from exc
         finally:  # also for a run that raised: what it did, not what the run before it did
-            self._record(peak, step)
+            skipped, _skips.count = _skips.count, outer
+            self._record(peak, step, steps, skipped)
         return self._results(values, fed, xp)
 
-    def _record(self, peak: int, failed) -> None:
-        """Set ``peak_bytes`` and ``last_run`` for a run that ended at step ``failed`` (None:
-        it ran every step)."""
-        skipped = self._skipped[0]
+    def _record(self, peak: int, failed, steps: list, skipped: int) -> None:
+        """Set ``peak_bytes`` and ``last_run`` for a run through ``steps`` that skipped
+        ``skipped`` ops and ended at step ``failed`` (None: it ran every step)."""
         self.peak_bytes = peak
         if failed is None:
-            self.last_run = {"computed": len(self._steps) - skipped, "skipped": skipped}
+            self.last_run = {"computed": len(steps) - skipped, "skipped": skipped}
             return
-        before = next(k for k, step in enumerate(self._steps) if step is failed)
+        before = next(k for k, step in enumerate(steps) if step is failed)
         self.last_run = {"computed": before - skipped, "skipped": skipped,
                          "failed": failed[4].name}  # fmt: skip
 
@@ -256,20 +263,17 @@ class Executor:
 
             return run
 
-        plain = self._steps
-        self._steps = [(timed(compute, node), *rest, node) for compute, *rest, node in plain]
-        try:
-            self.run(feed)  # untimed: caches, memory and kernels warmed up
-            for node in seconds:
-                seconds[node][0] = 0.0
-            whole = []
-            for current[0] in range(runs):
-                start = time.perf_counter()
-                self.run(feed)
-                backend.synchronize()
-                whole.append(time.perf_counter() - start)
-        finally:
-            self._steps = plain
+        # these runs' own steps: another thread's runs meanwhile are neither timed nor counted
+        steps = [(timed(compute, node), *rest, node) for compute, *rest, node in self._steps]
+        self._run(feed, False, steps)  # untimed: caches, memory and kernels warmed up
+        for node in seconds:
+            seconds[node][0] = 0.0
+        whole = []
+        for current[0] in range(runs):
+            start = time.perf_counter()
+            self._run(feed, False, steps)
+            backend.synchronize()
+            whole.append(time.perf_counter() - start)
         return {n: statistics.median(s) for n, s in seconds.items()}, statistics.median(whole)
 
     def _results(self, values: list, fed: list, xp):
@@ -287,8 +291,9 @@ class Executor:
         return outs[0] if self.single else outs
 
 
-def _skipping_dead(op, skipped: list):
-    """``op.compute``, but an op with a DEAD input (an untaken branch) outputs DEAD unrun."""
+def _skipping_dead(op):
+    """``op.compute``, but an op with a DEAD input (an untaken branch) outputs DEAD unrun,
+    counted in this thread's run."""
     if op.accepts_dead:
         return op.compute
     compute = op.compute
@@ -296,7 +301,7 @@ def _skipping_dead(op, skipped: list):
     def run(xp, *args):
         for arg in args:
             if arg is DEAD:
-                skipped[0] += 1
+                _skips.count += 1
                 return DEAD
         return compute(xp, *args)
 

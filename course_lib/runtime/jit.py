@@ -14,7 +14,8 @@ The guards see the arguments only. ``fn`` runs (as Python) once per trace, so wh
 from a closure or a global is baked into the graph as it was then, and its side effects
 (``print``, appending to a list) happen per trace, not per call: change such a value and
 a later call still reuses the old trace — pass the value as an argument instead. A jitted
-function called while another one traces (or runs eagerly) is inlined into it.
+function called while another one traces (or runs eagerly) is inlined into it. Threads may
+call one jitted function at once: a guard that several miss together is traced once.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ class JitFunction:
         self.max_traces = max_traces
         self.cache: dict = {}
         self.stats = {"traces": 0, "hits": 0, "eager": 0, "trace_seconds": 0.0}
+        self._tracing = threading.RLock()  # threads that miss together: one traces, once
 
     def __get__(self, instance, owner=None):
         """``@jit`` on a method: ``obj.f(x)`` calls the jitted ``f(obj, x)``. The instance is
@@ -84,11 +86,10 @@ class JitFunction:
             return self.fn(*args)
         key, arrays = self._guard(args)
         entry = self.cache.get(key)
-        if entry is None and self.max_traces is not None and len(self.cache) >= self.max_traces:
-            self.stats["eager"] += 1
-            return self._run_eagerly(args)
         if entry is None:
-            entry = self.cache[key] = self._trace(args)
+            entry = self._missed(key, args)
+            if entry is None:
+                return self._run_eagerly(args)
         else:
             self.stats["hits"] += 1
         executor, variables, single = entry
@@ -96,6 +97,20 @@ class JitFunction:
         # output uses
         result = executor.run(dict(zip(variables, arrays)), allow_unused=True)
         return result if single else tuple(result)
+
+    def _missed(self, key: tuple, args):
+        """The cache's entry for ``key``, traced now unless another thread traced it while
+        this one waited (one trace per key, at most ``max_traces``, however many threads
+        call at once); None when the cache is full (the call runs eagerly)."""
+        with self._tracing:
+            entry = self.cache.get(key)
+            if entry is not None:
+                self.stats["hits"] += 1
+            elif self.max_traces is not None and len(self.cache) >= self.max_traces:
+                self.stats["eager"] += 1
+            else:
+                entry = self.cache[key] = self._trace(args)
+            return entry
 
     def _guard(self, args) -> tuple[tuple, list]:
         """The cache key (shapes, dtypes, constants) and the array arguments."""
