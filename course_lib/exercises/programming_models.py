@@ -203,15 +203,21 @@ def check_relu_cond(answer) -> str:
         NO_COND,
     )
     run = call("building the gradient of relu_cond(x)", lambda: Executor([out, grad(out, x)]))
-    values = [3.0, -2.0, 0.0, 1e-300, -1e-300, math.inf, -math.inf]
-    values += [float(v) for v in np.random.default_rng(2).standard_normal(20)]
-    for value in values:
-        got, slope = (
+    values = [3.0, -2.0, 0.0, -0.0, 1e-300, -1e-300, math.inf, -math.inf]
+    values += [float(v) for v in np.random.default_rng(2).standard_normal(19)]
+
+    def at(value: float) -> tuple:
+        return tuple(
             float(v) for v in call(f"running relu_cond(x) at x = {value}", run.run, {x: value})
         )
+
+    for value in values:
+        got, slope = at(value)
         want = value if value > 0 else 0.0
         if got != want and not (math.isnan(got) and math.isnan(want)):
-            mistake = SWAPPED if got == (0.0 if value > 0 else value) else None
+            # swapped: 0 for x > 0 and x for x < 0, on both sides (not a wrong threshold)
+            swapped = all(at(v)[0] == (0.0 if v > 0 else v) for v in (3.0, -2.0))
+            mistake = SWAPPED if swapped else None
             mistake = TIMES_ZERO if math.isnan(got) and value == -math.inf else mistake
             raise Wrong(
                 f"relu_cond(x) at x = {value} gives {show(got)}, expected {show(want)}", mistake

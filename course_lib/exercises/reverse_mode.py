@@ -99,14 +99,17 @@ USES_GRAD = Mistake(
 
 def _unused_lookups(answer, label: str, unused: list):
     """``answer``, with a KeyError for an input in ``unused`` (``out`` does not use it: the
-    walk never reaches it) turned into :class:`Wrong` with the unused-input mistake, not
-    walk-order's."""
+    walk never reaches it) turned into :class:`Wrong` with the unused-input mistake, and one
+    for ``out`` itself, where the seed is missing, with no-seed's; not walk-order's."""
 
     def gradient(out, wrt):
         try:
             return answer(out, wrt)
         except KeyError as error:
             missing = next((x for x in unused if error.args and error.args[0] is x), None)
+            if missing is None and error.args and error.args[0] is out and _no_seed(answer):
+                raise Wrong(f"{label} raised {describe_error(error)}: the output {out.name} "
+                            "itself has no adjoint", NO_SEED) from None  # fmt: skip
             if missing is None:
                 raise
             raise Wrong(f"{label} raised {describe_error(error)}: {missing.name} is an input "
@@ -114,6 +117,21 @@ def _unused_lookups(answer, label: str, unused: list):
                         UNUSED_INPUT) from None  # fmt: skip
 
     return gradient
+
+
+def _no_seed(answer) -> bool:
+    """Whether ``answer`` looks up the output's adjoint before giving it one also on a graph
+    whose output is not the first node of the walk (a walk in the wrong order fails on a leaf
+    there instead)."""
+    v = variable("v", shape=())
+    out = sin(exp(v))
+    try:
+        answer(out, [v])
+    except KeyError as error:
+        return bool(error.args) and error.args[0] is out
+    except Exception:  # any other failure: not recognisably the seed
+        return False
+    return False
 
 
 def _gradients(answer, label: str, out: Node, wrt: list) -> list:
@@ -185,15 +203,17 @@ def check_gradient(answer) -> str:
     _probe(answer, "x", x, [x], {x: 2.0}, {NO_SEED: 0.0})
     _probe(answer, "sin(exp(x))", sin(exp(x)), [x], {x: 0.5}, {WALK_ORDER: 0.0, NO_SEED: 0.0})
     _probe(answer, "x * x", x * x, [x], {x: 3.0}, {NOT_SUMMED: 3.0})
+    # x + x: add's rule gives the same node twice, which a set of partials keeps once
+    _probe(answer, "x + x", x + x, [x], {x: 3.0}, {NOT_SUMMED: 1.0})
     reused = sin(x) + x * 2.0
     _probe(answer, "sin(x) + x * 2", reused, [x], {x: 1.0}, {NOT_SUMMED: 2.0})
     _probe(answer, "x * y", x * y, [x, z, y], {x: 2.0, y: 5.0, z: 1.0}, {UNUSED_INPUT: 0.0})
     rng = np.random.default_rng(30)
-    for _ in range(25):
+    for _ in range(24):
         out, wrt, feed = _random_graph(rng)
         _probe(answer, "a random graph", out, wrt, feed)
     return (
-        f"agrees with cl.grad on {5 + 25} graphs: nodes used several times, an input out "
+        f"agrees with cl.grad on {6 + 24} graphs: nodes used several times, an input out "
         "does not use, constants, broadcasting and matrix products"
     )
 

@@ -244,10 +244,11 @@ def _mlp_answer(answer, case: dict, label: str, layout: str = "C") -> tuple:
 
 
 def _mlp_mistake(answer, got, want, case, n_k) -> Mistake | None:
+    # a factor of 1 (N·K or K is 1) is the right answer, not a mistake
     for mistake, factor in ((MEAN_COUNT, n_k), (MEAN_COUNT, case["y"].shape[1]), (NO_TWO, 0.5)):
-        if all(close(g, factor * w) for g, w in zip(got, want)):
+        if factor != 1 and all(close(g, factor * w) for g, w in zip(got, want)):
             return mistake
-    if close(got[1], want[1]):
+    if close(got[1], want[1]) and not close(got[0], want[0]):  # dw1 wrong beyond a hair
         active = _mlp_case(np.random.default_rng(0), 5, 3, 4, 2, active=True)
         active_got = call(
             "mlp_grads on a batch where every ReLU is active",
@@ -322,12 +323,14 @@ NORM_KINDS = ("layer", "rms")
 
 def _numpy_norm_grads(kind, dy, x, gamma, eps, *, centre=None, mean_term=True,
                       variance_term=True, eps_outside=False, exact_dr=True, ddof=0,
-                      gamma_in_dx=True, rows=None) -> dict:  # fmt: skip
+                      dvar_ddof=None, gamma_in_dx=True, rows=None) -> dict:  # fmt: skip
     """The gradients of sum(dy · norm(x)) in closed form, with one mistake switched on: the
     mistakes' results (the right ones come from ``cl.grad``). ``eps_outside``: r = 1/(sqrt(var)
     + ε), differentiated as such, or (``exact_dr=False``) put into the right closed form,
-    whose dr/dvar = −r³/2 holds only for ε inside the root. ``rows``: the axes gamma's and
-    beta's gradients are summed over (all but the last when None)."""
+    whose dr/dvar = −r³/2 holds only for ε inside the root. ``ddof``: the variance divided by
+    n − ddof, differentiated as such, or with ``dvar_ddof=0`` put into the right closed form
+    (np.var(ddof=1) in r only). ``rows``: the axes gamma's and beta's gradients are summed
+    over (all but the last when None)."""
     centre = kind == "layer" if centre is None else centre
     n = x.shape[-1]
     xc = x - x.mean(axis=-1, keepdims=True) if centre else x
@@ -341,7 +344,8 @@ def _numpy_norm_grads(kind, dy, x, gamma, eps, *, centre=None, mean_term=True,
     g = dy * gamma if gamma_in_dx else dy
     dxc = r * g
     if variance_term:
-        dxc = dxc + 2 * dr / (n - ddof) * xc * (g * xc).sum(axis=-1, keepdims=True)
+        dvar_ddof = ddof if dvar_ddof is None else dvar_ddof
+        dxc = dxc + 2 * dr / (n - dvar_ddof) * xc * (g * xc).sum(axis=-1, keepdims=True)
     dx = dxc - dxc.mean(axis=-1, keepdims=True) if centre and mean_term else dxc
     rows = tuple(range(x.ndim - 1)) if rows is None else rows
     grads = {"x": dx, "gamma": (dy * xc * r).sum(axis=rows)}
@@ -371,6 +375,7 @@ def _norm_grads_mistake(kind, got: dict, dy, x, gamma, eps, close_enough) -> Mis
         (EPS_OUTSIDE_ROOT, dict(eps_outside=True)),
         (EPS_OUTSIDE_ROOT, dict(eps_outside=True, exact_dr=False)),
         (UNBIASED_VARIANCE, dict(ddof=1)),
+        (UNBIASED_VARIANCE, dict(ddof=1, dvar_ddof=0)),
         (RMS_AS_LAYER, dict(centre=True)),
         (NO_GAMMA_IN_DX, dict(gamma_in_dx=False)),
         (NOT_SUMMED, dict(rows=())),
