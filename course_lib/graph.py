@@ -995,12 +995,12 @@ def compute_error(node: Node, inputs: Sequence, exc: Exception) -> CourseLibErro
     message = f"{node.op.label()} at node {node.name} failed on inputs ({named}): {exc}"
     if isinstance(exc, CourseLibError):
         return type(exc)(message)
-    if isinstance(exc, ValueError) and _shapes_fit(node.op, shapes):
+    if isinstance(exc, ValueError) and shapes_fit(node.op, shapes):
         return ParameterError(message)
     return error_class(exc)(message)
 
 
-def _shapes_fit(op: Op, shapes: Sequence[Shape]) -> bool:
+def shapes_fit(op: Op, shapes: Sequence[Shape]) -> bool:
     """Whether ``op``'s shape rule gives an output shape for ``shapes``."""
     try:
         return op.infer_shape(*shapes) is not None

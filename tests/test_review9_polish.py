@@ -180,3 +180,10 @@ def test_kernel_sources_read_as_utf8_in_an_ascii_locale():
     if "UTF" in encoding.upper():
         pytest.skip(f"the C locale's encoding is {encoding} here")
     assert done == "read"
+
+
+def test_an_integer_to_a_negative_power_is_a_parameter_error_in_eager_mode_too():
+    from course_lib.errors import ParameterError
+
+    with pytest.raises(ParameterError, match="pow"):
+        cl.Tensor(np.array([2, 3])) ** -1

@@ -25,6 +25,7 @@ from ..errors import (
     CourseLibError,
     DeviceError,
     GraphError,
+    ParameterError,
     ShapeError,
     describe_shapes,
 )
@@ -36,6 +37,7 @@ from ..graph import (
     error_class,
     interpret,
     set_eager_hook,
+    shapes_fit,
     topological_order,
 )
 from ..ops.elementwise import Add, Div, Mul, Sub, ones_like, zeros_like
@@ -369,6 +371,8 @@ def _eager_error(op: Op, inputs: tuple, exc: Exception) -> CourseLibError:
     if isinstance(exc, CourseLibError):  # already says what is wrong: keep its class
         return type(exc)(f"{op.label()}: {exc}")
     kind = error_class(exc)  # as the executor says it: the numbers, the types, the shapes
+    if isinstance(exc, ValueError) and shapes_fit(op, [i.shape for i in inputs]):
+        kind = ParameterError  # a value the op cannot take on shapes it takes (int ** -1)
     if kind is not ShapeError:
         return kind(f"{op.label()} on ({describe_shapes(inputs)}): {exc}")
     try:
