@@ -19,6 +19,9 @@ class Table:
     """Rows of text with a header; shown as HTML in Jupyter and as aligned text elsewhere."""
 
     def __init__(self, headers: Sequence[str], rows: Sequence[Sequence[str]], title: str = ""):
+        for what, cells in (("headers", headers), *((f"row {k}", r) for k, r in enumerate(rows))):
+            if isinstance(cells, (str, bytes)):  # would be split into one cell per character
+                raise ShapeError(f"Table: {what} is the text {cells!r}; give a list of cells")
         self.headers, self.rows, self.title = (
             list(map(str, headers)),
             [list(map(str, r)) for r in rows],

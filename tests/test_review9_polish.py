@@ -187,3 +187,12 @@ def test_an_integer_to_a_negative_power_is_a_parameter_error_in_eager_mode_too()
 
     with pytest.raises(ParameterError, match="pow"):
         cl.Tensor(np.array([2, 3])) ** -1
+
+
+def test_a_table_row_of_text_is_not_split_into_characters():
+    from course_lib.tables import Table
+
+    with pytest.raises(ShapeError, match="row 1 is the text 'ab'; give a list of cells"):
+        Table(["x", "y"], [["1", "2"], "ab"])
+    with pytest.raises(ShapeError, match="headers is the text"):
+        Table("xy", [["1", "2"]])
