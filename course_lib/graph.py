@@ -17,8 +17,10 @@ import inspect
 import itertools
 import math
 import operator
+import secrets
 import struct
 import warnings
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from numbers import Number
@@ -285,12 +287,13 @@ class Node:
         The static shape and dtype, or ``None`` where not known before running.
     """
 
-    __slots__ = ("op", "inputs", "name", "shape", "dtype", "seq", "__weakref__")
+    __slots__ = ("op", "inputs", "name", "shape", "dtype", "seq", "depth", "__weakref__")
     is_eager = False  # True for nodes that hold their value: apply hands them to the eager hook
 
     def __init__(self, op: Op, inputs: tuple, name: str, shape=None, dtype=None):
         setter = object.__setattr__
         setter(self, "seq", next(_creation_counter))  # creation order: a topological order
+        setter(self, "depth", 1 + max([i.depth for i in inputs], default=0))  # for pickles
         setter(self, "op", op)
         setter(self, "inputs", inputs)
         setter(self, "name", name)
@@ -309,8 +312,12 @@ class Node:
         return self
 
     def __reduce__(self):
-        """Pickle a node as its op, inputs, name, shape and dtype (it gets a new ``seq``)."""
-        return type(self), (self.op, self.inputs, self.name, self.shape, self.dtype)
+        """Pickle a node as its op, inputs, name, shape and dtype (it gets a new ``seq``); a
+        deep one with its nearest ancestors as a flat list (see :func:`_pickled_segment`)."""
+        if self.depth > _SHALLOW:
+            return _unpickle_segment, (_PICKLES, _pickled_segment(self))
+        return _unpickle_node, (_PICKLES, self.seq, self.op, self.inputs, self.name, self.shape,
+                                self.dtype)  # fmt: skip
 
     def __bool__(self):
         raise GraphError(
@@ -766,6 +773,50 @@ def _facts(node: Node) -> tuple:
     """What :func:`_static` reads of an input (``dtype == None`` is True for float64)."""
     weak = node.op.value if is_weak_scalar(node) else None
     return node.shape, None if node.dtype is None else node.dtype.str, value_key(weak)
+
+
+# -- pickles ---------------------------------------------------------------------------------
+# Pickle writes a node's inputs inside it, so a chain of a few hundred ops went past Python's
+# recursion limit. A node deeper than _SHALLOW is written with its ancestors down to
+# _SEGMENT levels below it as a flat list (the nodes below, each written the same way), and
+# every node is keyed by this process's token and its seq, so what two pickles of one graph
+# share is one node again once loaded (nodes never change: sharing them is safe).
+_SHALLOW, _SEGMENT = 100, 1000
+_PICKLES = secrets.token_hex(8)  # this process's nodes, as its pickles name them
+_unpickled: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # (token, seq) -> node
+
+
+def _pickled_segment(root: Node) -> list[tuple]:
+    """``root``'s ancestors less than ``_SEGMENT`` levels below it, in creation order, as
+    ``(seq, op, inputs, name, shape, dtype)`` with inputs in the list by their index."""
+    floor = max(root.depth - _SEGMENT, _SHALLOW)
+    members, todo = {root}, [root]
+    while todo:
+        for i in todo.pop().inputs:
+            if i.depth > floor and i not in members:
+                members.add(i)
+                todo.append(i)
+    order = sorted(members, key=_seq)
+    index = {n: k for k, n in enumerate(order)}
+    return [(n.seq, n.op, tuple(index.get(i, i) for i in n.inputs), n.name, n.shape, n.dtype)
+            for n in order]  # fmt: skip
+
+
+def _unpickle_node(token: str, seq: int, op: Op, inputs: tuple, name, shape, dtype) -> Node:
+    """The node ``seq`` of the process ``token``: built once, then shared."""
+    node = _unpickled.get((token, seq))
+    if node is None:
+        node = _unpickled[token, seq] = Node(op, inputs, name, shape, dtype)
+    return node
+
+
+def _unpickle_segment(token: str, records: list[tuple]) -> Node:
+    """The last node of a :func:`_pickled_segment`."""
+    built: list[Node] = []
+    for seq, op, inputs, name, shape, dtype in records:
+        inputs = tuple(built[i] if type(i) is int else i for i in inputs)
+        built.append(_unpickle_node(token, seq, op, inputs, name, shape, dtype))
+    return built[-1]
 
 
 def creation_mark() -> int:

@@ -196,3 +196,22 @@ def test_a_table_row_of_text_is_not_split_into_characters():
         Table(["x", "y"], [["1", "2"], "ab"])
     with pytest.raises(ShapeError, match="headers is the text"):
         Table("xy", [["1", "2"]])
+
+
+@pytest.mark.parametrize("length", [50, 400, 5000])
+def test_a_deep_graph_pickles_and_keeps_what_its_outputs_share(length):
+    import pickle
+
+    x = cl.variable("x", (2,), np.float64)
+    h = x
+    for k in range(length):
+        h = cl.sin(h) + 0.5 if k % 2 else h * 1.01
+    ends = [h, cl.exp(h), h * 2.0]  # three outputs sharing the chain
+    back = pickle.loads(pickle.dumps(ends))
+    assert back[1].inputs[0] is back[0] and back[2].inputs[0] is back[0]
+    (x_back,) = [n for n in cl.graph.topological_order(back) if n.is_variable]
+    value = np.array([0.25, -1.0])
+    for mine, theirs in zip(cl.evaluate(ends, {x: value}), cl.evaluate(back, {x_back: value})):
+        np.testing.assert_array_equal(mine, theirs)
+    again = pickle.loads(pickle.dumps(ends[0]))  # a second pickle of the same graph
+    assert again is back[0]
