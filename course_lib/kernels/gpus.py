@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .. import params
 from ..errors import ParameterError
 from ..tables import ShownAsTable, Table
 
@@ -153,11 +154,16 @@ def occupancy(
     its per-architecture allocation details: registers in units of 256 per warp, shared memory
     in units of 128 bytes plus the reserved bytes per block)."""
     gpu = get_gpu(gpu)
+    threads_per_block = params.integer(threads_per_block, "occupancy: threads_per_block")
+    registers_per_thread = params.integer(registers_per_thread, "occupancy: registers_per_thread")
+    shared_bytes = params.integer(shared_bytes, "occupancy: shared_bytes")
     if not 1 <= threads_per_block <= 1024 or not 1 <= registers_per_thread <= 255:
         raise ParameterError(
             f"occupancy needs 1..1024 threads per block and 1..255 registers per thread, got "
             f"{threads_per_block} and {registers_per_thread}"
         )
+    if shared_bytes < 0:
+        raise ParameterError(f"occupancy: shared_bytes must be >= 0, got {shared_bytes}")
     warps = math.ceil(threads_per_block / 32)
     registers_per_warp = math.ceil(registers_per_thread * 32 / REGISTER_UNIT) * REGISTER_UNIT
     shared = math.ceil((shared_bytes + gpu.reserved_shared_bytes) / SHARED_UNIT) * SHARED_UNIT

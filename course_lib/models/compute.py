@@ -11,6 +11,7 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 
 from .. import backend
+from ..errors import ParameterError
 from ..graph import Node, Op, interpret
 from ..perf import flops_by_node, median_seconds
 
@@ -33,7 +34,15 @@ def _family_totals(families: Families | None) -> tuple[Callable[[Op], str], dict
     if families is None:
         titles, family_of = FAMILIES.values(), lambda op: FAMILIES.get(op.family, "other")
     else:
-        by_name = {name: title for title, names in families.items() for name in names}
+        by_name = {}
+        for title, names in families.items():
+            if isinstance(names, str):  # ("add") for ("add",): grouped 'a' and 'd', no op
+                raise ParameterError(f"family {title!r}: give a tuple of op names, got {names!r}")
+            for name in names:
+                if by_name.setdefault(name, title) != title:
+                    raise ParameterError(
+                        f"op {name!r} is in two families, {by_name[name]!r} and {title!r}"
+                    )
         titles, family_of = families, lambda op: by_name.get(op.name, "other")
     return family_of, {**dict.fromkeys(titles, 0), "other": 0}
 
@@ -100,7 +109,7 @@ def seconds_by_family_in_runs(
 def shares_table(totals: Mapping[str, float], unit: str = "FLOPs", digits: int = 0) -> str:
     """One line per family: its amount (``digits`` decimals) and its share of the sum."""
     whole = sum(totals.values())
-    width = max(len(name) for name in totals)
+    width = max([len("family"), *map(len, totals)])  # the header's column, even with no rows
     lines = [f"{'family':{width}s} {unit:>12s}  share"]
     for name, amount in totals.items():
         share = amount / whole if whole else 0.0

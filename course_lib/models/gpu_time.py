@@ -30,7 +30,9 @@ def peak_flops(gpu: GPU | str, precision: str = "bf16") -> float:
     tflops = getattr(gpu, PRECISIONS[precision])
     if tflops is None:
         raise ParameterError(f"the {gpu.name} has no {precision} rate (its table entry is None)")
-    return tflops * 1e12
+    # a GPU built by hand: 0 divided by zero in seconds_at_mfu, a negative gave negative seconds
+    return params.real(tflops, f"peak_flops: the {gpu.name}'s {PRECISIONS[precision]}",
+                       positive=True) * 1e12  # fmt: skip
 
 
 def seconds_at_mfu(
@@ -55,7 +57,14 @@ def achieved_mfu(
     flops: float, gpu_seconds: float, gpu: GPU | str, precision: str = "bf16"
 ) -> float:
     """The MFU at which ``flops`` model FLOPs took ``gpu_seconds`` (seconds × GPUs, e.g.
-    reported GPU-hours × 3600)."""
+    reported GPU-hours × 3600). More than 1 is a ParameterError: no GPU beats its peak, so the
+    FLOPs or the seconds are wrong (GPU-hours passed as seconds give 3600 times the MFU)."""
     flops = params.real(flops, "achieved_mfu: flops", minimum=0.0)
     seconds = params.real(gpu_seconds, "achieved_mfu: gpu_seconds", positive=True)
-    return flops / (seconds * peak_flops(gpu, precision))
+    mfu = flops / (seconds * peak_flops(gpu, precision))
+    if mfu > 1:
+        raise ParameterError(
+            f"achieved_mfu: {flops:.4g} FLOPs in {seconds:.4g} GPU-seconds is {mfu:.4g} times "
+            f"the peak; an MFU cannot exceed 1 (are the seconds GPU-hours?)"
+        )
+    return mfu
