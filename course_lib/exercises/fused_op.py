@@ -7,8 +7,8 @@ what the engine reads from it, by behaviour, against the unfused graph ``cl.silu
   float64, NaN, ±inf and large magnitudes; inputs unchanged; one result array and no
   temporary the size of the output (NumPy's allocations, traced with :mod:`tracemalloc`);
 * ``gradient``: ``cl.grad`` through the op equals ``cl.grad`` of the unfused graph, for
-  broadcast inputs, for one variable used as both a and b, and with the graph optimiser on
-  and off;
+  broadcast inputs, for one variable used as both a and b, with respect to a or b alone
+  (``needs`` not all true), and with the graph optimiser on and off;
 * ``flops`` and ``accesses``: 5 FLOPs per output element, each input loaded once at its own
   size and the output stored once, so ``perf.arithmetic_intensity`` gives the fused kernel's.
 """
@@ -246,6 +246,23 @@ def _compare_gradients(op, inputs, feed, rng, optimize: bool) -> None:
             error = np.nanmax(np.abs(got_k.astype(float) - want_k), initial=0.0)
             raise Wrong(f"{label} {mismatch(got_k, want_k)}; off by up to {error:.2g}",
                         _gradient_mistake(arrays, inputs, w, k, got_k, want_k))  # fmt: skip
+    if len(inputs) == 2 and not optimize:
+        _compare_one_gradient(fused, weights, inputs, feed, where)
+
+
+def _compare_one_gradient(fused, weights, inputs, feed, where: str) -> None:
+    """``cl.grad`` with respect to a alone and to b alone (``needs`` [True, False] and
+    [False, True]) equals the unfused graph's: the partial asked for is not None."""
+    a, b = inputs
+    for k, wrt in enumerate(inputs):
+        grads = call(where, grad, total(fused * weights), [wrt])
+        got = host(call(where, run_graph, grads, feed)[0])
+        want = host(run_graph(grad(total(_unfused(a, b) * weights), [wrt]), feed)[0])
+        needs = [j == k for j in range(2)]
+        require(np.shape(got) == want.shape and close(got, want, **_tolerances(want.dtype)),
+                f"{where}, with respect to {'ab'[k]} alone (needs = {needs}): the gradient of "
+                f"{'ab'[k]} {mismatch(got, want)}; return its partial wherever needs[k] is True, "
+                "None only where it is False")  # fmt: skip
 
 
 def _sum_to(x, shape):
@@ -301,7 +318,7 @@ def _check_costs(op) -> int:
         unfused = 3 * n_a + n_b + n  # silu loads a, stores t; the multiply loads t and b
         if (tuple(loads), stores) != ((n_a, n_b), n):
             mistake = {unfused: UNFUSED_TRAFFIC}.get(sum(loads) + stores)
-            if tuple(loads) == (n, n):
+            if tuple(loads) == (n, n) != (n_a, n_b):  # right loads are no such mistake
                 mistake = OUTPUT_SIZED
             raise Wrong(f"accesses {label} are loads {tuple(loads)}, stores {stores}; expected "
                         f"loads ({n_a}, {n_b}), stores {n}", mistake)  # fmt: skip

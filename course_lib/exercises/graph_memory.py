@@ -13,7 +13,7 @@ import operator
 
 import numpy as np
 
-from .. import constant, tanh, topological_order, variable
+from .. import Node, constant, tanh, topological_order, variable
 from .core import (
     CHANGED_INPUT,
     Mistake,
@@ -212,7 +212,8 @@ def _refers_to_output(key, outputs) -> bool:
 
 
 def _call(answer, label: str, outputs: list, feed: dict):
-    """The answer's result; a KeyError is a value deleted too early, or an output deleted."""
+    """The answer's result; a KeyError is a value deleted too early, an output deleted, or a
+    constant looked up in feed."""
     missing = []
 
     def run():
@@ -225,6 +226,11 @@ def _call(answer, label: str, outputs: list, feed: dict):
     try:
         return call(label, run, errors=[(TypeError, "NoneType", FREES_EARLY)])
     except Wrong as wrong:
+        if missing and isinstance(missing[0], Node) and missing[0].is_constant:
+            raise Wrong(f"{wrong.message}; the constant {missing[0].name} is not in feed, which "
+                        "holds only the variables: a constant's value is node.op.compute(np), as "
+                        "for every node that is not a variable (test node.is_variable)"
+                        ) from None  # fmt: skip
         if missing and wrong.mistake is None:
             mistake = FREES_OUTPUTS if _refers_to_output(missing[0], outputs) else FREES_EARLY
             raise Wrong(wrong.message, mistake) from None

@@ -197,7 +197,8 @@ def check_permuted(answer) -> str:
         label = f"permuted({shape}, {strides}, {axes})"
         got = call(label, answer, shape, strides, axes, errors=errors)
         require(
-            isinstance(got, tuple) and len(got) == 2 and all(_ints(g, len(shape)) for g in got),
+            isinstance(got, tuple | list) and len(got) == 2  # the pair, as a list too
+            and all(_ints(g, len(shape)) for g in got),
             f"{label} returned {got!r}; it must return (shape, strides), two tuples of ints",
         )
         view = _layout(shape, strides).transpose(axes)

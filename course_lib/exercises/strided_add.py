@@ -1,9 +1,10 @@
 """Notebook 05's assignment: add two strided views, broadcasting with stride 0.
 
 ``05.add_views`` is checked against NumPy on random layouts (transposed, sliced with steps,
-starting at an offset into a larger buffer) and random broadcastable shapes, and must refuse
-shapes that do not broadcast. The answer reads only ``buffer``, ``shape``, ``strides`` and
-``offset``: the views' own ways to read elements are forbidden.
+starting at an offset into a larger buffer) and random broadcastable shapes, must leave the
+views' buffers as they were, and must refuse shapes that do not broadcast. The answer reads
+only ``buffer``, ``shape``, ``strides`` and ``offset``: the views' own ways to read elements
+are forbidden.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import itertools
 import numpy as np
 
 from ..strides import StridedView
-from .core import Mistake, Wrong, call, exercise, require
+from .core import CHANGED_INPUT, Mistake, Wrong, call, exercise, require
 from .layouts import NUMPY_LAYOUTS
 
 LEFT_ALIGNED = Mistake(
@@ -148,8 +149,12 @@ def _check_sum(answer, a, b) -> None:
                                                            _stretched(v, shape)) if s != t)
     errors = [(ValueError, "", LEFT_ALIGNED if left_aligned else None),
               (IndexError, "", NO_STRIDE_ZERO if stretched else None)]  # fmt: skip
+    want = _sum(a, b, shape)  # before the call: an answer that writes to a buffer changes it
+    buffers = [(name, v.buffer, v.buffer.copy()) for name, v in zip("ab", (a, b))]
     got = call(label, answer, a, b, errors=errors)
-    want = _sum(a, b, shape)
+    for name, buffer, copy in buffers:
+        require(np.array_equal(buffer, copy), f"{label} changed the buffer of {name} in place",
+                CHANGED_INPUT)  # fmt: skip
     if isinstance(got, np.generic):
         raise Wrong(f"{label} returned a NumPy scalar ({type(got).__name__}), not an array; it "
                     f"must return a new NumPy array of shape {shape}",
