@@ -291,14 +291,26 @@ def _count_row_sum(device: _Device, kernel, source: str, rng) -> str:
     if emulator is None:
         return NO_EMULATOR
     rows, cols, block = _ROW_SUM_COUNTED
-    with device.kernels.profile() as counts:
-        _run_row_sum(emulator, kernel, _ROW_SUM_COUNTED, rng, True, True)
+    try:
+        with device.kernels.profile() as counts:
+            _run_row_sum(emulator, kernel, _ROW_SUM_COUNTED, rng, True, True)
+    except Wrong as error:  # NaN read from shared memory, and no barrier: read before stored
+        if error.mistake is not UNWRITTEN_SHARED or counts.barriers:
+            raise
+        raise Wrong(f"{error.message}, and the emulator counted no __syncthreads(): the first "
+                    "warp read the warp totals before the other warps stored them (store them, "
+                    "__syncthreads(), then read them)") from None  # fmt: skip
     shuffles = counts.warp_syncs / WARP / rows
     barriers = counts.barriers / rows
     shared = (counts.shared_loads + counts.shared_stores) / rows
+    stores = counts.global_stores / rows
     where = f"counted in the emulator with {block} threads a block"
     require(shuffles > 0, f"{where}: no warp shuffle, {barriers:g} barriers and {shared:g} "
             "shared-memory accesses per block", NO_SHUFFLE)  # fmt: skip
+    # the emulator runs a block's threads in order; on a GPU unordered stores race
+    require(barriers > 0 or stores <= 1, f"{where}: {stores:g} stores to out per block and no "
+            "__syncthreads() to order them (on a GPU a warp's atomicAdd can land before another "
+            "warp zeroes out[row])", ADDS_TO_OUT)  # fmt: skip
     require(barriers <= 2, f"{where}: {barriers:g} barriers per block; one value per warp "
             "through shared memory needs one")  # fmt: skip
     return (f"counted in the CPU emulator with {block} threads a block: {shuffles:g} warp "

@@ -247,9 +247,11 @@ def check_scale_add(answer) -> str:
     device = _Device()
     kernel = device.compile(answer, "scale_add", _SCALE_ADD)
     rng = np.random.default_rng(70)
+    # n = 1000 first: only a stub writes nothing there; at n = 1 so does a kernel that skips
+    # the last element (i < n − 1) or the last partial block, wrong rather than "not done"
     cases = [
         (n, b, spare)
-        for n in (1, 31, 32, 33, 1000, 4097)
+        for n in (1000, 1, 31, 32, 33, 4097)
         for b in (32, 128, 256)
         for spare in (0, 1)
     ]

@@ -197,26 +197,36 @@ SOFTMAX_AXIS = Mistake(
 )
 
 
-def _numpy_attention(q, k, v, scale, mask="future", axis=-1):
+def _numpy_attention(q, k, v, scale, mask="future", axis=-1, masked=-np.inf, after=False):
+    """``after``: the mask multiplies the softmax's probabilities (no renormalising); else
+    the masked scores become ``masked``."""
     scores = q @ k.T * scale
     t = np.arange(len(q))
-    if mask:
-        hidden = {"future": t[None, :] > t[:, None], "past": t[None, :] < t[:, None],
-                  "diagonal": t[None, :] >= t[:, None]}[mask]  # fmt: skip
-        scores = np.where(hidden, -np.inf, scores)
+    hidden = {"future": t[None, :] > t[:, None], "past": t[None, :] < t[:, None],
+              "diagonal": t[None, :] >= t[:, None], "after next": t[None, :] > t[:, None] + 1,
+              None: np.zeros((len(q), len(k)), bool)}[mask]  # fmt: skip
+    if not after:
+        scores = np.where(hidden, masked, scores)
     weights = np.exp(scores - scores.max(axis=axis, keepdims=True))
-    return weights / weights.sum(axis=axis, keepdims=True) @ v
+    weights = weights / weights.sum(axis=axis, keepdims=True)
+    return (np.where(hidden, 0.0, weights) if after else weights) @ v
 
 
 def _attention_mistake(got, q, k, v) -> Mistake | None:
-    d = q.shape[1]
+    t, d = q.shape
+    s = d**-0.5
     wrong = [
         (NO_SCALE, lambda: _numpy_attention(q, k, v, 1.0)),
+        (NO_SCALE, lambda: _numpy_attention(q, k, v, t**-0.5)),  # √T: q.shape[0], not [1]
+        (NO_SCALE, lambda: _numpy_attention(q, k, v, d**0.5)),  # multiplied by √d
         (SCALE_BY_D, lambda: _numpy_attention(q, k, v, 1.0 / d)),
-        (NO_MASK, lambda: _numpy_attention(q, k, v, d**-0.5, mask=None)),
-        (MASK_TRANSPOSED, lambda: _numpy_attention(q, k, v, d**-0.5, mask="past")),
-        (MASKS_DIAGONAL, lambda: _numpy_attention(q, k, v, d**-0.5, mask="diagonal")),
-        (SOFTMAX_AXIS, lambda: _numpy_attention(q, k, v, d**-0.5, axis=0)),
+        (NO_MASK, lambda: _numpy_attention(q, k, v, s, mask=None)),
+        (NO_MASK, lambda: _numpy_attention(q, k, v, s, masked=0.0)),  # scores * tril: 0, not −∞
+        (NO_MASK, lambda: _numpy_attention(q, k, v, s, after=True)),  # probabilities * tril
+        (NO_MASK, lambda: _numpy_attention(q, k, v, s, mask="after next")),  # np.triu(k=2)
+        (MASK_TRANSPOSED, lambda: _numpy_attention(q, k, v, s, mask="past")),
+        (MASKS_DIAGONAL, lambda: _numpy_attention(q, k, v, s, mask="diagonal")),
+        (SOFTMAX_AXIS, lambda: _numpy_attention(q, k, v, s, axis=0)),
     ]
     return first_match(got, wrong, lambda a, b: close(a, b, rtol=1e-6))
 
@@ -298,25 +308,33 @@ CACHE_UPCAST = Mistake(
 )
 
 
-def _rotate(x: np.ndarray, position: int) -> np.ndarray:
-    """RoPE, half-split, of the vectors along x's last axis, all at ``position`` (float64)."""
+def _rotate(x: np.ndarray, position: int, interleaved: bool = False) -> np.ndarray:
+    """RoPE, half-split, of the vectors along x's last axis, all at ``position`` (float64);
+    ``interleaved``: the pairs (x[2i], x[2i+1]) instead (a mistake)."""
     half = x.shape[-1] // 2
     angle = position * ROPE_THETA ** (-np.arange(half) / half)
     cos, sin = np.cos(angle), np.sin(angle)
+    if interleaved:
+        pairs = x.reshape(*x.shape[:-1], half, 2)
+        first, second = pairs[..., 0], pairs[..., 1]
+        return np.stack([first * cos - second * sin, second * cos + first * sin], axis=-1
+                        ).reshape(x.shape)  # fmt: skip
     first, second = x[..., :half], x[..., half:]
     return np.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
 
 
 def _attend(keys, values, q, k, v, position, *, rope_at="position",
                         kv_heads="repeat", own=True, scale_by_d=False,
-                        rotate_cache=False) -> np.ndarray:  # fmt: skip
+                        rotate_cache=False, rotate_k=True) -> np.ndarray:  # fmt: skip
     """The decoding step's output, from the right cache (rotated keys, values), with one
     mistake switched on: where RoPE puts the new token (``"position"``, ``"zero"``,
-    ``"length"``), which K/V head a query head reads (``"repeat"`` or ``"tile"``), ``own``
-    key and value attended, scale 1/d, the cached keys rotated again."""
+    ``"length"``, ``"minus"`` (rotated backwards), ``"interleaved"`` (other pairs)), which K/V
+    head a query head reads (``"repeat"`` or ``"tile"``), ``own`` key and value attended,
+    scale 1/d, the cached keys rotated again, the new key ``rotate_k`` or left raw."""
     s, (h, d), kv = len(keys), q.shape, k.shape[0]
-    at = {"position": position, "zero": 0, "length": s}[rope_at]
-    q, k = _rotate(q, at), _rotate(k, at)
+    at = {"zero": 0, "length": s, "minus": -position}.get(rope_at, position)
+    pairs = rope_at == "interleaved"
+    q, k = _rotate(q, at, pairs), (_rotate(k, at, pairs) if rotate_k else k)
     if rotate_cache:
         keys = np.array([_rotate(key, position - s + j) for j, key in enumerate(keys)])
         keys = keys.reshape(s, kv, d)
@@ -352,6 +370,7 @@ def _decode_output_mistake(got, keys, values, q, k, v, position, close_enough):
         (ROPE_AT_ZERO, dict(rope_at="zero")),
         (POSITION_FROM_LENGTH, dict(rope_at="length")),
         (CACHE_ROTATED_TWICE, dict(rotate_cache=True)),
+        (UNROTATED_IN_CACHE, dict(rotate_k=False)),  # only q rotated: the raw key cached
         (GQA_INTERLEAVED, dict(kv_heads="tile")),
         (MASKS_OWN_TOKEN, dict(own=False)),
         (DECODE_SCALE_BY_D, dict(scale_by_d=True)),
@@ -359,6 +378,23 @@ def _decode_output_mistake(got, keys, values, q, k, v, position, close_enough):
     args = (keys, values, q, k, v, position)
     wrong = [(m, lambda o=o: _attend(*args, **o)) for m, o in variants]
     return first_match(got, wrong, close_enough)
+
+
+#: RoPE written unlike cl.rope, said in the message (no named mistake).
+_ROPE_VARIANTS = {
+    "interleaved": "RoPE here rotates the pairs (x[2i], x[2i+1]); cl.rope (and LLaMA's Hugging "
+                   "Face weights) pair x[i] with x[i + d/2], half-split",
+    "minus": "RoPE here rotates backwards, by −position (the signs of sin swapped); cl.rope's "
+             "first half is x1·cos − x2·sin, its second x2·cos + x1·sin",
+}  # fmt: skip
+
+
+def _rope_variant(got, keys, values, q, k, v, position, close_enough) -> str:
+    """``": <what>"`` when ``got`` is the output of RoPE written another way, else ``""``."""
+    args = (keys, values, q, k, v, position)
+    found = next((text for way, text in _ROPE_VARIANTS.items()
+                  if close_enough(got, _attend(*args, rope_at=way))), None)  # fmt: skip
+    return f": {found}" if found else ""
 
 
 def _check_decoded_cache(label, new_cache, want_keys, want_values, raw_k, dtype) -> None:
@@ -450,10 +486,10 @@ def _check_decode_config(answer, rng, h, kv, d, start, prefix, steps, dtype) -> 
         if not close(out, want_out[t], **tolerance):
             right = (want_keys[:t], wide[2][:t], *(a[t] for a in wide), position)
             same = lambda a, b: close(a, b, **tolerance)  # noqa: E731
-            raise Wrong(
-                f"{label}: the output {mismatch(out, want_out[t])} (full causal attention)",
-                _decode_output_mistake(out, *right, same),
-            )
+            mistake = _decode_output_mistake(out, *right, same)
+            how = "" if mistake else _rope_variant(out, *right, same)
+            raise Wrong(f"{label}: the output {mismatch(out, want_out[t])} (full causal "
+                        f"attention){how}", mistake)  # fmt: skip
         _check_decoded_cache(label, new_cache, want_keys[: t + 1], wide[2][: t + 1],
                              wide[1][t], dtype)  # fmt: skip
         cache = tuple(new_cache)

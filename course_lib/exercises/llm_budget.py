@@ -86,6 +86,16 @@ def _short(config) -> str:
     )
 
 
+def _apart(got: float, want: float) -> tuple[str, str]:
+    """``got`` and ``want`` in e-notation, with 7 significant digits or as many more as it
+    takes to tell them apart."""
+    for digits in range(6, 17):
+        texts = f"{got:.{digits}e}", f"{want:.{digits}e}"
+        if texts[0] != texts[1]:
+            break
+    return texts
+
+
 # -- forward_flops ----------------------------------------------------------------------------
 BIG_TERMS_ONLY = Mistake(
     "big-terms-only",
@@ -131,15 +141,18 @@ def _wrong_flops(table, rope_on_keys, config, b: int, s: int) -> list[tuple[Mist
     small = sum(rows[t] for t in rows if t.startswith(("RMSNorm", "residual")))
     small += rows["RoPE"] + rows["Swish"] + rows["element-wise ×"]
     gqa_ignored = n_layers * 2 * 2 * b * s * h * (h - kv)
+    scores = rows["softmax(QKᵀ/√d)"] + rows["PV"]  # QKᵀ, its softmax and PV: s² a head
     return [
         (BIG_TERMS_ONLY, table.total - small),
         (BIG_TERMS_ONLY, table.total - small + gqa_ignored),  # the closed form, written for MHA
         (GQA_IGNORED, table.total + gqa_ignored),
         (NORMS_MISCOUNTED, table.total - rows["RMSNorm (final)"] * n_layers),
         (ROPE_ON_KEYS, rope_on_keys),
+        (ROPE_ON_KEYS, table.total + rows["RoPE"]),  # the keys with n heads, not n_kv
         (LM_HEAD_PER_LAYER, table.total + (n_layers - 1) * rows["LM head"]),
         (EMBEDDING_AS_MATMUL, table.total + 2 * b * s * h * config.vocab_size),
-        (CAUSAL_HALVED, table.total - (rows["softmax(QKᵀ/√d)"] + rows["PV"]) / 2),
+        (CAUSAL_HALVED, table.total - scores / 2),
+        (CAUSAL_HALVED, table.total - scores * (s - 1) / (2 * s)),  # s(s+1)/2 pairs, not s²
     ]
 
 
@@ -167,10 +180,9 @@ def check_forward_flops(answer) -> str:
             _wrong_flops(t, flops_table(*case, COURSE_LIB).total, *case)
             for t, case in zip(tables, cases)
         ]
-        raise Wrong(
-            f"{labels[i]} returned {got[i]:.6e}, the table says {tables[i].total:.6e}",
-            _recognise(got, wrong, 1e-9),
-        )
+        shown, table = _apart(got[i], tables[i].total)
+        raise Wrong(f"{labels[i]} returned {shown}, the table says {table}",
+                    _recognise(got, wrong, 1e-9))  # fmt: skip
     return (
         f"equals the lecture's FLOP table on {len(cases)} configurations: LLaMA-2-7B at "
         "s = 4096, multi-head, grouped-query and multi-query attention, s = 1"
