@@ -2,6 +2,7 @@
 
 import importlib
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -114,7 +115,6 @@ def test_release_modes_follow_the_files_bits_not_who_runs_it(monkeypatch):
 
 
 def test_an_edition_in_the_environment_does_not_reach_make_site():
-    import shutil
     import subprocess
 
     if shutil.which("make") is None:
@@ -215,3 +215,16 @@ def test_a_deep_graph_pickles_and_keeps_what_its_outputs_share(length):
         np.testing.assert_array_equal(mine, theirs)
     again = pickle.loads(pickle.dumps(ends[0]))  # a second pickle of the same graph
     assert again is back[0]
+
+
+@pytest.mark.skipif(not os.environ.get("CI") and shutil.which("g++") is None,
+                    reason="the CUDA emulator needs g++ on PATH")  # fmt: skip
+def test_the_emulator_keeps_what_a_kernel_writes_through_a_const_pointer():
+    from course_lib.kernels.emulator import EmulatedModule
+    source = ('extern "C" __global__ void cheat(const float* x, float* y) {\n'
+              '    ((float*)x)[threadIdx.x] = 7.0f; y[threadIdx.x] = 1.0f; }\n')  # fmt: skip
+    kernel = EmulatedModule(source, "cheat.cu").get_function("cheat")
+    x, y = np.zeros(4, np.float32), np.zeros(4, np.float32)
+    kernel((1,), (4,), (x, y))
+    np.testing.assert_array_equal(x, 7.0)  # as on a GPU: the input-written checks see it
+    np.testing.assert_array_equal(y, 1.0)

@@ -123,6 +123,11 @@ def launch_timeout() -> float:
     return seconds
 
 
+def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two C-contiguous arrays of one dtype and shape hold the same bytes (NaNs too)."""
+    return a.tobytes() == b.tobytes()
+
+
 def _shared_copy(array: np.ndarray) -> np.ndarray:
     """A copy of ``array`` in memory shared with forked children."""
     buffer = mmap.mmap(-1, max(array.nbytes, 1))
@@ -357,6 +362,7 @@ class EmulatedKernel:
         self.const_params = tuple(k for k, kind in enumerate(kinds) if kind.startswith("const "))
         self._written = tuple(k for k, kind in enumerate(kinds)
                               if kind.endswith("*") and k not in self.const_params)  # fmt: skip
+        self._read = tuple(k for k in self.const_params if kinds[k].endswith("*"))
 
     def __repr__(self) -> str:
         return f"EmulatedKernel({self.name}({', '.join(self.param_types)}))"
@@ -430,10 +436,12 @@ class EmulatedKernel:
                                     "arrays, or out of memory)")  # fmt: skip
 
     def _run_in_child(self, build: Build, grid3, block3, args: Sequence, shared_mem: int):
-        """The launch in a forked child, the only process that loads the library. Arrays the
-        kernel only reads (``const`` parameters) are read in place; the others are written in
-        shared-memory copies, copied back after."""
-        copies = [_shared_copy(a) if k in self._written else a for k, a in enumerate(args)]
+        """The launch in a forked child, the only process that loads the library. Every
+        array is run in a shared-memory copy; the written ones are copied back after, and so
+        is a writable ``const`` one that the kernel changed all the same (casting ``const``
+        away writes on a GPU too: an exercise's input-written check must see it)."""
+        arrays = (*self._written, *self._read)
+        copies = [_shared_copy(a) if k in arrays else a for k, a in enumerate(args)]
         report = mmap.mmap(-1, _REPORT_BYTES)
         report[:4] = _FAILED_BEFORE_REPORT.to_bytes(4, "little", signed=True)
 
@@ -446,6 +454,9 @@ class EmulatedKernel:
         if status != _FAILED_BEFORE_REPORT:
             for k in self._written:
                 args[k][...] = copies[k]
+            for k in self._read:
+                if args[k].flags.writeable and not _same_bytes(args[k], copies[k]):
+                    args[k][...] = copies[k]
         return status, message, counters
 
     def _check_finished(self, wait_status: int | None) -> None:
