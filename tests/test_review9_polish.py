@@ -228,3 +228,14 @@ def test_the_emulator_keeps_what_a_kernel_writes_through_a_const_pointer():
     kernel((1,), (4,), (x, y))
     np.testing.assert_array_equal(x, 7.0)  # as on a GPU: the input-written checks see it
     np.testing.assert_array_equal(y, 1.0)
+
+
+def test_a_memory_budget_in_gib_is_told_to_count_bytes(capsys):
+    from course_lib.exercises import check
+
+    def in_gib(config, batch, seq, dtype_bytes=2, recompute="none"):
+        return dict.fromkeys(("weights", "gradients", "optimizer", "activations", "kv_cache"), 1.5)
+
+    check("09.training_memory", in_gib)
+    out = capsys.readouterr().out
+    assert "must return an int of bytes (not GiB" in out, out

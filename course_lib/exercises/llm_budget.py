@@ -59,12 +59,12 @@ def _recognise(
     return None
 
 
-def _number(label: str, value, integer: bool) -> float:
+def _number(label: str, value, integer: bool, unit: str = "") -> float:
     kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
     require(
         isinstance(value, kinds) and not isinstance(value, bool),
         f"{label} returned {type(value).__name__} {value!r}; it must return "
-        f"{'an int' if integer else 'a number'}",
+        f"{'an int' if integer else 'a number'}{f' of {unit}' if unit else ''}",
     )
     return float(value) if not integer else int(value)
 
@@ -344,7 +344,8 @@ def _budget_answer(label: str, value, keys=BUDGET_KEYS, any_number=()) -> dict[s
         f"{sorted(value) if type(value) is dict else value!r}; it must return a dict with the "
         f"keys {', '.join(repr(k) for k in keys)}",
     )
-    return {k: _number(f"{label}[{k!r}]", value[k], integer=k not in any_number) for k in keys}
+    return {k: _number(f"{label}[{k!r}]", value[k], integer=k not in any_number,
+                       unit="bytes (not GiB: 2**30 of them)") for k in keys}  # fmt: skip
 
 
 def _part_mistake(got: list[dict], wrong: list[list[tuple]], tolerance: float) -> Mistake | None:
