@@ -24,14 +24,16 @@ LAUNCH_SECONDS = 5.0  # the watchdog of each emulated launch (and of loading the
 
 NO_GUARD = Mistake(
     "no-bounds-check",
-    "the grid is rounded up to whole blocks, so the last threads have i >= n: they must not "
-    "touch memory. Guard the work with if (i < n).",
+    "the grid is rounded up to whole blocks, so the last threads are past the end (i >= n, or "
+    "a row or column past the matrix): they must not touch memory. Guard the work with the "
+    "bound of the index each thread owns (if (i < n), if (row < rows && col < cols)).",
 )
 MISSED = Mistake(
     "missed-elements",
     "some elements were never written. Each thread computes its own global index, "
-    "i = blockIdx.x * blockDim.x + threadIdx.x: threadIdx.x alone repeats 0 … blockDim.x − 1 "
-    "in every block.",
+    "i = blockIdx.x * blockDim.x + threadIdx.x (threadIdx.x alone repeats 0 … blockDim.x − 1 "
+    "in every block), and the guard keeps every index below the end, the last partial block's "
+    "too (i < n, not i < n − 1, and no assumption that n is a multiple of the block).",
 )
 SIGNATURE = Mistake(
     "signature",
