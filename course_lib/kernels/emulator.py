@@ -128,10 +128,12 @@ def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
     return a.tobytes() == b.tobytes()
 
 
-def _shared_copy(array: np.ndarray) -> np.ndarray:
-    """A copy of ``array`` in memory shared with forked children."""
-    buffer = mmap.mmap(-1, max(array.nbytes, 1))
-    copy = np.frombuffer(buffer, dtype=array.dtype, count=array.size).reshape(array.shape)
+def _shared_copy(array: np.ndarray, same_offset: bool = False) -> np.ndarray:
+    """A copy of ``array`` in memory shared with forked children; ``same_offset``: at the
+    same address modulo a page (what the kernel's vector loads and sectors depend on)."""
+    offset = array.ctypes.data % mmap.PAGESIZE if same_offset else 0
+    buffer = mmap.mmap(-1, max(array.nbytes + offset, 1))
+    copy = np.frombuffer(buffer, array.dtype, array.size, offset).reshape(array.shape)
     copy[...] = array
     return copy
 
@@ -440,8 +442,9 @@ class EmulatedKernel:
         array is run in a shared-memory copy; the written ones are copied back after, and so
         is a writable ``const`` one that the kernel changed all the same (casting ``const``
         away writes on a GPU too: an exercise's input-written check must see it)."""
-        arrays = (*self._written, *self._read)
-        copies = [_shared_copy(a) if k in arrays else a for k, a in enumerate(args)]
+        copies = [_shared_copy(a) if k in self._written else
+                  _shared_copy(a, same_offset=True) if k in self._read else a
+                  for k, a in enumerate(args)]  # fmt: skip
         report = mmap.mmap(-1, _REPORT_BYTES)
         report[:4] = _FAILED_BEFORE_REPORT.to_bytes(4, "little", signed=True)
 
