@@ -128,12 +128,16 @@ def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
     return a.tobytes() == b.tobytes()
 
 
-def _shared_copy(array: np.ndarray, same_offset: bool = False) -> np.ndarray:
-    """A copy of ``array`` in memory shared with forked children; ``same_offset``: at the
-    same address modulo a page (what the kernel's vector loads and sectors depend on)."""
-    offset = array.ctypes.data % mmap.PAGESIZE if same_offset else 0
-    buffer = mmap.mmap(-1, max(array.nbytes + offset, 1))
-    copy = np.frombuffer(buffer, array.dtype, array.size, offset).reshape(array.shape)
+def _shared_like(array: np.ndarray) -> np.ndarray:
+    """An array of ``array``'s dtype and shape in memory shared with forked children."""
+    buffer = mmap.mmap(-1, max(array.nbytes, 1))
+    return np.frombuffer(buffer, dtype=array.dtype, count=array.size).reshape(array.shape)
+
+
+def _shared_copy(array: np.ndarray) -> np.ndarray:
+    """A copy of ``array`` in memory shared with forked children."""
+    buffer = mmap.mmap(-1, max(array.nbytes, 1))
+    copy = np.frombuffer(buffer, dtype=array.dtype, count=array.size).reshape(array.shape)
     copy[...] = array
     return copy
 
@@ -438,18 +442,21 @@ class EmulatedKernel:
                                     "arrays, or out of memory)")  # fmt: skip
 
     def _run_in_child(self, build: Build, grid3, block3, args: Sequence, shared_mem: int):
-        """The launch in a forked child, the only process that loads the library. Every
-        array is run in a shared-memory copy; the written ones are copied back after, and so
-        is a writable ``const`` one that the kernel changed all the same (casting ``const``
-        away writes on a GPU too: an exercise's input-written check must see it)."""
-        copies = [_shared_copy(a) if k in self._written else
-                  _shared_copy(a, same_offset=True) if k in self._read else a
-                  for k, a in enumerate(args)]  # fmt: skip
+        """The launch in a forked child, the only process that loads the library. Arrays the
+        kernel only reads (``const`` parameters) are read in place, where they lie; the others
+        are written in shared-memory copies, copied back after. A ``const`` array the kernel
+        changed all the same (casting ``const`` away writes on a GPU too: an exercise's
+        input-written check must see it) comes back through a shared mirror."""
+        copies = [_shared_copy(a) if k in self._written else a for k, a in enumerate(args)]
+        mirrors = {k: _shared_like(args[k]) for k in self._read}
         report = mmap.mmap(-1, _REPORT_BYTES)
         report[:4] = _FAILED_BEFORE_REPORT.to_bytes(4, "little", signed=True)
 
         def launch() -> int:
-            _write_report(report, *self._run(build, grid3, block3, copies, shared_mem))
+            result = self._run(build, grid3, block3, copies, shared_mem)
+            for k, mirror in mirrors.items():  # the child's pages of the array, as they are now
+                mirror[...] = copies[k]
+            _write_report(report, *result)
             return 0
 
         self._check_finished(_wait_for(_in_child(launch), launch_timeout()))
@@ -457,9 +464,9 @@ class EmulatedKernel:
         if status != _FAILED_BEFORE_REPORT:
             for k in self._written:
                 args[k][...] = copies[k]
-            for k in self._read:
-                if args[k].flags.writeable and not _same_bytes(args[k], copies[k]):
-                    args[k][...] = copies[k]
+            for k, mirror in mirrors.items():
+                if args[k].flags.writeable and not _same_bytes(args[k], mirror):
+                    args[k][...] = mirror
         return status, message, counters
 
     def _check_finished(self, wait_status: int | None) -> None:
