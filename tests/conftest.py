@@ -64,6 +64,31 @@ def oracle_import(module: str) -> ModuleType:
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
+def pool_threads() -> dict[str, set[int]]:
+    """Each thread pool's thread counts: threadpoolctl's (BLAS, OpenMP) and numexpr's."""
+    import numexpr  # noqa: PLC0415  (only the thread tests ask)
+    from threadpoolctl import threadpool_info  # noqa: PLC0415
+
+    pools: dict[str, set[int]] = {"numexpr": {numexpr.get_num_threads()}}
+    for pool in threadpool_info():
+        pools.setdefault(pool["user_api"], set()).add(pool["num_threads"])
+    return pools
+
+
+@pytest.fixture
+def two_threads_each():
+    """Every pool at 2 threads for the test (a known starting point), the caller's after."""
+    import numexpr  # noqa: PLC0415
+    from threadpoolctl import threadpool_limits  # noqa: PLC0415
+
+    with threadpool_limits(limits=2):
+        old = numexpr.set_num_threads(2)
+        try:
+            yield pool_threads()
+        finally:
+            numexpr.set_num_threads(old)
+
+
 def needs_gxx(what: str) -> pytest.MarkDecorator:
     """Skip a test when g++ is missing; CI has g++, so there a missing one fails instead."""
     from course_lib.kernels import emulator  # noqa: PLC0415  (only tests that compile ask)

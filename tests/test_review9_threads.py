@@ -8,9 +8,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numexpr
 import numpy as np
 import pytest
-from threadpoolctl import threadpool_info, threadpool_limits
 
 import course_lib as cl
+from conftest import pool_threads
 from course_lib import backend
 from course_lib.errors import NumericError
 from course_lib.graph import Op, apply
@@ -298,24 +298,6 @@ def test_overlapping_backward_passes_leave_the_collector_enabled(monkeypatch):
 
 
 # -- limit_threads ----------------------------------------------------------------------------
-def _pools() -> dict:
-    pools: dict = {"numexpr": {numexpr.get_num_threads()}}
-    for pool in threadpool_info():
-        pools.setdefault(pool["user_api"], set()).add(pool["num_threads"])
-    return pools
-
-
-@pytest.fixture
-def two_threads_each():
-    """Every pool at 2 threads for the test, the caller's after."""
-    with threadpool_limits(limits=2):
-        old = numexpr.set_num_threads(2)
-        try:
-            yield _pools()
-        finally:
-            numexpr.set_num_threads(old)
-
-
 def test_limits_of_two_threads_ending_out_of_order(two_threads_each):
     first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
 
@@ -330,11 +312,11 @@ def test_limits_of_two_threads_ending_out_of_order(two_threads_each):
         with limit_threads(1):
             second_in.set()
             first_out.wait(WAIT)
-            return _pools()  # the first limit ended, this one has not
+            return pool_threads()  # the first limit ended, this one has not
 
     _, inside = _in_threads(first, second)
     assert all(counts == {1} for counts in inside.values()), inside
-    assert _pools() == two_threads_each  # old code: left at the first limit's 3
+    assert pool_threads() == two_threads_each  # old code: left at the first limit's 3
 
 
 def test_restoring_a_limit_twice_leaves_a_later_limit_alone(two_threads_each):
@@ -346,14 +328,14 @@ def test_restoring_a_limit_twice_leaves_a_later_limit_alone(two_threads_each):
         assert numexpr.get_num_threads() == 3
     finally:
         second.restore()
-    assert _pools() == two_threads_each
+    assert pool_threads() == two_threads_each
 
 
 def test_limit_threads_in_a_worker_thread_limits_blas(two_threads_each):
     def worker():  # the main thread set BLAS's threads last (the fixture)
         with limit_threads(1) as limits:
-            return limits.threads, _pools()
+            return limits.threads, pool_threads()
 
     ((threads, inside),) = _in_threads(worker)
     assert threads == 1 and inside["blas"] == {1}  # old code: threadpoolctl ignored it
-    assert _pools() == two_threads_each
+    assert pool_threads() == two_threads_each

@@ -3,30 +3,12 @@
 import numexpr
 import numpy as np
 import pytest
-from threadpoolctl import threadpool_info, threadpool_limits
 
 import course_lib as cl
+from conftest import pool_threads
 from course_lib.models import AdamW, Llama, LlamaConfig, train
 from course_lib.models.train import seconds_per_step
 from course_lib.perf import limit_threads
-
-
-def _pool_threads() -> dict[str, set[int]]:
-    pools: dict[str, set[int]] = {}
-    for pool in threadpool_info():
-        pools.setdefault(pool["user_api"], set()).add(pool["num_threads"])
-    return pools
-
-
-@pytest.fixture
-def two_threads_each():
-    """Every pool at 2 threads for the test (a known starting point), the caller's after."""
-    with threadpool_limits(limits=2):
-        old = numexpr.set_num_threads(2)
-        try:
-            yield _pool_threads()
-        finally:
-            numexpr.set_num_threads(old)
 
 
 def test_limit_threads_sets_every_pool_and_restores_it(two_threads_each):
@@ -34,7 +16,7 @@ def test_limit_threads_sets_every_pool_and_restores_it(two_threads_each):
     limits = limit_threads()
     try:
         assert limits.threads == 1
-        assert all(counts == {1} for counts in _pool_threads().values())
+        assert all(counts == {1} for counts in pool_threads().values())
         assert numexpr.get_num_threads() == 1
         assert limits.before["numexpr"] == 2
         for api, counts in two_threads_each.items():
@@ -43,7 +25,7 @@ def test_limit_threads_sets_every_pool_and_restores_it(two_threads_each):
         np.testing.assert_array_equal(a @ a.T, (a @ a.T).T)  # BLAS still computes
     finally:
         limits.restore()
-    assert _pool_threads() == two_threads_each
+    assert pool_threads() == two_threads_each
     assert numexpr.get_num_threads() == 2
     assert "_controller" not in repr(limits) and "threads=1" in repr(limits)
 

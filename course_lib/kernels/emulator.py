@@ -136,8 +136,7 @@ def _shared_like(array: np.ndarray) -> np.ndarray:
 
 def _shared_copy(array: np.ndarray) -> np.ndarray:
     """A copy of ``array`` in memory shared with forked children."""
-    buffer = mmap.mmap(-1, max(array.nbytes, 1))
-    copy = np.frombuffer(buffer, dtype=array.dtype, count=array.size).reshape(array.shape)
+    copy = _shared_like(array)
     copy[...] = array
     return copy
 
