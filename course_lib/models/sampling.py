@@ -21,8 +21,10 @@ from .tokenizer import ByteTokenizer
 
 def next_token_distribution(logits: np.ndarray, temperature: float, top_k: int | None):
     """Probabilities from one logits row: divided by ``temperature``, only the ``top_k``
-    largest kept. ``temperature == 0`` puts all mass on the argmax (greedy decoding).
-    Logits with a NaN or +inf (a model whose numbers diverged) are a :class:`NumericError`."""
+    largest logits kept (exactly k: among equal logits the lowest ids, so ``top_k=1`` is the
+    argmax at any temperature). ``temperature == 0`` puts all mass on the argmax (greedy
+    decoding: the lowest id among ties). Logits with a NaN or +inf (a model whose numbers
+    diverged), or with no finite value, are a :class:`NumericError`."""
     logits = params.numeric_array(np.asarray(logits), "sampling: logits").astype(np.float64)
     if logits.ndim != 1 or logits.size == 0:
         raise ShapeError(
@@ -44,8 +46,8 @@ def next_token_distribution(logits: np.ndarray, temperature: float, top_k: int |
         return probs
     with np.errstate(over="ignore"):  # a tiny temperature: -inf far from the maximum
         scaled = (logits - logits.max()) / temperature  # at most 0: exp cannot overflow
-    if top_k is not None:
-        keep = np.argpartition(scaled, -top_k)[-top_k:]  # exactly k indices, even with ties
+    if top_k is not None:  # chosen on the logits: a huge temperature rounds scaled ones to ties
+        keep = np.argsort(-logits, kind="stable")[:top_k]
         kept = np.full_like(scaled, -np.inf)
         kept[keep] = scaled[keep]
         scaled = kept

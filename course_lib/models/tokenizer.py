@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ..errors import FeedError, GraphError, ParameterError
+from ..errors import FeedError, GraphError, ParameterError, ShapeError
 
 
 class ByteTokenizer:
@@ -35,6 +35,9 @@ class ByteTokenizer:
         except TypeError:
             raise GraphError(f"ByteTokenizer.decode takes a sequence of byte ids, got "
                              f"{type(ids).__name__}") from None  # fmt: skip
+        except ValueError:  # ragged rows such as [[1, 2], [3]]
+            raise ShapeError("ByteTokenizer.decode takes one sequence of byte ids, got rows "
+                             "of different lengths") from None  # fmt: skip
         if array.size and array.dtype.kind not in "iu":  # floats, bools, text, None
             raise FeedError(f"ByteTokenizer.decode: byte ids must be integers in [0, 256), "
                             f"got {array.dtype} values")  # fmt: skip
