@@ -6,7 +6,9 @@ from ..graph import Node, same_kind
 from ..ops.elementwise import Add, Mul
 from .rewrite import Graph, copy_with, output_list, transform
 
-COMMUTATIVE = (Add, Mul)  # a + b and b + a are the same value, bit for bit
+# a + b and b + a are the same value, bit for bit but for a NaN's sign when both are NaNs
+# (x86 keeps the first operand's: -nan + nan is -nan, nan + -nan is nan)
+COMMUTATIVE = (Add, Mul)
 
 
 def eliminate_common_subexpressions(outputs: Graph) -> Graph:

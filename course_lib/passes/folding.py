@@ -18,8 +18,11 @@ def fold_constants(outputs: Graph) -> Graph:
     ``x * (2.0 * 3.0)`` keeps x's dtype); a NumPy result keeps its dtype (``exp(2.0)`` is a
     float64, so ``x32 * exp(2.0)`` is float64 folded or not). Control-flow ops are left
     alone, and so is any node whose computation fails or warns (the run reports it as
-    usual), gives complex numbers (no constant holds them) or grows (:func:`_grows`)."""
+    usual), gives complex numbers (no constant holds them) or grows (:func:`_grows`), and an
+    output whose value is a NumPy scalar (``sum`` of a constant: as a constant, the run would
+    return it as a 0-d array)."""
     outs = output_list(outputs, "fold_constants")
+    returned = set(outs)
 
     def visit(node: Node, inputs: tuple) -> Node:
         if not inputs or not all(i.is_constant for i in inputs) or _is_control(node):
@@ -33,6 +36,8 @@ def fold_constants(outputs: Graph) -> Graph:
         except (ArithmeticError, ValueError, TypeError, IndexError, Warning):
             return copy_with(node, inputs)
         if np.iscomplexobj(value) or _grows(value, values):
+            return copy_with(node, inputs)
+        if isinstance(value, np.generic) and node in returned:
             return copy_with(node, inputs)
         if not isinstance(value, (bool, int, float)):  # a Python number stays weakly typed
             value = np.asarray(value)  # NumPy's dtype, as the run without folding computes it

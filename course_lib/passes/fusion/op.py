@@ -98,8 +98,8 @@ class Fused(Op):
                 result = try_cpu_loop(self.kernel, contiguous)
             if result is None:
                 result = self.numexpr.evaluate(arrays)
-            if result is not None:
-                return result
+            if result is not None:  # 0-d: a NumPy scalar, as the ops' ufuncs give one
+                return result[()] if result.ndim == 0 else result
         elif is_gpu(xp) and all(getattr(a, "dtype", None) == np.float32 for a in arrays):
             return self.run_kernel(xp, *arrays, mode="gpu")
         return self.interpret(xp, *arrays)
