@@ -25,6 +25,7 @@ from ..errors import (
     CourseLibError,
     DeviceError,
     GraphError,
+    NumericError,
     ParameterError,
     ShapeError,
     describe_shapes,
@@ -40,7 +41,7 @@ from ..graph import (
     shapes_fit,
     topological_order,
 )
-from ..ops.elementwise import Add, Div, Mul, Sub, ones_like, zeros_like
+from ..ops.elementwise import Add, Div, Mul, Sub, equal, ones_like, zeros_like
 
 
 class _Recording(threading.local):
@@ -147,7 +148,12 @@ class Tensor(Node):
         name = params.name(name, "Tensor")
         xp = backend.xp()
         value = array._data if isinstance(array, Tensor) else array
-        data = xp.array(backend.to_device(value, "the data of a Tensor"), copy=True)
+        try:
+            data = xp.array(backend.to_device(value, "the data of a Tensor"), copy=True)
+        except CourseLibError:
+            raise
+        except ValueError as exc:  # a ragged list: [[1, 2], [3]]
+            raise ShapeError(f"Tensor: the value is not an array of one shape: {exc}") from None
         params.numeric_array(data, "Tensor")
         requires_grad = _requires_grad(requires_grad, data.dtype)
         self._init(_LEAF, (), name or "tensor", data, requires_grad, backend.get_device())
@@ -181,10 +187,12 @@ class Tensor(Node):
                     f"that require grad; use {self.name}.detach() for its value cut from the graph"
                 )
         elif key == "grad":
-            if value is not None and (not isinstance(value, Tensor) or value.shape != self.shape):
-                got = getattr(value, "shape", type(value).__name__)
+            if value is not None and (not isinstance(value, Tensor) or value.shape != self.shape
+                                      or value.dtype != self.dtype):  # fmt: skip
+                got = (f"{value.dtype} of shape {value.shape}" if isinstance(value, Tensor)
+                       else type(value).__name__)  # fmt: skip
                 raise GraphError(f"{self.name}.grad must be None or a Tensor of shape "
-                                 f"{self.shape}, got {got}")  # fmt: skip
+                                 f"{self.shape} and dtype {self.dtype}, got {got}")  # fmt: skip
         else:
             Node.__setattr__(self, key, value)
         object.__setattr__(self, key, value)
@@ -251,19 +259,22 @@ class Tensor(Node):
         order = topological_order([self])
         leaves = [n for n in order if not n.inputs and n.is_eager and n.requires_grad]
         seed = gradient if gradient is None or isinstance(gradient, Tensor) else Tensor(gradient)
+        create_graph = params.flag(create_graph, "backward: create_graph")
+        if seed is not None and seed.requires_grad and not create_graph:
+            seed = seed.detach()  # else a gradient passing the seed on would keep its graph
         if seed is not None and seed.shape != self.shape:
             raise ShapeError(
                 f"backward: the gradient seed has shape {seed.shape}, but {self.name} has "
                 f"shape {self.shape}; pass an array of the output's shape"
             )
-        recording = _recording_set(params.flag(create_graph, "backward: create_graph"))
-        with recording, _cyclic_gc_paused():
+        # the sums into .grad too are recorded exactly when create_graph (inside no_grad too)
+        with _recording_set(create_graph), _cyclic_gc_paused():
             seed = ones_like(self) if seed is None else seed
             adjoints = reverse.gradient(self, leaves, seed, order)
             grads = [adjoints[leaf] if leaf in adjoints else zeros_like(leaf) for leaf in leaves]
-        with _accumulating:  # another thread's backward may add into the same leaves
-            for leaf, g in zip(leaves, grads):
-                leaf.grad = g if leaf.grad is None else leaf.grad + g
+            with _accumulating:  # another thread's backward may add into the same leaves
+                for leaf, g in zip(leaves, grads):
+                    leaf.grad = g if leaf.grad is None else leaf.grad + g
 
     def zero_grad(self) -> None:
         """Forget the accumulated gradient."""
@@ -288,11 +299,17 @@ class Tensor(Node):
         return self._number(int, "int()")
 
     def _number(self, convert, what: str):
-        """``convert(value)``, or NumPy's refusal (a TypeError or ValueError, kept as such)
-        as a course_lib error naming this tensor and its shape."""
+        """``convert(value)`` of a tensor of one number (of any shape: ``(1,)`` too, as
+        ``.item()``), or the refusal as a course_lib error of its kind naming this tensor and
+        its shape (``int`` of nan: ParameterError, of inf: NumericError)."""
+        data = self._data
         try:
-            return convert(self._data)
+            return convert(data.reshape(()) if data.size == 1 else data)
+        except OverflowError as exc:  # int(inf)
+            raise NumericError(f"{what} of tensor {self.name}: {exc}") from None
         except (TypeError, ValueError) as exc:
+            if data.size == 1 and isinstance(exc, ValueError):  # int(nan)
+                raise ParameterError(f"{what} of tensor {self.name}: {exc}") from None
             kind = GraphError if isinstance(exc, TypeError) else ShapeError
             raise kind(
                 f"{what} of tensor {self.name} needs one number, but it has shape {self.shape} "
@@ -308,6 +325,11 @@ class Tensor(Node):
 
     def __bool__(self) -> bool:
         return self._number(bool, "bool()")
+
+    def __contains__(self, value) -> bool:
+        """``value in t``: whether an element equals ``value``, as in NumPy and PyTorch (a
+        tensor's ``==`` is identity, which would make it False for every number)."""
+        return bool(equal(self, value)._data.any())
 
     def __len__(self) -> int:
         if not self.shape:

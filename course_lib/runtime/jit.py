@@ -24,7 +24,7 @@ import contextlib
 import functools
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -124,6 +124,12 @@ class JitFunction:
         for i, arg in enumerate(args):
             if isinstance(arg, Node) and not arg.is_eager:
                 raise GraphError(f"jit({self.__name__}): argument {i} is a graph node; pass arrays")
+            if isinstance(arg, Tensor) and arg.requires_grad:  # as np.asarray(arg) refuses it
+                raise GraphError(
+                    f"jit({self.__name__}): argument {i} ({arg.name}) requires grad, but the "
+                    "compiled function returns arrays, so its gradients would stop; call the "
+                    f"function itself to keep them, or pass {arg.name}.detach()"
+                )
             array = _array(arg)
             if array is not None:
                 key.append(("array", self._dims(i, array), str(array.dtype)))
@@ -174,7 +180,7 @@ class JitFunction:
         return tuple(None if a in axes else d for a, d in enumerate(array.shape))
 
     def _outputs(self, out) -> list[Node]:
-        if isinstance(out, Mapping):
+        if isinstance(out, (Mapping, Iterator)):  # a generator may never end
             raise GraphError(f"jit({self.__name__}) returned a {type(out).__name__}; return a "
                              "node or a tuple of nodes (tuple(d.values()), say)")  # fmt: skip
         return node_list(out, f"jit({self.__name__}) (what the function returns)")
@@ -224,8 +230,9 @@ def jit(
         At most this many traced graphs (None: no limit). Once they are cached, a call that
         misses every guard runs ``fn`` eagerly on Tensors instead of tracing again.
 
-    The function returns a node or a tuple of nodes (not a dict); an array argument it
-    does not use is fine; on a method, ``self`` is argument 0 (a guarded constant). The
+    The function returns a node or a tuple of nodes (not a dict, nor a generator); an
+    array argument it does not use is fine, a Tensor that requires grad is refused (its
+    gradients would stop); on a method, ``self`` is argument 0 (a guarded constant). The
     jitted function returns NumPy (or CuPy) arrays; ``.stats`` counts traces, cache hits,
     eager runs and the seconds spent tracing. Python ``if`` on a traced value raises a
     ``GraphError`` that points to :func:`course_lib.cond`. The guards see the arguments
