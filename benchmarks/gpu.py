@@ -186,11 +186,16 @@ def print_bounds(gpu: GPU, profiles: dict, measured: dict | None = None) -> None
         print(line)
 
 
-def ncu_counters() -> list[dict[str, float]]:
-    """Per launch, in order: the hardware's counters of the model cases (run under ncu)."""
+def ncu_counters(small: bool = False) -> list[dict[str, float]]:
+    """Per launch, in order: the hardware's counters of the model cases (run under ncu, at the
+    sizes the emulator counted: ``small`` or not)."""
     command = ["ncu", "--csv", "--metrics", ",".join(NCU_METRICS.values()), sys.executable,
-               __file__, "--ncu-child"]  # fmt: skip
-    out = subprocess.run(command, capture_output=True, text=True, timeout=240, check=False)
+               __file__, "--ncu-child", *(["--small"] if small else [])]  # fmt: skip
+    try:
+        out = subprocess.run(command, capture_output=True, text=True, timeout=240, check=False)
+    except subprocess.TimeoutExpired:
+        print("\nncu took over 240 s: no hardware counters to compare")
+        return []
     if out.returncode:
         print(f"\nncu failed (exit {out.returncode}): {out.stderr.strip()[-300:]}")
         return []
@@ -210,9 +215,10 @@ KERNEL_NAMES = {"vector_add", "copy_strided", "transpose_naive", "transpose_shar
                 "attention"}  # fmt: skip
 
 
-def print_ncu(profiles: dict) -> None:
-    """The emulator's counters beside Nsight Compute's, launch by launch."""
-    hardware = ncu_counters()
+def print_ncu(profiles: dict, small: bool = False) -> None:
+    """The emulator's counters beside Nsight Compute's, launch by launch (``small``: the
+    problems of ``--small``, as counted)."""
+    hardware = ncu_counters(small)
     if not hardware:
         return
     ours = [(name, launch) for name, p in profiles.items() for launch in p.launches]
@@ -255,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
             fn(1)
         cupy.cuda.Device().synchronize()
         return 0
-    name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
+    name = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())["name"]
     name = name.decode() if isinstance(name, bytes) else name
     print(f"GPU: {name}; inputs on the device, CUDA events around the kernels only")
     print_rates("Memory-bound kernels (ratio: against the copy)", "GB/s",
@@ -269,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     profiles = counted(model_cases("emulator", rng, args.small))
     print_bounds(gpu, profiles, timed_ms(model_cases("gpu", rng, args.small)))
     if shutil.which("ncu"):
-        print_ncu(profiles)
+        print_ncu(profiles, args.small)
     else:
         print("\n(ncu is not on the PATH: no hardware counters to compare)")
     return 0

@@ -303,7 +303,8 @@ def describe_device() -> str:
     if get_device() == "gpu":
         import cupy  # noqa: PLC0415
 
-        name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
+        index = cupy.cuda.runtime.getDevice()  # the current GPU, where arrays are made
+        name = cupy.cuda.runtime.getDeviceProperties(index)["name"]
         name = name.decode() if isinstance(name, bytes) else name
         return f"device: GPU ({name}) via CuPy {cupy.__version__}"
     return f"device: CPU via NumPy {numpy.__version__}"

@@ -25,7 +25,8 @@ def _cupy():
 def compile_module(source: str, filename: str = "module.cu", contract: bool = True):
     """``cupy.RawModule`` for CUDA C ``source`` (CuPy compiles with NVRTC and caches on disk).
     ``contract=False`` forbids fusing ``a * b + c`` into one multiply-add (rounded once), so
-    each operation rounds as it does alone, in NumPy or in CuPy's one-op kernels."""
+    each operation rounds as it does alone in CuPy's one-op kernels, and in NumPy except for
+    subnormal floats: CuPy adds ``-ftz=true`` to every kernel it builds, flushing them to 0."""
     options = ("--std=c++17",) if contract else ("--std=c++17", "--fmad=false")
     return _cupy().RawModule(code=source, options=options)
 

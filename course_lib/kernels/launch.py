@@ -120,6 +120,17 @@ def _blocks(count: int, block: int) -> int:
     return max(1, -(-count // block))
 
 
+def _int_loop(name: str, n: int, threads: int) -> None:
+    """Refuse a grid-stride loop whose 32-bit int index would overflow: a thread's last step
+    goes from up to n - 1 to n - 1 + grid * block, which must stay below 2**31 (past it the
+    index wraps negative and the kernel writes before its output)."""
+    if n - 1 + threads >= 2**31:
+        raise ShapeError(
+            f"{name} indexes with 32-bit ints: {n:,} elements plus {threads:,} threads (grid "
+            f"times block) must stay below 2**31; use fewer blocks or split the array"
+        )
+
+
 def _power_of_two_block(block: int) -> int:
     if block < 1 or block & (block - 1) or block > 1024:
         raise KernelLaunchError(
@@ -228,7 +239,8 @@ def _one_array(name: str, mode: str, x, ndim: int, variant=None, variants=()):
 def copy_strided(x, stride: int, *, mode: str | None = None, block: int = 256,
                  grid: int | None = None):  # fmt: skip
     """``x[::stride]`` with one thread per output element (``copy_strided.cu``); ``grid``
-    blocks (default: enough for one element per thread) cover any length by a grid-stride loop."""
+    blocks (default: enough for one element per thread, at most 65,535) cover any length by
+    a grid-stride loop."""
     mode = _mode(mode)
     x = _one_array("copy_strided", mode, x, 1)
     if isinstance(stride, bool) or not isinstance(stride, int | np.integer) or stride < 1:
@@ -236,7 +248,9 @@ def copy_strided(x, stride: int, *, mode: str | None = None, block: int = 256,
     n = math.ceil(x.size / stride)
     y = _xp(mode).empty(n, dtype=np.float32)
     if n:
-        grid = _blocks(n, block) if grid is None else grid
+        default = _grid(n, block)  # checks block
+        grid = default if grid is None else params.count(grid, "copy_strided's grid", 1, 2**31 - 1)
+        _int_loop("copy_strided", n, grid * block)
         get_kernel("copy_strided.cu", "copy_strided", mode)(
             (grid,), (block,), (x, y, np.int32(n), np.int32(stride))
         )
@@ -283,6 +297,7 @@ def reduce_sum(x, *, variant: str = "shuffle", mode: str | None = None, block: i
     partial, total = xp.empty(blocks, dtype=np.float32), xp.empty(1, dtype=np.float32)
     for values, out, grid in ((x, partial, blocks), (partial, total, 1)):
         shared = 4 * block if variant == "tree" else 0
+        _int_loop(f"reduce_sum_{variant}", values.size, grid * block)
         kernel((grid,), (block,), (values, out, np.int32(values.size)), shared_mem=shared)
         _declare_flops(mode, values.size)  # one addition per element
     return total.reshape(())
@@ -564,5 +579,6 @@ def fused(kernel: FusedElementwise, *inputs, mode: str | None = None, block: int
             module = emulator.compile_module(kernel.source, f"{kernel.name}.cu")
         function = module.get_function(kernel.name)
         grid = (_grid(size, block),)
+        _int_loop(kernel.name, size, grid[0] * block)
         function(grid, (block,), (*arrays, *outputs, np.int32(size)))
     return outputs
