@@ -40,6 +40,12 @@ $(VENV)/.test-stamp: $(INSTALL_INPUTS) constraints.txt | $(BIN)/python
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[lab,test,oracle]'
 	touch $@
 
+# make gpu-check's own setup: the test extras plus CuPy's CUDA libraries from pip
+# (cupy-cuda12x[ctk]: runtime, cuBLAS, NVRTC, ...), so a machine with only a driver runs it.
+$(VENV)/.gpu-stamp: $(VENV)/.test-stamp
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[lab,test,oracle,gpu]'
+	touch $@
+
 system-deps:
 	@missing=""; \
 	command -v dot >/dev/null 2>&1 || missing="graphviz"; \
@@ -141,7 +147,7 @@ links: $(VENV)/.lab-stamp
 # skip the venv: `make gpu-check GPU_PYTHON=python3 GPU_SETUP=` (course_lib from this
 # checkout); GPU_PYTEST replaces the pytest options, e.g. `GPU_PYTEST=` for one process.
 GPU_PYTHON ?= $(BIN)/python
-GPU_SETUP ?= $(VENV)/.test-stamp
+GPU_SETUP ?= $(VENV)/.gpu-stamp
 GPU_PYTEST ?= $(shell $(GPU_PYTHON) -c "import xdist" 2>/dev/null && echo "-n 6 --dist loadfile")
 GPU_RUN = COURSE_LIB_DEVICE=gpu PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} timeout -k 10
 GPU_BENCHMARKS = gpu-bench-launch gpu-bench-kernels gpu-bench-llama-tiny gpu-bench-llama-1024
@@ -155,7 +161,7 @@ gpu-check: gpu-present
 
 gpu-present: $(GPU_SETUP)
 	@$(GPU_RUN) 60 $(GPU_PYTHON) -c "from course_lib.backend import gpu_available; raise SystemExit(not gpu_available())" \
-	  || { echo "make gpu-check needs an NVIDIA GPU with CuPy (pip install -e '.[gpu]'); none found here."; \
+	  || { echo "make gpu-check needs an NVIDIA GPU with CuPy (pip install -e '.[gpu]', which brings CuPy's CUDA libraries); none found here."; \
 	       echo "Without a GPU, 'make test' checks the kernels with NVRTC and the CPU emulator."; exit 1; }
 
 gpu-tests: gpu-present

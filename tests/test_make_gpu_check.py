@@ -58,3 +58,12 @@ def test_without_a_gpu_it_says_so(tmp_path):
     result, _ = _gpu_check(tmp_path, failing="gpu_available")
     assert result.returncode != 0
     assert "needs an NVIDIA GPU" in result.stdout
+
+
+def test_its_setup_installs_cupy_with_the_cuda_libraries():
+    # a machine with only a driver: bare cupy-cuda12x finds no CUDA runtime, cuBLAS or NVRTC
+    result = subprocess.run(["make", "-n", "-B", "--no-print-directory", "gpu-present"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert "-e '.[lab,test,oracle,gpu]'" in result.stdout, result.stdout + result.stderr
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert 'gpu = ["cupy-cuda12x[ctk]' in pyproject
