@@ -61,7 +61,7 @@ def _checked_device(name, where: str) -> str:
     if device == "gpu" and not gpu_available():
         raise DeviceError(
             f"{where}'gpu' asks for the GPU, but CuPy is not installed or sees no CUDA device "
-            "(pip install cupy-cuda12x on a GPU machine); use 'cpu'"
+            "(pip install 'cupy-cuda12x[ctk]' on a GPU machine); use 'cpu'"
         )
     return device
 
