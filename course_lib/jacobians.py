@@ -40,7 +40,7 @@ def jacobian(out: Node, x: Node, feed: Mapping, mode: str = "reverse") -> Jacobi
     mode and along a column in reverse mode. x must be a float variable (as for ``grad``).
     """
     if mode not in ("forward", "reverse"):
-        raise ValueError(f"jacobian: mode must be 'forward' or 'reverse', not {mode!r}")
+        raise ParameterError(f"jacobian: mode must be 'forward' or 'reverse', not {mode!r}")
     if not isinstance(out, Node):
         raise GraphError(f"jacobian: out must be one node, got {type(out).__name__}")
     if not (isinstance(x, Node) and x.is_variable):

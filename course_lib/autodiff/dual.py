@@ -55,8 +55,11 @@ class Dual:
     __rmul__ = __mul__
 
     def __truediv__(self, other):
+        """``u / w``, its tangent ``(u̇ − (u/w)·ẇ) / w`` as the graph's rule (1/0 is inf)."""
         o = Dual.lift(other)
-        return Dual(self.val / o.val, (self.dot * o.val - self.val * o.dot) / o.val**2)
+        with np.errstate(all="ignore"):
+            q = np.float64(self.val) / o.val
+            return Dual(q, (self.dot - q * o.dot) / np.float64(o.val))
 
     def __rtruediv__(self, other):
         return Dual.lift(other) / self
@@ -84,18 +87,27 @@ class Dual:
                 slope = p * x ** (p - 1)
             return Dual(value, slope * self.dot)
 
+    # exp, log, sin, cos in IEEE arithmetic, as the graph's ops: exp(1000) is inf, log(0)
+    # is -inf, sin(inf) is NaN (Python's math module would raise)
     def exp(self) -> Dual:
-        e = math.exp(self.val)
-        return Dual(e, e * self.dot)
+        with np.errstate(all="ignore"):
+            e = np.exp(np.float64(self.val))
+            return Dual(e, e * self.dot)
 
     def log(self) -> Dual:
-        return Dual(math.log(self.val), self.dot / self.val)
+        with np.errstate(all="ignore"):
+            x = np.float64(self.val)
+            return Dual(np.log(x), self.dot / x)
 
     def sin(self) -> Dual:
-        return Dual(math.sin(self.val), math.cos(self.val) * self.dot)
+        with np.errstate(all="ignore"):
+            x = np.float64(self.val)
+            return Dual(np.sin(x), np.cos(x) * self.dot)
 
     def cos(self) -> Dual:
-        return Dual(math.cos(self.val), -math.sin(self.val) * self.dot)
+        with np.errstate(all="ignore"):
+            x = np.float64(self.val)
+            return Dual(np.cos(x), -np.sin(x) * self.dot)
 
     def tanh(self) -> Dual:
         t = math.tanh(self.val)

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import GraphError, ShapeError
 from ..graph import Node, constant, node_list, same_kind, topological_order
-from ..ops import zeros_like
+from ..ops import cast, zeros_like
 from ..ops.broadcast import broadcast_like
 
 
@@ -20,9 +20,9 @@ def jvp(outputs: Node | Sequence[Node], tangents: Mapping[Node, object]):
     """Tangent nodes of ``outputs`` given ``tangents`` {variable: array, number or node}.
 
     Returns one tangent node per output (a list when ``outputs`` is a list). Outputs
-    that do not depend on any tangent get ``zeros_like`` of themselves. A number or array
-    is taken in its float variable's dtype; its shape must be the variable's, or broadcast
-    to it (a number is the same tangent for every element).
+    that do not depend on any tangent get ``zeros_like`` of themselves. A number, array or
+    node is taken in its float variable's dtype; its shape must be the variable's, or
+    broadcast to it (a number is the same tangent for every element).
     """
     outs = node_list(outputs, "jvp: outputs")
     tangent = tangent_map(outs, tangents)
@@ -48,7 +48,7 @@ def tangent_map(outputs: Sequence[Node], tangents: Mapping[Node, object]) -> dic
                 f"jvp: {var.name} is a constant, and constants are not differentiated; use "
                 f"a variable (course_lib.variable) for an input you want a derivative for"
             )
-        t = value if isinstance(value, Node) else _seed(value, var)
+        t = _tangent_node(value, var) if isinstance(value, Node) else _seed(value, var)
         if not _broadcasts(t.shape, var.shape):
             raise ShapeError(
                 f"jvp: the tangent of {var.name} has shape {t.shape}, but {var.name} has "
@@ -77,6 +77,14 @@ def _seed(value, var: Node) -> Node:
         raise GraphError(f"jvp: the tangent of {var.name}: {exc}") from exc
     if _is_float(var) and t.dtype != var.dtype:  # a number (no dtype) or another dtype's array
         t = constant(np.asarray(t.op.value, var.dtype))
+    return t
+
+
+def _tangent_node(t: Node, var: Node) -> Node:
+    """A tangent given as a node, for a float variable cast to its dtype where that of ``t``
+    is known and another, as a number or an array is (:func:`_seed`)."""
+    if _is_float(var) and t.dtype is not None and t.dtype != var.dtype:
+        return cast(t, var.dtype)
     return t
 
 

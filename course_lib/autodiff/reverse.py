@@ -24,6 +24,7 @@ import numpy as np
 from ..errors import GraphError, ShapeError
 from ..graph import Node, as_node, node_list, same_kind, topological_order
 from ..ops import cast, ones_like, sum_n, zeros_like
+from ..ops.broadcast import broadcast_like
 from .trace import Trace, remember
 
 
@@ -117,17 +118,21 @@ def saved_for_backward(
 def _checked_seed(out: Node, seed) -> Node:
     """A given v̄_out as a node of ``out``'s shape: the rules take each adjoint to have its
     node's shape, so a seed of another shape would give wrong-shaped gradients. A Python
-    number is taken in ``out``'s float dtype, as the default ``ones_like(out)`` is."""
+    number is taken in ``out``'s float dtype, as the default ``ones_like(out)`` is. A seed
+    whose static shape is not ``out``'s (``(2,)`` for an output of shape ``(None,)``) is
+    broadcast to ``out``'s shape when the graph runs (where it does not broadcast, the run
+    fails, naming both)."""
     if type(seed) in (int, float) and out.dtype is not None and out.dtype.kind == "f":
         seed = np.asarray(seed, out.dtype)
     seed = as_node(seed)
-    known = [s for s in (out.shape, seed.shape) if s is not None and None not in s]
-    if len(known) == 2 and known[0] != known[1]:
+    a, b = out.shape, seed.shape
+    clash = a is not None and b is not None and len(a) != len(b)
+    if clash or any(m != n for m, n in zip(a or (), b or ()) if None not in (m, n)):
         raise ShapeError(
             f"grad: the seed {seed.name} has shape {seed.shape}, but the output {out.name} "
             f"has shape {out.shape}; the seed is the output's adjoint, so the shapes must agree"
         )
-    return seed
+    return seed if a == b else broadcast_like(seed, out)
 
 
 def _targets(out: Node, wrt) -> list[Node]:

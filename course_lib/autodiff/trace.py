@@ -17,7 +17,7 @@ from enum import Enum
 from numbers import Integral
 
 from .. import tables
-from ..errors import OutOfRangeError
+from ..errors import OutOfRangeError, ParameterError
 from ..graph import Node, formula
 
 
@@ -156,7 +156,10 @@ class Trace:
         for a sine, or just ``v̄3`` when the rule built no new node (``v3 = v2 + 1``)."""
         s = self.steps[self._checked(step)]
         if s.kind is not StepKind.PARTIAL:
-            raise ValueError(f"step {step} sums node_to_grad[{self._numbers[s.node]}]: no rule")
+            raise ParameterError(
+                f"Trace.rule: step {step} sums node_to_grad[{self._numbers[s.node]}]: no rule "
+                "(only a partial-adjoint step has one)"
+            )
         return _written(s.created, self.names(step))
 
     def describe(self, step: int, values: Mapping | None = None) -> str:
