@@ -346,11 +346,14 @@ class CausalSoftmax(Op):
         return launch.causal_softmax(s, self.scale) if s.shape[-2] <= s.shape[-1] else None
 
     def compute(self, xp, s):
+        self.infer_shape(s.shape)  # a shape unknown when built: more queries than keys
+        if s.shape[-1] == 0:  # no keys, so no queries: nothing to normalise (nor a max)
+            return xp.empty_like(s)
         out = run_on_gpu(self, xp, s)  # one pass over the scores on a GPU
         if out is not None:
             return out
-        if on_host(xp) and cpu_kernels.worth_it(s) and s.shape[-2] <= s.shape[-1]:
-            return cpu_kernels.causal_softmax(s, self.scale)  # one pass over the scores
+        if on_host(xp) and cpu_kernels.worth_it(s):  # one pass over the scores
+            return cpu_kernels.causal_softmax(s, self.scale)
         return self.on_arrays(xp, s)
 
     def on_arrays(self, xp, s):

@@ -21,6 +21,22 @@ from .elementwise import div, exp, mul, sub
 from .reductions import LogSumExp, floating, stable_log_sum_exp, sum
 
 
+def _check_targets(logits, targets):
+    """Targets of the logits' shape without its last axis (an axis unknown in either fits).
+    NumPy would broadcast others, and the gradient, divided by the targets' count, would
+    not be the mean's."""
+    if logits is None or targets is None:
+        return
+    rows = tuple(logits[:-1])
+    if len(rows) != len(targets) or any(
+        r is not None and t is not None and r != t for r, t in zip(rows, targets)
+    ):
+        raise ValueError(
+            f"targets {tuple(targets)} must be the logits' shape {tuple(logits)} without its "
+            "last axis"
+        )
+
+
 class _AlongAxis(Op):
     """An op over one axis of its input, of the same shape (softmax, log-softmax)."""
 
@@ -45,6 +61,8 @@ class Softmax(_AlongAxis):
         return launch.softmax(x) if x.ndim >= 1 and self.axis in (-1, x.ndim - 1) else None
 
     def compute(self, xp, x):
+        if x.shape[self.axis] == 0:  # rows of no elements: nothing to normalise (nor a max)
+            return xp.empty(x.shape, floating(xp, x).dtype)
         out = run_on_gpu(self, xp, x)  # softmax.cu on a GPU
         if out is not None:
             return out
@@ -88,10 +106,7 @@ class CrossEntropy(Op):
     family = "cross-entropy"
 
     def infer_shape(self, logits, targets):
-        if logits is not None and targets is not None and tuple(logits[:-1]) != tuple(targets):
-            raise ValueError(
-                f"targets {targets} must be the logits' shape {logits} without its last axis"
-            )
+        _check_targets(logits, targets)
         return ()
 
     def infer_dtype(self, logits_dtype, targets_dtype):
@@ -103,10 +118,9 @@ class CrossEntropy(Op):
 
     def compute(self, xp, logits, targets):
         targets = as_array(xp, targets)  # one position's target may be a number
+        _check_targets(logits.shape, targets.shape)  # shapes unknown when built
         params.check_ids(targets, logits.shape[-1], f"there are {logits.shape[-1]} classes")
-        if (  # rows over the threads; other shapes keep NumPy's broadcasting and errors
-            on_host(xp) and targets.shape == logits.shape[:-1] and cpu_kernels.worth_it(logits)
-        ):
+        if on_host(xp) and cpu_kernels.worth_it(logits):  # rows over the threads
             return -xp.mean(cpu_kernels.cross_entropy(logits, targets))
         _, shifted, log_sum = stable_log_sum_exp(xp, logits, -1)
         log_probs = shifted - log_sum
@@ -134,6 +148,7 @@ class OneHotLike(Op):
     name = "one_hot"
 
     def infer_shape(self, targets, logits):
+        _check_targets(logits, targets)
         return logits
 
     def infer_dtype(self, targets_dtype, logits_dtype):
@@ -141,6 +156,7 @@ class OneHotLike(Op):
 
     def compute(self, xp, targets, logits):
         targets = as_array(xp, targets)  # one position's target may be a number
+        _check_targets(logits.shape, targets.shape)
         params.check_ids(targets, logits.shape[-1], f"there are {logits.shape[-1]} classes")
         return (targets[..., None] == xp.arange(logits.shape[-1])).astype(logits.dtype)
 

@@ -8,7 +8,7 @@ import math
 from .. import params
 from ..graph import Node, Op, apply
 from .axes import as_array, normalize_axes, reduced
-from .elementwise import div, equal, exp, mul, sub, where
+from .elementwise import div, equal, exp, mul, ones_like, sub, where, zeros_like
 
 
 class Reduce(Op):
@@ -66,10 +66,12 @@ class Max(Reduce):
 
     def _weights(self, node):
         # the positions equal to the maximum share the gradient; where the maximum is NaN,
-        # the NaN positions do (PyTorch's convention: max of [3, nan, 1] -> [0, 1, 0])
+        # the NaN positions do (PyTorch's convention: max of [3, nan, 1] -> [0, 1, 0]); the
+        # weights in x's dtype (a boolean mask over its count would be float64)
         x = node.inputs[0]
         m = unreduce(node, x, self.axis, self.keepdims)
-        mask = where(equal(m, m), equal(x, m), equal(equal(x, x), False))
+        tied = where(equal(m, m), equal(x, m), equal(equal(x, x), False))
+        mask = where(tied, ones_like(x), zeros_like(x))
         count = unreduce(sum(mask, self.axis, keepdims=True), x, self.axis, keepdims=True)
         return div(mask, count)
 
@@ -92,9 +94,13 @@ def stable_log_sum_exp(xp, x, axis):
     cross_entropy: ``(m, x − m, log Σ exp(x − m))`` with the axis kept, m the maximum along it
     (0 where that is ±inf or NaN). No exp overflows and a finite row's sum is at least 1:
     ``logsumexp(x) = m + log Σ exp(x − m)``, ``log_softmax(x) = (x − m) − log Σ exp(x − m)``.
-    Integer and boolean ``x`` are taken as floats first (:func:`floating`).
+    Integer and boolean ``x`` are taken as floats first (:func:`floating`). Over an empty
+    axis the sum has no terms: its log is −inf (PyTorch's logsumexp), not NumPy's error.
     """
     x = floating(xp, x)
+    if any(x.shape[a] == 0 for a in normalize_axes(axis, x.ndim)):  # no maximum to take
+        m = xp.zeros(reduced(x.shape, axis, keepdims=True), x.dtype)
+        return m, x - m, m - xp.inf
     m = xp.max(x, axis=axis, keepdims=True)
     m = xp.where(xp.isfinite(m), m, 0)
     shifted = x - m

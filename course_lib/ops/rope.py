@@ -74,6 +74,7 @@ class Rope(Op):
         return shape
 
     def compute(self, xp, x):
+        self.infer_shape(x.shape)  # a shape unknown when built: seq_axis % ndim may be wrong
         axis = self.seq_axis % x.ndim
         half = x.shape[-1] // 2
         cos, sin = _tables(xp, self.start, self.start + x.shape[axis], x.shape[-1], self.theta,
@@ -81,8 +82,7 @@ class Rope(Op):
         out = run_on_gpu(self, xp, x, cos, sin)  # rope.cu on a GPU
         if out is not None:
             return out
-        even = x.shape[-1] % 2 == 0  # an odd size (a shape unknown when built) fails below
-        if on_host(xp) and even and cpu_kernels.worth_it(x):  # float32: the tables are too
+        if on_host(xp) and cpu_kernels.worth_it(x):  # float32: the tables are too
             return cpu_kernels.rope(x, cos, sin, axis)  # one pass, NumPy's bits
         table_shape = (x.shape[axis],) + (1,) * (x.ndim - axis - 2) + (half,)
         cos, sin = cos.reshape(table_shape), sin.reshape(table_shape)
