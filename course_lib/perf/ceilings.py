@@ -73,7 +73,7 @@ def measure_bandwidth(nbytes: int = 256 * 2**20, repeats: int = 7) -> float:
     src = np.ones(nbytes // 8, dtype=np.float64)
     dst = np.empty_like(src)
     seconds = best_seconds(lambda: np.copyto(dst, src), repeats=repeats)
-    return 2 * src.nbytes / seconds
+    return _rate(2 * src.nbytes, seconds, f"measure_bandwidth: a copy of {src.nbytes} bytes")
 
 
 def measure_matmul_rate(n: int = 1024, repeats: int = 5) -> float:
@@ -85,9 +85,18 @@ def measure_matmul_rate(n: int = 1024, repeats: int = 5) -> float:
     a, b = rng.standard_normal((2, n, n), dtype=np.float32)
     out = np.empty((n, n), dtype=np.float32)
     seconds = best_seconds(lambda: np.matmul(a, b, out=out), repeats=repeats)
-    return 2 * n**3 / seconds
+    return _rate(2 * n**3, seconds, f"measure_matmul_rate: a {n} x {n} matmul")
 
 
 def measure_roofline(nbytes: int = 256 * 2**20, n: int = 1024, repeats: int = 5) -> Roofline:
     """Both ceilings of this machine (smaller ``nbytes`` and ``n`` measure faster)."""
     return Roofline(measure_bandwidth(nbytes, repeats), measure_matmul_rate(n, repeats))
+
+
+def _rate(amount: int, seconds: float, what: str) -> float:
+    """``amount`` per second; a ParameterError when the clock saw no time pass (a rate of
+    inf, or a ZeroDivisionError, is no ceiling)."""
+    if seconds <= 0:
+        raise ParameterError(f"{what} took {seconds!r} s by the clock, too short to time; "
+                             "measure a larger one")  # fmt: skip
+    return amount / seconds

@@ -38,7 +38,10 @@ class KernelPoint:
 def measure_kernel(
     name: str, fn: Callable, flops: float, nbytes: float, repeats: int = 7
 ) -> KernelPoint:
-    """Time ``fn()`` (median of ``repeats``) and pair it with its counted work."""
+    """Time ``fn()`` (median of ``repeats``) and pair it with its counted work (checked
+    first: a kernel of no FLOPs or no bytes is no point on a log-log roofline)."""
+    for count, value in (("flops", flops), ("bytes", nbytes)):
+        params.real(value, f"kernel point {name!r}: {count}", positive=True)
     return KernelPoint(name, flops, nbytes, median_seconds(fn, repeats=repeats))
 
 
@@ -48,10 +51,10 @@ def measure_graph(
     """Run a graph with an :class:`Executor` and place it by the counts of the graph it ran.
 
     With ``optimize=True`` the passes run first, so a fused graph is counted (and timed)
-    as the fused kernels it executes. The graph runs on the current device; to place kernels
-    under the CPU's ceilings (:func:`~course_lib.perf.measure_roofline`) measure them in a
-    ``with course_lib.use_device("cpu"):`` block (a GPU's launches return before they finish,
-    so their wall time is not the kernel's).
+    as the fused kernels it executes. The graph runs (and is timed, the GPU synchronised) on
+    the current device; the ceilings of :func:`~course_lib.perf.measure_roofline` are the
+    CPU's, so to place kernels under them measure them in a
+    ``with course_lib.use_device("cpu"):`` block.
     """
     run = Executor(outputs, optimize=optimize)
     report = arithmetic_intensity(run.outputs)

@@ -32,8 +32,8 @@ def search_fusions(outputs: Node | list[Node], feed: Mapping, repeats: int = 5) 
     """Time every subset of the graph's fusion regions; fastest first.
 
     At most :data:`MAX_REGIONS` regions are searched (the first ones in graph order). The
-    candidates run on the current device: pin the CPU with ``course_lib.use_device("cpu")`` to
-    search for the CPU (a GPU's launches return before they finish). As in ``measure_graph``,
+    candidates run, and are timed (the GPU synchronised), on the current device: pin the CPU
+    with ``course_lib.use_device("cpu")`` to search for the CPU. As in ``measure_graph``,
     ``feed`` may hold variables the outputs do not use.
     """
     outs = node_list(outputs, "search_fusions")

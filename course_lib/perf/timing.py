@@ -127,10 +127,11 @@ def _blocks(fns, rounds, per_block, settle, clock, what: str) -> dict:
 
 
 def ratio_by_rounds(blocks: list[list[float]], others: list[list[float]]) -> float:
-    """The median over rounds of one block's median time over the other's in the same round
-    (:func:`blocked_times`). The machine's speed may drift over minutes; a drift between
-    rounds moves both blocks of a round alike, and so moves this ratio less than the ratio
-    of the overall medians."""
+    """The median over rounds of ``blocks``' median time over ``others``' in the same round
+    (:func:`blocked_times`; above 1 when ``blocks`` is the slower). The machine's speed may
+    drift over minutes; a drift between rounds moves both blocks of a round alike, and so
+    moves this ratio less than the ratio of the overall medians."""
+    blocks, others = (_rounds(side, "ratio_by_rounds") for side in (blocks, others))
     rounds = [_times(block, "ratio_by_rounds") for block in [*blocks, *others]]
     if len(blocks) != len(others) or not blocks or not all(map(len, rounds)):
         raise GraphError(f"ratio_by_rounds: needs the same number of rounds (one or more) on "
@@ -144,6 +145,14 @@ def ratio_by_rounds(blocks: list[list[float]], others: list[list[float]]) -> flo
             )
         ratios.append(statistics.median(a) / statistics.median(b))
     return statistics.median(ratios)
+
+
+def _rounds(side, what: str) -> list:
+    """``side`` (a list, a NumPy array, any iterable of rounds) as a list of its rounds."""
+    if isinstance(side, (str, bytes)) or not isinstance(side, Iterable):
+        raise GraphError(f"{what}: each side is a list of rounds, each a list of times, "
+                         f"got {side!r}")  # fmt: skip
+    return list(side)
 
 
 def _times(block, what: str) -> list:

@@ -23,13 +23,19 @@ from .timing import interleaved_medians
 
 def sum_row_by_row(array: np.ndarray) -> float:
     """The sum of a 2-D NumPy array, computed one row at a time (the lecture's nested loop)."""
-    rows = host_array(array, "sum_row_by_row")
+    return float(sum(float(row.sum()) for row in _rows(array, "sum_row_by_row")))
+
+
+def _rows(array, what: str) -> np.ndarray:
+    """``array`` if :func:`sum_row_by_row` can walk it (a 2-D host array of numbers), else a
+    ShapeError naming ``what`` (the caller, ending in ``sum_row_by_row``)."""
+    rows = host_array(array, what)
     if rows.ndim != 2 or rows.dtype.kind not in "biuf":
         raise ShapeError(
-            f"sum_row_by_row walks a 2-D array of numbers one row at a time, got "
+            f"{what} walks a 2-D array of numbers one row at a time, got "
             f"{type(array).__name__} of shape {rows.shape} and dtype {rows.dtype}"
         )
-    return float(sum(float(row.sum()) for row in rows))
+    return rows
 
 
 def traversal_seconds(arrays: dict[str, np.ndarray], repeats: int = 5) -> dict[str, float]:
@@ -41,6 +47,8 @@ def traversal_seconds(arrays: dict[str, np.ndarray], repeats: int = 5) -> dict[s
     if not isinstance(arrays, Mapping):
         raise GraphError(f"traversal_seconds: the arrays come as a dict {{name: array}}, got "
                          f"{type(arrays).__name__}")  # fmt: skip
-    arrays = {name: host_array(a, f"traversal_seconds: {name!r}") for name, a in arrays.items()}
-    runs = {name: functools.partial(sum_row_by_row, array) for name, array in arrays.items()}
+    hosts = {name: host_array(a, f"traversal_seconds: {name!r}") for name, a in arrays.items()}
+    for name, array in hosts.items():  # each checked before any runs
+        _rows(array, f"traversal_seconds: {name!r}: sum_row_by_row")
+    runs = {name: functools.partial(sum_row_by_row, array) for name, array in hosts.items()}
     return interleaved_medians(runs, repeats=repeats)

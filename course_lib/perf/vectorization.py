@@ -155,8 +155,8 @@ def measure_vectorization(
     """Time the loop ``name`` on ``n`` random float32 elements with and without SIMD.
 
     The inputs lie in [-0.5, 0.5] (``horner``'s polynomial stays bounded there); both builds
-    write the same output array, runs interleaved after one warm-up each (which also
-    compiles the library, once per machine).
+    write the same output array, runs interleaved after one warm-up each (both libraries
+    are compiled, once per machine, when the loops are bound, before any run).
     """
     _check_name(name, "measure_vectorization")
     n = params.count(n, "measure_vectorization: n", 1)  # 0 elements: a speed-up of noise
