@@ -304,6 +304,9 @@ class Node:
         name = getattr(self, "name", "<node>")  # a node being unpickled may have none yet
         raise GraphError(f"node {name} is immutable; build a new node instead of setting {key!r}")
 
+    def __delattr__(self, key):
+        raise GraphError(f"node {self.name} is immutable; its {key!r} cannot be deleted")
+
     # -- copies: a node never changes, so a copy is the node itself ----------------------
     def __copy__(self):
         return self
@@ -446,6 +449,21 @@ class Node:
             )
         return (_OPS["getitem"](self, i) for i in range(self.shape[0]))
 
+    def __len__(self) -> int:
+        """``len(x)``: the size of the first axis, as NumPy's (known when the graph is built)."""
+        if not self.shape or self.shape[0] is None:
+            raise GraphError(f"len() of node {self.name} of shape {self.shape}: it needs a first "
+                             "axis of known size")  # fmt: skip
+        return self.shape[0]
+
+    def __contains__(self, value):
+        """``value in x`` is refused: whether an element equals ``value`` is not known while
+        the graph is built (Python would compare the rows by identity, always False)."""
+        raise GraphError(
+            f"'in' on node {self.name}: its elements are not known while the graph is built; "
+            "evaluate it and test the values, or build course_lib.equal(x, value)"
+        )
+
     @property
     def T(self) -> Node:
         """The axes reversed: :func:`course_lib.ops.transpose` (op ``Permute``)."""
@@ -485,9 +503,10 @@ class Node:
             if ufunc in _UFUNC_OPS:
                 return _OPS[_UFUNC_OPS[ufunc]](*inputs)
             if ufunc in (np.equal, np.not_equal):  # ``==`` on nodes is identity, as without NumPy
-                return ufunc is np.not_equal
+                return (inputs[0] is inputs[1]) is (ufunc is np.equal)
         call = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
-        ours = f"cl.{ufunc.__name__}" if ufunc.__name__ in _OPS else "course_lib's ops"
+        name = _UFUNC_REDUCES.get(ufunc) if method == "reduce" else ufunc.__name__
+        ours = f"cl.{name}" if name in _OPS else "course_lib's ops"
         raise GraphError(
             f"{call} cannot compute on node {self.name}: NumPy would take its values out of the "
             f"graph (a symbolic node has none yet, a tensor's gradients would stop); use {ours}, "
@@ -506,6 +525,8 @@ _UFUNC_OPS = {
     np.matmul: "matmul", np.power: "power", np.less: "less", np.less_equal: "less_equal",
     np.greater: "greater", np.greater_equal: "greater_equal",
 }  # fmt: skip
+# The reductions NumPy computes as a ufunc's reduce (``np.max(x)`` is ``np.maximum.reduce``).
+_UFUNC_REDUCES = {np.add: "sum", np.maximum: "max"}
 
 
 def register_ops(functions: Mapping[str, Callable[..., Node]]) -> None:
@@ -535,6 +556,16 @@ class Constant(Op):
         super().__init__()
         self.value = value  # a Python number, or a read-only NumPy array (on the host)
         self._on_device: dict = {}  # array module name -> the value copied there once
+
+    def __getstate__(self) -> dict:
+        """Pickled without the device copies (made again where a run needs them)."""
+        return {**self.__dict__, "_on_device": {}}
+
+    def __setstate__(self, state: dict) -> None:
+        """Unpickled (or deep-copied): an array is frozen again, as :func:`constant` made it
+        (pickle makes arrays writable, and a run could return the constant's own memory)."""
+        value = state["value"]
+        self.__dict__.update(state, value=frozen(value) if isinstance(value, np.ndarray) else value)
 
     def compute(self, xp, *inputs):
         return self.on(xp)

@@ -116,7 +116,7 @@ def dtype(value, what: str) -> np.dtype:
     float32: arrays are made native, as :func:`course_lib.backend.plain_array` says)."""
     try:
         result = np.dtype(value)
-    except TypeError:
+    except (TypeError, ValueError):  # ValueError: a malformed structured one, ("f4", -1)
         raise GraphError(f"{what}: {value!r} is not a dtype (try 'float32' or np.int64)") from None
     if result.kind not in "biuf":
         raise GraphError(f"{what}: course_lib computes with booleans, integers and real "
