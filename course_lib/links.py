@@ -24,8 +24,9 @@ command once with ``--repository``: it stores the URL and rewrites the cells.
 
 The links show each neighbour's title as written (what would start Markdown or HTML in it
 is escaped). Nothing is written unless every notebook can be: a file that is not a valid
-notebook, a notebook that is a symbolic link, or one outside the repository (in a folder
-that is a link) stops the command with exit status 2 and a message naming it, as does
+nbformat 4 notebook, a notebook that is a symbolic link, one outside the repository (in a
+folder that is a link), or one where two cells carry a generated cell's tag (a copy would be
+deleted with it) stops the command with exit status 2 and a message naming it, as does
 ``--repository ''`` (leave the option out to keep the stored URL).
 
 A notebook from before these cells (a first markdown cell ``# title``, ending in a
@@ -93,7 +94,7 @@ class Repository:
         if not isinstance(url, str) or not url.strip():
             raise LinkError(f"no repository URL given; {shape}")
         url = url.strip()
-        if not url.startswith(prefix):
+        if url[: len(prefix)].lower() != prefix:  # the scheme and the host ignore case
             raise LinkError(
                 f"{url!r} is not a GitHub https URL: Binder's gh/ and Colab's github/ links "
                 f"open GitHub repositories only; {shape}"
@@ -232,7 +233,7 @@ def title_of(notebook, name: str = "notebook") -> str:
     top = [c for c in notebook.cells if has_tag(c, TOP)]
     cell = top[0] if top else (notebook.cells[0] if notebook.cells else None)
     first = cell.source.split("\n", 1)[0] if cell and cell.cell_type == "markdown" else ""
-    if not first.startswith("# "):
+    if not first.startswith("# ") or not first[2:].strip():  # an empty title: an empty link
         raise LinkError(
             f"{name}: no title; the first cell (or the one tagged {TOP!r}) must be a markdown "
             f"cell whose first line is '# <title>', found {first[:60]!r}"
@@ -297,6 +298,8 @@ def install_source(repository: Repository) -> str:
 def link_notebooks(notebooks: dict, repository: Repository | None, folder: str) -> None:
     """Give every notebook of ``notebooks`` (file name -> nbformat node, in course order) its
     generated cells, in place; ``folder`` is where they sit in the repository."""
+    for name, notebook in notebooks.items():
+        _check_tags(notebook, name)
     pages = [Page(name, title_of(nb, name)) for name, nb in notebooks.items()]
     install = install_source(repository) if repository is not None else None
     for i, page in enumerate(pages):
@@ -310,18 +313,30 @@ def link_notebooks(notebooks: dict, repository: Repository | None, folder: str) 
         _set_cells(notebook, "\n\n".join(top), install, f"---\n\n{nav_line(previous, following)}")
 
 
+def _check_tags(notebook, name: str) -> None:
+    """Refuse a notebook where two cells carry one generated tag (a cell copied with its
+    tags): the copy would be deleted with the generated cell."""
+    for tag in (TOP, INSTALL, BOTTOM):
+        tagged = [i for i, c in enumerate(notebook.cells) if has_tag(c, tag)]
+        if len(tagged) > 1:
+            raise LinkError(
+                f"{name}: cells {tagged} are all tagged {tag!r}, the tag of one generated cell; "
+                "remove the tag from the copies (a cell copied in Jupyter keeps its tags)"
+            )
+
+
 def _set_cells(notebook, top: str, install: str | None, bottom: str) -> None:
     """Replace the generated cells of ``notebook``; a cell whose source is unchanged is kept
     as it is (outputs, execution count and other metadata included)."""
     old = {tag: _pop_tagged(notebook, tag) for tag in (TOP, INSTALL, BOTTOM)}
     if old[TOP] is None:
         _convert_title_cell(notebook)
-    cells = notebook.cells
-    cells.insert(0, _cell(old[TOP], "markdown", top, TOP))
+    cells, ids = notebook.cells, (notebook.nbformat, notebook.get("nbformat_minor", 0)) >= (4, 5)
+    cells.insert(0, _cell(old[TOP], "markdown", top, TOP, ids))
     if install is not None:
         first_code = next((i for i, c in enumerate(cells) if c.cell_type == "code"), len(cells))
-        cells.insert(first_code, _cell(old[INSTALL], "code", install, INSTALL))
-    cells.append(_cell(old[BOTTOM], "markdown", bottom, BOTTOM))
+        cells.insert(first_code, _cell(old[INSTALL], "code", install, INSTALL, ids))
+    cells.append(_cell(old[BOTTOM], "markdown", bottom, BOTTOM, ids))
 
 
 def _pop_tagged(notebook, tag: str):
@@ -343,14 +358,18 @@ def _convert_title_cell(notebook) -> None:
         del notebook.cells[0]
 
 
-def _cell(old, kind: str, source: str, tag: str):
-    """The generated cell: ``old`` when it already says ``source``, else a new cell."""
+def _cell(old, kind: str, source: str, tag: str, ids: bool = True):
+    """The generated cell: ``old`` when it already says ``source``, else a new cell (with an
+    id only when ``ids``: nbformat 4.5 added cell ids, an older notebook with one is invalid)."""
     import nbformat  # noqa: PLC0415  (an instructor tool: the lab extra brings nbformat)
 
     if old is not None and old.cell_type == kind and old.source == source:
         return old
     make = nbformat.v4.new_code_cell if kind == "code" else nbformat.v4.new_markdown_cell
-    return make(source, id=old.get("id", tag) if old else tag, metadata={"tags": [tag]})
+    cell = make(source, id=old.get("id", tag) if old else tag, metadata={"tags": [tag]})
+    if not ids:
+        del cell["id"]
+    return cell
 
 
 # ---------------------------------------------------------------- files
@@ -390,6 +409,11 @@ def read_notebook(path: Path, root: Path):
     if invalid:
         problem = getattr(invalid["ValidationError"], "message", invalid["ValidationError"])
         raise LinkError(f"{path} is not a valid notebook: {problem}")
+    if notebook.nbformat != 4:
+        raise LinkError(
+            f"{path} is an nbformat {notebook.nbformat} notebook; the cells are written in "
+            "nbformat 4: open it in Jupyter and save it, which converts it"
+        )
     return notebook
 
 

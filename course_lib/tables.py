@@ -19,6 +19,7 @@ class Table:
     """Rows of text with a header; shown as HTML in Jupyter and as aligned text elsewhere."""
 
     def __init__(self, headers: Sequence[str], rows: Sequence[Sequence[str]], title: str = ""):
+        rows = list(rows)  # a generator would be used up by the checks, leaving no rows
         for what, cells in (("headers", headers), *((f"row {k}", r) for k, r in enumerate(rows))):
             if isinstance(cells, (str, bytes)):  # would be split into one cell per character
                 raise ShapeError(f"Table: {what} is the text {cells!r}; give a list of cells")
@@ -43,13 +44,13 @@ class Table:
         return [row[index] for row in self.rows]
 
     def __repr__(self) -> str:
-        widths = [
-            max([_width(h)] + [_width(r[i]) for r in self.rows]) for i, h in enumerate(self.headers)
-        ]
+        headers = list(map(_shown, self.headers))
+        rows = [list(map(_shown, r)) for r in self.rows]
+        widths = [max([_width(h)] + [_width(r[i]) for r in rows]) for i, h in enumerate(headers)]
         lines = [self.title] if self.title else []
-        lines.append("  ".join(_pad(h, w) for h, w in zip(self.headers, widths)).rstrip())
+        lines.append("  ".join(_pad(h, w) for h, w in zip(headers, widths)).rstrip())
         lines.append("  ".join("-" * w for w in widths))
-        lines += ["  ".join(_pad(c, w) for c, w in zip(r, widths)).rstrip() for r in self.rows]
+        lines += ["  ".join(_pad(c, w) for c, w in zip(r, widths)).rstrip() for r in rows]
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
@@ -94,9 +95,22 @@ def counted(n: int, noun: str, plural: str = "") -> str:
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
+def _shown(cell: str) -> str:
+    """``cell`` on one line: a control character (a newline, a tab, an escape) is written as
+    Python writes it in a string (``\\n``), so it cannot start a row or move the columns."""
+    return "".join(repr(ch)[1:-1] if unicodedata.category(ch) == "Cc" else ch for ch in cell)
+
+
 def _width(text: str) -> int:
-    """Printed width: combining marks (the bar of v̄) take no column."""
-    return sum(1 for ch in text if not unicodedata.combining(ch))
+    """Printed width: marks (the bar of v̄) and invisible format characters take no column,
+    East Asian wide characters and emoji take two."""
+    return sum(_char_width(ch) for ch in text)
+
+
+def _char_width(ch: str) -> int:
+    if unicodedata.combining(ch) or unicodedata.category(ch) in ("Mn", "Me", "Cf"):
+        return 0
+    return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
 
 
 def _pad(text: str, width: int) -> str:
