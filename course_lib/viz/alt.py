@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.collections import PathCollection
 from matplotlib.figure import Figure
@@ -24,11 +25,18 @@ def figure_description(fig: Figure) -> str:
     labels), bars, wedges and images, and each axis's label, scale and range."""
     title = fig.get_suptitle() if hasattr(fig, "get_suptitle") else ""
     summary = getattr(fig, "summary", None)  # a figure's own text form (the roofline's)
-    notes = [summary.splitlines()[0]] if isinstance(summary, str) and summary else []
+    notes = [_one_line(summary)] if isinstance(summary, str) and summary.strip() else []
     plots = [_axes_description(ax) for ax in fig.axes
              if ax.has_data() and getattr(ax, "_colorbar", None) is None]  # a colour scale
     text = "; ".join([*notes, *plots]) or "an empty figure"
     return f"Figure “{title}”: {text}." if title else f"Figure: {text}."
+
+
+def _one_line(text: str) -> str:
+    """A text form in one line: its heading, then its items (a roofline's kernels, each
+    memory- or compute-bound) separated by semicolons."""
+    heading, *items = [line.strip() for line in text.splitlines() if line.strip()]
+    return " ".join([heading, "; ".join(items)]) if items else heading
 
 
 def _axes_description(ax: Axes) -> str:
@@ -36,7 +44,9 @@ def _axes_description(ax: Axes) -> str:
     legend = ax.get_legend()
     if legend is not None:
         parts.append("legend: " + ", ".join(t.get_text() for t in legend.get_texts()))
-    lines = len(ax.get_lines())
+    # a Line2D without a line style is marked points (a kernel on a roofline, ``"o"``)
+    marks = [line for line in ax.get_lines() if line.get_linestyle() in ("None", "", " ")]
+    lines = len(ax.get_lines()) - len(marks)
     if lines:
         parts.append(counted(lines, "line"))
     bars = [p for p in ax.patches if isinstance(p, Rectangle)]
@@ -51,6 +61,7 @@ def _axes_description(ax: Axes) -> str:
         rows, cols = image.get_array().shape[:2]
         parts.append(f"a {rows}×{cols} colour map")
     points = sum(len(c.get_offsets()) for c in ax.collections if isinstance(c, PathCollection))
+    points += sum(np.size(line.get_xdata()) for line in marks)
     if points and not ax.images:
         parts.append(counted(points, "marked point"))
     return ", ".join(parts + [a for a in (_axis(ax, "x"), _axis(ax, "y")) if a])

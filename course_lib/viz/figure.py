@@ -78,14 +78,16 @@ def format_value(value) -> str:
     return "shape " + "×".join(map(str, value.shape))
 
 
-# characters dot cannot read (NUL ends its input) or that make the SVG it writes invalid XML
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# characters dot cannot read (NUL ends its input, a lone surrogate is no UTF-8) or that make
+# the SVG it writes invalid XML (the other controls, the non-characters U+FFFE and U+FFFF)
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff\ufffe\uffff]")
 
 
 def visible(text: str) -> str:
-    """``text`` with its control characters other than tabs and line ends written out
-    (``\\x1b``): ``dot`` stops at a NUL, and the others make an SVG invalid XML."""
-    return _CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
+    """``text`` with its control characters other than tabs and line ends, lone surrogates
+    and non-characters written out as Python does (``\\x1b``, ``\\ufffe``): ``dot`` stops
+    at a NUL, cannot encode a surrogate, and the others make an SVG invalid XML."""
+    return _CONTROL.sub(lambda found: ascii(found.group())[1:-1], text)
 
 
 def dot_text(text: str) -> str:

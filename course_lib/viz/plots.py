@@ -57,15 +57,22 @@ def plot_difference_errors(eps_values: Sequence[float], errors: Mapping[str, np.
 
     ``errors`` maps "forward" and "central" (in that order) to their absolute errors.
     """
-    fig = CourseFigure(figsize=(6.4, 4.0))
-    ax = fig.add_subplot()
     eps = host_numbers(eps_values)
     errors = {name: host_numbers(err) for name, err in errors.items()}
+    if eps.ndim != 1 or not eps.size or any(err.shape != eps.shape for err in errors.values()):
+        raise ValueError(
+            f"plot_difference_errors needs step sizes and one error per step size, got "
+            f"{counted(eps.size, 'step size')} and errors of shapes "
+            f"{[err.shape for err in errors.values()]}"
+        )
+    fig = CourseFigure(figsize=(6.4, 4.0))
+    ax = fig.add_subplot()
     for name, err in errors.items():
         ax.loglog(eps, np.maximum(err, 1e-18), "o-", markersize=3, label=f"{name} difference")
+    largest = np.argmax(eps)  # the guides start from the largest ε, in whatever order they come
     for err, order, style in zip(errors.values(), (1, 2), (":", "--")):
         right = eps >= 10.0 ** (-7 / order)  # where truncation error dominates
-        guide = 3 * err[-1] * (eps[right] / eps[-1]) ** order
+        guide = 3 * err[largest] * (eps[right] / eps[largest]) ** order
         ax.loglog(eps[right], guide, style, color="grey", linewidth=1, label=f"slope {order}")
     ax.set_xlabel("step size ε")
     ax.set_ylabel("absolute error of ∂y/∂x₁")
@@ -209,8 +216,9 @@ def plot_attention(
     ticks = np.arange(len(labels))
     for ax, probs, title in zip(axes, maps, titles):
         ax.imshow(probs, cmap="viridis", vmin=0.0, vmax=1.0)
-        ax.set_xticks(ticks, labels, fontsize=7, rotation=90)
-        ax.set_yticks(ticks, labels, fontsize=7)
+        # tokens are drawn as written: "$x$" is no formula, and "$$" no error
+        ax.set_xticks(ticks, labels, fontsize=7, rotation=90, parse_math=False)
+        ax.set_yticks(ticks, labels, fontsize=7, parse_math=False)
         ax.set_title(title, fontsize=9)
     axes[0].set_xlabel("key (attended to)")
     axes[0].set_ylabel("query (attending)")

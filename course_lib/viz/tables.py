@@ -41,7 +41,7 @@ def evaluation_trace(
         if tangents is not None:
             row.append(format_value(values[len(nodes) + i]))
         rows.append(row)
-    return Table(headers, rows, "forward trace" + (" with tangents" if tangents else ""))
+    return Table(headers, rows, "forward trace" + (" with tangents" * (tangents is not None)))
 
 
 def adjoint_trace(trace: Trace, feed: Mapping) -> Table:
