@@ -526,7 +526,7 @@ def _adding(left=False, keep_stride=False, no_offset=False, no_check=False, fort
         sa, sb = pad(a.shape, ndim, 1), pad(b.shape, ndim, 1)
         if not no_check and any(m != n and 1 not in (m, n) for m, n in zip(sa, sb)):
             raise ValueError("the shapes do not broadcast")
-        shape = [max(m, n) for m, n in zip(sa, sb)]
+        shape = [n if m == 1 else m for m, n in zip(sa, sb)]
         strides = [[s if keep_stride or not (n == 1 and m != 1) else 0
                     for n, m, s in zip(padded, shape, pad(v.strides, ndim, 0))]
                    for v, padded in ((a, sa), (b, sb))]  # fmt: skip

@@ -178,7 +178,7 @@ def _add_views_vectorised(a, b):
     for m, n in zip(*padded):
         if m != n and 1 not in (m, n):
             raise ValueError(f"{a.shape} and {b.shape} do not broadcast")
-        shape.append(max(m, n))
+        shape.append(n if m == 1 else m)
     index = np.indices(shape).reshape(ndim, -1) if ndim else np.zeros((0, 1), np.int64)
     parts = []
     for view, pad in zip((a, b), padded):

@@ -317,8 +317,8 @@ def _numpy_can_view(view: np.ndarray, new_shape) -> bool:
 @exercise(
     "05.can_view", "can_view(shape, strides, new_shape) -> bool: is the reshape a view?",
     mistakes=(ALWAYS_VIEW, ONLY_CONTIGUOUS, LENGTH_ONE, EMPTY, NEGATIVE),
-    forbidden=("course_lib.strides.StridedView.reshape", *NUMPY_LAYOUTS,
-               "numpy.ndarray.reshape", "numpy.reshape", "numpy.shares_memory",
+    forbidden=("course_lib.strides.StridedView.reshape", "course_lib.strides._reshape_strides",
+               *NUMPY_LAYOUTS, "numpy.ndarray.reshape", "numpy.reshape", "numpy.shares_memory",
                "numpy.may_share_memory"),  # fmt: skip
 )
 def check_can_view(answer) -> str:

@@ -1,10 +1,10 @@
 """Notebook 05's assignment: add two strided views, broadcasting with stride 0.
 
 ``05.add_views`` is checked against NumPy on random layouts (transposed, sliced with steps,
-starting at an offset into a larger buffer) and random broadcastable shapes, must leave the
-views' buffers as they were, and must refuse shapes that do not broadcast. The answer reads
-only ``buffer``, ``shape``, ``strides`` and ``offset``: the views' own ways to read elements
-are forbidden.
+reversed, starting at an offset into a larger buffer), elements of 2, 4 and 8 bytes and random
+broadcastable shapes, must return NumPy's dtype for the sum, must leave the views' buffers as
+they were, and must refuse shapes that do not broadcast. The answer reads only ``buffer``,
+``shape``, ``strides`` and ``offset``: the views' own ways to read elements are forbidden.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ COLUMN_MAJOR_OUT = Mistake(
 RESULT_SHAPE = Mistake(
     "result-shape",
     "return the sums in the broadcast shape (the shapes lined up from the right, each axis the "
-    "larger length; () for two 0-d views): no .ravel() or .flatten() at the end, and no "
+    "length that is not 1; () for two 0-d views): no .ravel() or .flatten() at the end, and no "
     "np.ascontiguousarray, which turns a 0-d array into shape (1,).",
 )
 
@@ -88,18 +88,21 @@ def _sum(a, b, shape, zero: bool = True, offsets: bool = True):
     return None if any(p is None for p in parts) else parts[0] + parts[1]
 
 
-def _view(rng, shape: tuple) -> StridedView:
+def _view(rng, shape: tuple, dtype=np.float64, reverse: bool = False) -> StridedView:
     """A view of ``shape`` inside a larger array: every other row or column, maybe transposed,
-    starting past the buffer's first elements."""
+    starting past the buffer's first elements; ``reverse``: every axis walked backwards
+    (negative strides)."""
     steps = [int(rng.integers(1, 3)) for _ in shape]
     transpose = len(shape) > 1 and rng.random() < 0.5
     inner = tuple(reversed(shape)) if transpose else shape
     inner_steps = tuple(reversed(steps)) if transpose else tuple(steps)
     parent_shape = tuple(n * s + 1 for n, s in zip(inner, inner_steps))
     parent = rng.standard_normal(parent_shape).round(3)
+    parent = (parent * 100 if np.dtype(dtype).kind in "iu" else parent).astype(dtype)
     view = parent[tuple(slice(1, None, s) for s in inner_steps)]
     view = view[tuple(slice(0, n) for n in inner)]
-    return StridedView.from_numpy(view.T if transpose else view)
+    view = view.T if transpose else view
+    return StridedView.from_numpy(view[(slice(None, None, -1),) * view.ndim] if reverse else view)
 
 
 def operand_shape(rng, shape: tuple) -> tuple:
@@ -117,6 +120,19 @@ def _cases(rng) -> list[tuple]:
         cases.append((_view(rng, operand_shape(rng, shape)),
                       _view(rng, operand_shape(rng, shape))))  # fmt: skip
     return cases
+
+
+def _reversed_and_narrow_cases() -> list[tuple]:
+    """Views with negative strides, elements of 2 and 4 bytes (the sum's dtype is NumPy's:
+    int16 + int16 stays int16, int16 + float32 is float32), and empty axes (a length 1
+    broadcast against 0 gives 0, not the larger length)."""
+    rng = np.random.default_rng(51)
+    f8, f4, i2 = np.float64, np.float32, np.int16
+    pairs = [(((2, 3), f8, True), ((3,), f8, True)), (((4, 1), f8, True), ((1, 5), f8, False)),
+             (((2, 1, 3), i2, False), ((3, 1), i2, True)), (((3,), i2, True), ((2, 3), f4, False)),
+             (((), f4, False), ((), f4, False)), (((0,), f8, False), ((1,), f8, False)),
+             (((2, 1), f8, False), ((0,), f8, True))]  # fmt: skip
+    return [tuple(_view(rng, *operand) for operand in pair) for pair in pairs]
 
 
 def _broadcast_shape(a: tuple, b: tuple) -> tuple:
@@ -148,7 +164,8 @@ def _check_sum(answer, a, b) -> None:
     stretched = any(s != 0 for v in (a, b) for s, t in zip(_stretched(v, shape, False),
                                                            _stretched(v, shape)) if s != t)
     errors = [(ValueError, "", LEFT_ALIGNED if left_aligned else None),
-              (IndexError, "", NO_STRIDE_ZERO if stretched else None)]  # fmt: skip
+              (IndexError, "", RESULT_SHAPE if 0 in shape  # (1,) with (0,): an element too many
+               else NO_STRIDE_ZERO if stretched else None)]  # fmt: skip
     want = _sum(a, b, shape)  # before the call: an answer that writes to a buffer changes it
     buffers = [(name, v.buffer, v.buffer.copy()) for name, v in zip("ab", (a, b))]
     got = call(label, answer, a, b, errors=errors)
@@ -161,12 +178,13 @@ def _check_sum(answer, a, b) -> None:
                     NUMPY_SCALAR if shape == () else RESULT_SHAPE)  # fmt: skip
     require(isinstance(got, np.ndarray), f"{label} returned {type(got).__name__}; it must "
             "return a new NumPy array")  # fmt: skip
-    if got.shape != shape or not np.array_equal(got, want):
+    right = got.shape == shape and np.array_equal(got, want)
+    if got.shape == shape and got.dtype != want.dtype:  # even where the values agree
+        what = "" if right else f": it is wrong at {_first_difference(got, want)}"
+        raise Wrong(f"{label}: the result is {got.dtype}, NumPy's sum {want.dtype}{what}", DTYPE)
+    if not right:
         what = (f"has shape {got.shape}, expected {shape}" if got.shape != shape
                 else f"is wrong at {_first_difference(got, want)}")  # fmt: skip
-        if got.shape == shape and got.dtype != want.dtype:
-            raise Wrong(f"{label}: the result is {got.dtype}, the inputs {want.dtype}: it {what}",
-                        DTYPE)  # fmt: skip
         raise Wrong(f"{label}: the result {what}", _mistake(a, b, got, want))
     require(not np.shares_memory(got, a.buffer) and not np.shares_memory(got, b.buffer),
             f"{label} returned memory of an input; return a new array")  # fmt: skip
@@ -201,7 +219,8 @@ def _first_difference(got, want) -> str:
     points=5.0,
     forbidden=(*(f"course_lib.strides.StridedView.{name}" for name in (
         "to_numpy", "compact", "__getitem__", "broadcast_to", "element_offsets",
-        "index_to_offset", "reshape", "permute", "transpose")), *NUMPY_LAYOUTS),  # fmt: skip
+        "index_to_offset", "reshape", "permute", "transpose")),
+        "course_lib.ops.broadcast.broadcast_shapes", *NUMPY_LAYOUTS),  # fmt: skip
 )
 def check_add_views(answer) -> str:
     rng = np.random.default_rng(50)
@@ -210,7 +229,11 @@ def check_add_views(answer) -> str:
         _check_sum(answer, a, b)
     for x, y in [((2, 3), (4, 3)), ((3,), (4,)), ((2, 1), (3, 4, 5))]:
         _check_refused(answer, _view(rng, x), _view(rng, y))
+    later = _reversed_and_narrow_cases()  # after the refusals: earlier mistakes keep hints
+    for a, b in later:
+        _check_sum(answer, a, b)
     return (
-        f"right on {len(cases)} pairs of views (transposed, every other element, offsets, "
-        "stretched axes, new leading axes) and refuses 3 pairs that do not broadcast"
+        f"right on {len(cases) + len(later)} pairs of views (transposed, every other element, "
+        "reversed, offsets, stretched axes, new leading axes, empty axes, int16 and float32) and "
+        "refuses 3 pairs that do not broadcast"
     )
