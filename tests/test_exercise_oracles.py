@@ -22,7 +22,7 @@ def _oracle_sum(a, b):
 
     n = max(len(a.shape), len(b.shape))
     shapes = [(1,) * (n - len(v.shape)) + v.shape for v in (a, b)]
-    return np.array(_sum(a, b, tuple(max(m, k) for m, k in zip(*shapes))))
+    return np.array(_sum(a, b, tuple(k if m == 1 else m for m, k in zip(*shapes))))
 
 
 def _frame_globals_sum(a, b):  # no import: the checker's globals, read from the stack

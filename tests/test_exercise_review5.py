@@ -149,7 +149,7 @@ def add_views(a, b):
     for m, k in zip(padded[0][0], padded[1][0]):
         if m != k and 1 not in (m, k):
             raise ValueError(f"shapes {a.shape} and {b.shape} do not broadcast")
-        shape.append(max(m, k))
+        shape.append(k if m == 1 else m)
     strides = [[0 if size == 1 else s for size, s in zip(*p)] for p in padded]
     out = np.empty(shape, np.result_type(a.buffer, b.buffer))
     for index in np.ndindex(*shape):  # NumPy's ndindex calls as_strided itself

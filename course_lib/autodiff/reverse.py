@@ -23,8 +23,9 @@ import numpy as np
 
 from ..errors import GraphError, ShapeError
 from ..graph import Node, as_node, node_list, same_kind, topological_order
-from ..ops import cast, ones_like, sum_n, zeros_like
+from ..ops import cast, sum_n, zeros_like
 from ..ops.broadcast import broadcast_like
+from ..ops.elementwise import seed_like
 from .trace import Trace, remember
 
 
@@ -68,7 +69,7 @@ def grad(out: Node, wrt: Node | Sequence[Node], seed: Node | None = None) -> lis
     ``seed`` is v̄_out, the adjoint of ``out`` (ones by default: d out / d out).
     """
     targets = _targets(out, wrt)
-    seed = ones_like(out) if seed is None else _checked_seed(out, seed)
+    seed = seed_like(out) if seed is None else _checked_seed(out, seed)
     adjoints, _ = _traced_gradient(out, targets, seed)
     return same_kind(wrt, _gradients(adjoints, targets))
 
@@ -76,7 +77,7 @@ def grad(out: Node, wrt: Node | Sequence[Node], seed: Node | None = None) -> lis
 def gradient_trace(out: Node, wrt: Node | Sequence[Node]):
     """Like :func:`grad`, and also return the :class:`Trace` of every step."""
     targets = _targets(out, wrt)
-    adjoints, trace = _traced_gradient(out, targets, ones_like(out))
+    adjoints, trace = _traced_gradient(out, targets, seed_like(out))
     return same_kind(wrt, _gradients(adjoints, targets)), trace
 
 

@@ -560,10 +560,11 @@ class Cast(Elementwise):
 
 
 class Fill(Op):
-    """``zeros_like`` / ``ones_like``: a constant array shaped like the input."""
+    """``zeros_like`` / ``ones_like``: a constant array shaped like the input, in its dtype."""
 
     attributes = ("value",)
     shape_only = True
+    floating = False  # Seed: float64 where the input is an integer or a boolean
 
     def written(self, args):
         return "1" if self.value == 1 else super().written(args)
@@ -579,7 +580,10 @@ class Fill(Op):
         return shape
 
     def compute(self, xp, x):
-        return xp.full_like(as_array(xp, x), self.value)  # x may be a number
+        x = as_array(xp, x)  # x may be a number
+        if self.floating and x.dtype.kind not in "fc":
+            return xp.full(x.shape, self.value, dtype=np.float64)
+        return xp.full_like(x, self.value)
 
     def gradient(self, node, g, needs):
         return [None]
@@ -675,6 +679,23 @@ def zeros_like(x) -> Node:
 def ones_like(x) -> Node:
     """Ones with the shape and dtype of ``x``."""
     return apply(Fill(1), x)
+
+
+class Seed(Fill):
+    """A gradient's default seed, ``d x / d x`` (drawn as the lecture's ``ones_like``): ones
+    in the dtype of ``x`` when it is a float and in float64 otherwise, so a variable of no
+    declared dtype fed integers or booleans still gets exact gradients (``True + True`` is
+    True, int8 arithmetic wraps)."""
+
+    floating = True
+
+    def __init__(self, value=1):
+        super().__init__(value)
+
+
+def seed_like(x) -> Node:
+    """:class:`Seed` of ``x``: ones shaped like it, in a float dtype."""
+    return apply(Seed(), x)
 
 
 def _unary(cls):

@@ -1,0 +1,27 @@
+"""Review 10, own findings: gradients of variables fed integers or booleans."""
+
+import numpy as np
+import pytest
+
+import course_lib as cl
+
+
+@pytest.mark.parametrize(
+    ("value", "want"),
+    [(True, 2.0), (3, 6.0), (np.int8(100), 200.0), (np.uint8(200), 400.0)],
+    ids=["bool", "int", "int8", "uint8"],
+)
+def test_a_variable_of_no_dtype_fed_integers_gets_exact_gradients(value, want):
+    """d(x·x)/dx = 2x: the seed was ones in x's dtype, so True + True stayed True (1, not 2)
+    and int8's 2·100 wrapped to -56; the seed is now float64 there."""
+    x = cl.variable("x")
+    with np.errstate(over="ignore"):  # the forward value x·x may wrap: NumPy's, not ours
+        got = cl.evaluate(cl.grad(x * x, x), {x: value})
+    assert got.dtype == np.float64 and got == want
+
+
+def test_a_float_variables_seed_keeps_its_dtype_and_the_lectures_name():
+    x = cl.variable("x", (), np.float32)
+    g, trace = cl.gradient_trace(x * x, [x])
+    assert g[0].dtype == np.float32 and cl.evaluate(g[0], {x: np.float32(1.5)}) == 3.0
+    assert "ones_like" in {n.op.name for n in cl.topological_order(g)}
