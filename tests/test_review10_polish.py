@@ -25,3 +25,18 @@ def test_a_float_variables_seed_keeps_its_dtype_and_the_lectures_name():
     g, trace = cl.gradient_trace(x * x, [x])
     assert g[0].dtype == np.float32 and cl.evaluate(g[0], {x: np.float32(1.5)}) == 3.0
     assert "ones_like" in {n.op.name for n in cl.topological_order(g)}
+
+
+def test_a_graph_beyond_the_default_size_is_laid_out_without_the_slow_search():
+    """dot's network-simplex search took over 300 s for 900 nodes (max_nodes raised); past
+    the default 200 nodes the first feasible layout is kept, below it nothing changes."""
+    from course_lib.viz import draw_graph  # noqa: PLC0415
+
+    x = cl.variable("x", (3,), np.float64)
+    small, big = x, x
+    for _ in range(60):
+        small = cl.sin(small)
+    for _ in range(250):
+        big = cl.sin(big)
+    assert "nslimit" not in draw_graph(small).source
+    assert "nslimit=0" in draw_graph(big, max_nodes=400).source
