@@ -82,7 +82,7 @@ class LlamaConfig:
                 f"LlamaConfig: n_heads={self.n_heads} is not a multiple of "
                 f"n_kv_heads={self.n_kv_heads} (a kv head serves a whole group)"
             )
-        if self.head_dim % 2:
+        if self.positions == "rope" and self.head_dim % 2:
             raise ShapeError(f"LlamaConfig: head_dim={self.head_dim} must be even for RoPE")
 
     @property

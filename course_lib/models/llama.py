@@ -179,6 +179,19 @@ _PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
 _NORMS = {"pre": ("input_layernorm", "post_attention_layernorm"),
           "post": ("post_attention_layernorm", "post_feedforward_layernorm")}  # fmt: skip
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)  # buffers recomputed from the config
+_NUMPY_FLOATS = ("torch.float16", "torch.float32", "torch.float64")
+
+
+def _host_array(value) -> np.ndarray:
+    """``value`` as a host array; a torch tensor is detached and copied to the CPU, its
+    floats of a dtype NumPy lacks (bfloat16, float8) widened to float32 (a course_lib
+    Tensor, which has ``detach`` too, goes to ``to_numpy``)."""
+    if type(value).__module__.partition(".")[0] == "torch":
+        value = value.detach().cpu()
+        if value.is_floating_point() and str(value.dtype) not in _NUMPY_FLOATS:
+            value = value.float()
+        value = value.numpy()
+    return to_numpy(value)
 
 
 def interleaved_to_half_split(weight, n_heads: int) -> np.ndarray:
@@ -190,10 +203,10 @@ def interleaved_to_half_split(weight, n_heads: int) -> np.ndarray:
     the half-split rotation of the new projection is the interleaved rotation of the old one,
     its entries reordered the same way, so every score q·k is unchanged. This is the
     permutation Hugging Face applies when it converts Meta's checkpoints. Returns a new
-    array (``weight`` is left as it is).
+    NumPy array (``weight``, an array or a torch tensor, is left as it is).
     """
     n_heads = params.count(n_heads, "interleaved_to_half_split: n_heads", 1)
-    w = to_numpy(weight)
+    w = _host_array(weight)
     if w.ndim != 2 or w.shape[0] % n_heads or (w.shape[0] // n_heads) % 2:
         raise ShapeError(
             f"interleaved_to_half_split: need a (n_heads·d, dim) matrix with an even head size "
@@ -218,9 +231,10 @@ def load_hf_state_dict(model: Llama, state_dict: Mapping) -> Llama:
         )
     model.check_device()
     expected = {name: shape for name, (shape, _) in model.parameter_specs().items()}
-    given = {k: v for k, v in state_dict.items() if not k.endswith(_IGNORED_SUFFIXES)}
+    given = {k: v for k, v in state_dict.items()
+             if not (isinstance(k, str) and k.endswith(_IGNORED_SUFFIXES))}  # fmt: skip
     missing = sorted(set(expected) - set(given))
-    unexpected = sorted(set(given) - set(expected))
+    unexpected = sorted(set(given) - set(expected), key=str)  # a key may be no string
     if missing or unexpected:
         raise FeedError(
             "state dict does not match the model: "
@@ -229,10 +243,7 @@ def load_hf_state_dict(model: Llama, state_dict: Mapping) -> Llama:
         )
     arrays = {}
     for name, value in given.items():
-        if hasattr(value, "detach"):  # a torch tensor (NumPy has no bfloat16: widen it)
-            value = value.detach().cpu()
-            value = (value.float() if str(value.dtype) == "torch.bfloat16" else value).numpy()
-        array = to_numpy(value)
+        array = _host_array(value)
         if array.shape != expected[name]:
             raise ShapeError(
                 f"state dict entry {name} has shape {array.shape}, "

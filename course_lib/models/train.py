@@ -10,10 +10,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import params
+from ..errors import ShapeError
 from ..passes import accumulate_products
 from ..perf import median_seconds
 from ..runtime import Executor
-from .corpus import random_windows
+from .corpus import host_tokens, random_windows
 from .decoder import DecoderLM
 from .optim import AdamW, Optimizer
 
@@ -150,6 +151,17 @@ def _step(run, model, optimizer, make_feed) -> float:
     return float(loss)
 
 
+def _text(tokens, seq: int, caller: str, name: str) -> np.ndarray:
+    """``tokens`` on the host if they are a 1-D array of at least ``seq`` ids (one window),
+    else a ShapeError naming ``caller`` and the argument ``name``."""
+    what = f"{caller}: {name}"
+    tokens = host_tokens(tokens, what)
+    if tokens.ndim != 1 or tokens.size < params.positive_size(seq, f"{caller}: seq"):
+        raise ShapeError(f"{what}: need a 1-D token array of at least seq={seq} tokens (one "
+                         f"window), got shape {tokens.shape}")  # fmt: skip
+    return tokens
+
+
 def held_out_loss(
     model: DecoderLM, tokens: np.ndarray, batch: int, seq: int, batches: int = 4, seed: int = 0
 ) -> Callable[[], float]:
@@ -157,6 +169,7 @@ def held_out_loss(
     ``tokens`` (drawn once, so successive calls compare the same text)."""
     batches = params.positive_size(batches, "held_out_loss: batches")
     rng = np.random.default_rng(params.count(seed, "held_out_loss: seed", 0))
+    tokens = _text(tokens, seq, "held_out_loss", "tokens")
     windows = [random_windows(tokens, batch, seq, rng) for _ in range(batches)]
     return lambda: float(np.mean([model.loss(w) for w in windows]))
 
@@ -188,6 +201,9 @@ def train(
     """
     steps = params.count(steps, "train: steps", 0)
     seed = params.count(seed, "train: seed", 0)
+    tokens = _text(tokens, seq, "train", "tokens")
+    if validation is not None:
+        validation = _text(validation, seq, "train", "validation")
     optimizer = AdamW(model.params) if optimizer is None else optimizer
     run = training_step(model, optimizer, batch, seq, optimize)
     rng = np.random.default_rng(seed)
