@@ -40,3 +40,21 @@ def test_a_graph_beyond_the_default_size_is_laid_out_without_the_slow_search():
         big = cl.sin(big)
     assert "nslimit" not in draw_graph(small).source
     assert "nslimit=0" in draw_graph(big, max_nodes=400).source
+
+
+def test_a_tied_checkpoint_without_its_output_weights_is_told_how_to_load():
+    """Hugging Face saves a model of tied embeddings (Llama 3.2 1B) without lm_head.weight:
+    the plain "missing" said nothing of why or what to do."""
+    from course_lib.errors import FeedError  # noqa: PLC0415
+    from course_lib.models import Llama, LlamaConfig  # noqa: PLC0415
+    from course_lib.models.llama import load_hf_state_dict  # noqa: PLC0415
+
+    model = Llama(LlamaConfig.tiny(), seed=0)
+    state = {name: array.copy() for name, array in model.params.items()}
+    state = {("model." + k if not k.startswith(("model.", "lm_head")) else k): v
+             for k, v in state.items()}  # fmt: skip
+    del state["lm_head.weight"]
+    with pytest.raises(FeedError, match=r"tied embeddings .*'lm_head.weight': state_dict"):
+        load_hf_state_dict(model, state)
+    state["lm_head.weight"] = state["model.embed_tokens.weight"]
+    load_hf_state_dict(model, state)  # as the message says

@@ -236,10 +236,13 @@ def load_hf_state_dict(model: Llama, state_dict: Mapping) -> Llama:
     missing = sorted(set(expected) - set(given))
     unexpected = sorted(set(given) - set(expected), key=str)  # a key may be no string
     if missing or unexpected:
+        tied = missing == ["lm_head.weight"] and "model.embed_tokens.weight" in given
         raise FeedError(
             "state dict does not match the model: "
             f"missing {missing[:5]}{' ...' if len(missing) > 5 else ''}, "
             f"unexpected {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}"
+            + ("; a checkpoint of tied embeddings stores them once: pass {**state_dict, "
+               "'lm_head.weight': state_dict['model.embed_tokens.weight']}" if tied else "")
         )
     arrays = {}
     for name, value in given.items():
