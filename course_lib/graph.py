@@ -17,8 +17,10 @@ import inspect
 import itertools
 import math
 import operator
+import os
 import secrets
 import struct
+import threading
 import warnings
 import weakref
 from collections import Counter
@@ -316,11 +318,8 @@ class Node:
 
     def __reduce__(self):
         """Pickle a node as its op, inputs, name, shape and dtype (it gets a new ``seq``); a
-        deep one with its nearest ancestors as a flat list (see :func:`_pickled_segment`)."""
-        if self.depth > _SHALLOW:
-            return _unpickle_segment, (_PICKLES, _pickled_segment(self))
-        return _unpickle_node, (_PICKLES, self.seq, self.op, self.inputs, self.name, self.shape,
-                                self.dtype)  # fmt: skip
+        deep one after its deep ancestors, as a flat list (see :func:`_reduce`)."""
+        return _reduce(self)
 
     def __bool__(self):
         raise GraphError(
@@ -808,46 +807,113 @@ def _facts(node: Node) -> tuple:
 
 # -- pickles ---------------------------------------------------------------------------------
 # Pickle writes a node's inputs inside it, so a chain of a few hundred ops went past Python's
-# recursion limit. A node deeper than _SHALLOW is written with its ancestors down to
-# _SEGMENT levels below it as a flat list (the nodes below, each written the same way), and
-# every node is keyed by this process's token and its seq, so what two pickles of one graph
-# share is one node again once loaded (nodes never change: sharing them is safe).
-_SHALLOW, _SEGMENT = 100, 1000
-_PICKLES = secrets.token_hex(8)  # this process's nodes, as its pickles name them
+# recursion limit. A node deeper than _SHALLOW is written after a flat list, in creation order,
+# of its deep ancestors that the pickle has not written yet, each written shallow (its inputs
+# are in the pickle already): every node is written once, so a gradient graph, whose nodes
+# reach back into the forward pass, pickles in linear size. Every node is keyed by the token
+# of the process that made it and its seq, so what two pickles of one graph share is one node
+# again once loaded (nodes never change: sharing them is safe).
+_SHALLOW = 100
+_tokens = [(0, secrets.token_hex(8))]  # (first seq, token): a forked child's new nodes get its own
 _unpickled: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # (token, seq) -> node
+_unpickling = threading.Lock()  # two threads loading one node build it once
+_writing = threading.local()  # .dump, .ancestors: weakrefs to this thread's _Dump, _Ancestors
 
 
-def _pickled_segment(root: Node) -> list[tuple]:
-    """``root``'s ancestors less than ``_SEGMENT`` levels below it, in creation order, as
-    ``(seq, op, inputs, name, shape, dtype)`` with inputs in the list by their index."""
-    floor = max(root.depth - _SEGMENT, _SHALLOW)
-    members, todo = {root}, [root]
-    while todo:
-        for i in todo.pop().inputs:
-            if i.depth > floor and i not in members:
-                members.add(i)
-                todo.append(i)
-    order = sorted(members, key=_seq)
-    index = {n: k for k, n in enumerate(order)}
-    return [(n.seq, n.op, tuple(index.get(i, i) for i in n.inputs), n.name, n.shape, n.dtype)
-            for n in order]  # fmt: skip
+def _forked() -> None:
+    """In a forked child: its new nodes take seqs its parent and siblings also give theirs."""
+    _tokens.append((next(_creation_counter), secrets.token_hex(8)))
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork either
+    os.register_at_fork(after_in_child=_forked)
+
+
+def _token(seq: int) -> str:
+    return next(token for first, token in reversed(_tokens) if seq >= first)
+
+
+def _alive(name: str):
+    """This thread's ``_writing.name``, or None where it is gone."""
+    ref = getattr(_writing, name, None)
+    return None if ref is None else ref()
+
+
+class _Dump:
+    """The deep nodes a pickler has written. A deep node's arguments start with it, so the
+    pickler's memo holds it from the first on; written a second time, it is in a second
+    pickler too, and says nothing about either any more. It loads as ``()``."""
+
+    __slots__ = ("listed", "writes", "__weakref__")
+
+    def __init__(self):
+        self.listed: dict[int, Node] = {}  # id -> node
+        self.writes = 0
+
+    def __reduce__(self):
+        self.writes += 1
+        return tuple, ()
+
+
+class _Ancestors:
+    """A deep node's deep ancestors that its pickler has not written, written (and loaded)
+    as a list in creation order, each one shallow."""
+
+    __slots__ = ("node", "dump", "shallow", "__weakref__")
+
+    def __init__(self, node: Node, dump: _Dump):
+        self.node, self.dump, self.shallow = node, dump, {}
+
+    def __reduce__(self):
+        listed = self.dump.listed if self.dump.writes == 1 else {}
+        listed[id(self.node)] = self.node
+        found, todo = [], [self.node]
+        while todo:
+            for i in todo.pop().inputs:
+                if i.depth > _SHALLOW and listed.get(id(i)) is not i:
+                    listed[id(i)] = i
+                    found.append(i)
+                    todo.append(i)
+        found.sort(key=_seq)
+        self.shallow = {id(n): n for n in found}
+        _writing.ancestors = weakref.ref(self)
+        return list, (found + [_Written()],)
+
+
+class _Written:
+    """The end of an :class:`_Ancestors` list: its nodes are written (it loads as ``()``)."""
+
+    def __reduce__(self):
+        _writing.ancestors = None
+        return tuple, ()
+
+
+def _reduce(node: Node) -> tuple:
+    """``node.__reduce__``: shallow (its inputs written inside it) when it is at most
+    ``_SHALLOW`` deep or in the ancestors being written, else after its ancestors."""
+    args = (_token(node.seq), node.seq, node.op, node.inputs, node.name, node.shape, node.dtype)
+    ancestors = _alive("ancestors")
+    if node.depth <= _SHALLOW or ancestors is not None and ancestors.shallow.get(id(node)) is node:
+        return _unpickle_node, args
+    dump = _alive("dump")
+    if dump is None or dump.writes > 1:
+        dump = _Dump()
+        _writing.dump = weakref.ref(dump)
+    return _unpickle_deep, (dump, _Ancestors(node, dump), *args)
 
 
 def _unpickle_node(token: str, seq: int, op: Op, inputs: tuple, name, shape, dtype) -> Node:
     """The node ``seq`` of the process ``token``: built once, then shared."""
-    node = _unpickled.get((token, seq))
-    if node is None:
-        node = _unpickled[token, seq] = Node(op, inputs, name, shape, dtype)
+    with _unpickling:
+        node = _unpickled.get((token, seq))
+        if node is None:
+            node = _unpickled[token, seq] = Node(op, inputs, name, shape, dtype)
     return node
 
 
-def _unpickle_segment(token: str, records: list[tuple]) -> Node:
-    """The last node of a :func:`_pickled_segment`."""
-    built: list[Node] = []
-    for seq, op, inputs, name, shape, dtype in records:
-        inputs = tuple(built[i] if type(i) is int else i for i in inputs)
-        built.append(_unpickle_node(token, seq, op, inputs, name, shape, dtype))
-    return built[-1]
+def _unpickle_deep(dump, ancestors: list, *args) -> Node:
+    """A deep node, loaded after its ancestors (each by :func:`_unpickle_node`)."""
+    return _unpickle_node(*args)
 
 
 def creation_mark() -> int:

@@ -40,9 +40,11 @@ class Executor:
     variables : list of Node
         The variables that must be fed.
     peak_bytes : int
-        The largest number of bytes held by live intermediates during the last run
-        (fed values and constants included; a view, such as a transpose, holds no bytes of
-        its own but keeps the whole array it looks into alive).
+        The largest number of bytes held by live intermediates during the last run, each
+        buffer once on every device (fed values and constants included, each until its last
+        use; a view, such as a transpose, holds no bytes of its own but keeps the whole array
+        it looks into alive, so a fed slice counts the array it was sliced from). The copies
+        ``run`` makes of its outputs (see ``outputs``) come after it and are not counted.
     last_run : dict
         ``{"computed": ops run, "skipped": ops on untaken branches}`` for the last run (zeros
         before the first). A run that raised counts the ops before the one that failed and
@@ -386,43 +388,52 @@ class _HeldBytes:
 
     def __init__(self, values: list):
         self.bytes = 0
-        self._buffers: dict[int, list] = {}  # id(owner) -> [owner, live values in it]
-        self._slots: list = [None] * len(values)  # slot -> the owner its value was counted in
+        self._buffers: dict = {}  # buffer key -> [owner, live values in it]
+        self._slots: list = [None] * len(values)  # slot -> the key its value was counted in
         for slot, value in enumerate(values):
             if value is not None:
                 self.add(slot, value)
 
     def add(self, slot: int, value) -> None:
-        owner = self._slots[slot] = _owner(value)
+        owner = _owner(value)
         if owner is None:  # DEAD, or a number: no buffer to share
             self.bytes += _nbytes(value)
-        elif (entry := self._buffers.get(id(owner))) is not None:
+            return
+        key = self._slots[slot] = _buffer_key(owner)
+        if (entry := self._buffers.get(key)) is not None:
             entry[1] += 1
         else:
-            self._buffers[id(owner)] = [owner, 1]
+            self._buffers[key] = [owner, 1]
             self.bytes += owner.nbytes
 
     def drop(self, slot: int, value) -> None:
-        owner, self._slots[slot] = self._slots[slot], None
-        if owner is None:
+        key, self._slots[slot] = self._slots[slot], None
+        if key is None:
             self.bytes -= _nbytes(value)
             return
-        entry = self._buffers[id(owner)]
+        entry = self._buffers[key]
         entry[1] -= 1
         if not entry[1]:
-            del self._buffers[id(owner)]
-            self.bytes -= owner.nbytes
+            del self._buffers[key]
+            self.bytes -= entry[0].nbytes
 
 
 def _owner(value):
     """The array whose memory ``value`` uses (itself unless it is a view), None for a value
-    that is not an array. The owner is remembered per slot: the strict device's ``base`` is
-    a new wrapper at each call (its views count in full)."""
+    that is not an array."""
     if not hasattr(value, "shape") or not hasattr(value, "nbytes"):
         return None
     while hasattr(getattr(value, "base", None), "nbytes"):  # NumPy's and CuPy's views
         value = value.base
     return value
+
+
+def _buffer_key(owner) -> int:
+    """Which buffer ``owner`` is: its ``id`` on the host, ``(where its memory starts,)`` on
+    a device (the strict device's ``base`` is a new wrapper at each call; two live buffers
+    never start at one address, and the entry holds its owner alive)."""
+    pointer = getattr(getattr(owner, "data", None), "ptr", None)
+    return id(owner) if pointer is None else (pointer,)
 
 
 def _nbytes(value) -> int:
