@@ -29,9 +29,11 @@ plain build runs and nothing is counted.
 
 Limits, honestly: no timing, no caches, no race detection (threads never interleave between
 synchronisations, so a missing ``__syncthreads()`` can go unnoticed), no out-of-bounds
-detection, ``float`` arithmetic is the host's (no fused multiply-add contraction, libm's
-``expf``). Barrier and warp-call misuse *is* detected: threads waiting at different
-barriers, a thread returning while others wait, a shuffle mask naming lanes that never come.
+detection (an index far out faults, and the error names the block and thread, not the
+index), ``float`` arithmetic is the host's (no fused multiply-add contraction, libm's
+``expf``). Barrier and warp-call misuse *is* detected: threads waiting at different barriers
+(told apart even on one line), a thread returning while others wait, a shuffle mask naming
+lanes that never come, a lane at ``__syncwarp()`` while another shuffles.
 Warp votes, inline PTX, textures and cooperative groups are rejected with a clear error.
 """
 
@@ -90,6 +92,10 @@ _EXTERN_SHARED = re.compile(
     r"extern\s+__shared__\s+(?:__align__\s*\(\s*\d+\s*\)\s*)?([A-Za-z_][\w ]*?)\s*"
     r"(?:__align__\s*\(\s*\d+\s*\)\s*)?\b([A-Za-z_]\w*)\s*\[\s*\]\s*;"
 )
+# a __device__ variable (not a function, nor const): ";", "=" or "[" before any "(" or "{"
+# (but those of __align__(n))
+_DECLARED = r"(?:[^;{}()=\[]|__align__\s*\(\s*\d+\s*\))*"
+_DEVICE_VARIABLE = re.compile(rf"\b__device__\b(?={_DECLARED}[;=\[])(?!{_DECLARED}\bconst\b)")
 _POINTEE = {
     "float32": np.float32, "float32x2": np.float32, "float32x4": np.float32,
     "float64": np.float64, "int32": np.int32, "int32x2": np.int32, "int32x4": np.int32,
@@ -335,6 +341,7 @@ def translate(source: str, filename: str = "module.cu") -> tuple[str, list[str],
             f'{filename}: no kernel found; declare kernels as extern "C" __global__ void name(...)'
         )
     body = _rewrite_extern_shared(text, filename)
+    body = _DEVICE_VARIABLE.sub("__device__ CLEMU_DEVICE_VARIABLE", body)
     if not body.lstrip().startswith("#line"):
         body = f'#line 1 "{filename}"\n{body}'
     prelude = expand_includes((KERNEL_DIR / "emulator_prelude.hpp").read_text("utf-8"),

@@ -4,10 +4,11 @@
 // puts a call __tsan_readN(address) / __tsan_writeN(address) before every load and store that
 // is left in the optimised kernel. No ThreadSanitizer runtime is linked: the functions are
 // defined below. Each call records the access if it falls in one of the launch's ranges (the
-// kernel's array arguments = global memory; the dynamic shared buffer and the library's own
-// writable data = shared memory, since __shared__ variables are statics there, except the
-// emulator's built-in variables and __constant__ data); the call's return address identifies
-// the instruction. The emulator's own code is not instrumented (CLEMU_PLAIN).
+// kernel's array arguments and its __device__ variables, in the clemu_device section, =
+// global memory; the dynamic shared buffer and the library's other writable data = shared
+// memory, since __shared__ variables are statics there, except the emulator's built-in
+// variables and __constant__ data); the call's return address identifies the instruction.
+// The emulator's own code is not instrumented (CLEMU_PLAIN).
 //
 // How requests are formed, as on a GPU: the accesses of the 32 lanes of a warp (threads
 // 32w .. 32w + 31 of the block, x fastest) to the same instruction in the same dynamic
@@ -261,7 +262,8 @@ CLEMU_PLAIN inline bool add_range(std::uintptr_t begin, std::uintptr_t bytes, Sp
     return true;
 }
 
-// The writable segments of this library hold its static variables: __shared__ ones.
+// The writable segments of this library hold its static variables: __shared__ ones (those of
+// templates too, which g++ leaves out of the clemu_shared section).
 CLEMU_PLAIN inline int add_own_segments(dl_phdr_info* info, std::size_t, void* ok) {
     const auto self = reinterpret_cast<std::uintptr_t>(&builtin);
     bool mine = false;
@@ -283,6 +285,9 @@ CLEMU_PLAIN inline int add_own_segments(dl_phdr_info* info, std::size_t, void* o
 // __constant__ variables live in this section (see the __constant__ macro): not counted.
 extern "C" char __start_clemu_constant[] __attribute__((weak, visibility("hidden")));
 extern "C" char __stop_clemu_constant[] __attribute__((weak, visibility("hidden")));
+// __device__ variables live in this section (course_lib.kernels.emulator marks them): global.
+extern "C" char __start_clemu_device[] __attribute__((weak, visibility("hidden")));
+extern "C" char __stop_clemu_device[] __attribute__((weak, visibility("hidden")));
 
 // Called by Python before a counted launch: the global (shared == 0) and shared ranges.
 extern "C" __attribute__((visibility("default"))) CLEMU_PLAIN int clemu_count_begin(
@@ -298,6 +303,8 @@ extern "C" __attribute__((visibility("default"))) CLEMU_PLAIN int clemu_count_be
     bool ok = add_range(reinterpret_cast<std::uintptr_t>(&clemu::builtin), sizeof clemu::builtin, ignored) &&
               add_range(constants, reinterpret_cast<std::uintptr_t>(__stop_clemu_constant) - constants, ignored);
     for (int r = 0; r < n; ++r) ok = ok && add_range(begins[r], sizes[r], shared[r] ? Space::shared : global);
+    const auto device = reinterpret_cast<std::uintptr_t>(__start_clemu_device);
+    ok = ok && add_range(device, reinterpret_cast<std::uintptr_t>(__stop_clemu_device) - device, global);
     dl_iterate_phdr(add_own_segments, &ok);
     return ok ? 0 : 1;
 }

@@ -51,6 +51,9 @@
 #define __restrict__ __restrict
 #define __shared__ static __attribute__((aligned(128), section("clemu_shared")))
 #define __constant__ static __attribute__((section("clemu_constant")))
+// course_lib.kernels.emulator puts this after the __device__ of a file-scope variable (global
+// memory, which the counting build must tell apart from the __shared__ statics)
+#define CLEMU_DEVICE_VARIABLE __attribute__((section("clemu_device")))
 #define __align__(n) alignas(n)
 #define __launch_bounds__(...)
 
@@ -179,6 +182,8 @@ struct Fiber {
     State state;
     bool started;
     int line;                    // of the barrier or warp-level call it waits at
+    int site;                    // which __syncthreads() of the source (two may share a line)
+    bool shuffle;                // the warp-level call is a shuffle, not __syncwarp()
     unsigned mask;               // the lanes a warp-level call waits for
     std::uint64_t value, result; // what a lane offers to a shuffle, and what it receives
     int source;                  // the lane whose value it reads
@@ -198,20 +203,23 @@ inline void* body_arg = nullptr;
 // Park this fiber and return to the scheduler. Only kernels that synchronise reach here, and
 // those always run as fibers (the Python side checks). The memory clobbers stop g++ from
 // keeping shared values in registers across the switch.
-CLEMU_PLAIN inline void park(State state, int line) {
+CLEMU_PLAIN inline void park(State state, int line, int site = 0) {
     asm volatile("" ::: "memory");
     current->state = state;
     current->line = line;
+    current->site = site;
     if (_setjmp(current->resume) == 0) _longjmp(scheduler, 1);
     asm volatile("" ::: "memory");
 }
 
-CLEMU_PLAIN inline void barrier(int line) { park(State::at_barrier, line); }
+CLEMU_PLAIN inline void barrier(int line, int site) { park(State::at_barrier, line, site); }
 
 // A warp-level call (__shfl_*_sync, __syncwarp): wait until every lane of `mask` has made
 // one, then receive the value offered by lane `source` (the scheduler hands it over).
-CLEMU_PLAIN inline std::uint64_t warp_sync(int line, unsigned mask, std::uint64_t value, int source) {
+CLEMU_PLAIN inline std::uint64_t warp_sync(int line, unsigned mask, std::uint64_t value, int source,
+                                           bool shuffle = true) {
     count::warp_synced();
+    current->shuffle = shuffle;
     current->mask = mask;
     current->value = value;
     current->source = source;
@@ -285,6 +293,7 @@ CLEMU_PLAIN inline bool release_warp(std::size_t first, std::size_t last, bool& 
         if (first + l >= last) problem = "the mask names a lane the block does not have";
         else if (fibers[first + l].state != State::at_warp_sync) return true;  // not yet
         else if (fibers[first + l].mask != mask) problem = "lanes wait with different masks";
+        else if (fibers[first + l].shuffle != lead->shuffle) problem = "one lane waits at __syncwarp(), another at a shuffle";
         else if (!(mask >> fibers[first + l].source & 1u)) problem = "a lane reads a lane outside the mask";
     }
     if (problem != nullptr) {
@@ -326,13 +335,14 @@ CLEMU_PLAIN inline int release_block(std::size_t n) {
             return -1;
         } else if (waiting == nullptr) {
             waiting = &f;
-        } else if (f.line != waiting->line) {
+        } else if (f.site != waiting->site) {
             std::snprintf(text, sizeof text,
                           "divergent __syncthreads() in block %s: thread %s waits at line %d, "
-                          "thread %s at line %d; every thread of a block must reach the same "
+                          "thread %s at line %d%s; every thread of a block must reach the same "
                           "barrier",
                           describe(builtin.block_idx, a), describe(waiting->index, b), waiting->line,
-                          describe(f.index, c), f.line);
+                          describe(f.index, c), f.line,
+                          f.line == waiting->line ? " (another __syncthreads() of that line number)" : "");
             fail(text);
             return -1;
         }
@@ -544,7 +554,7 @@ template <class T> CLEMU_PLAIN inline T shfl_xor(int line, unsigned mask, T valu
     const int lane = lane_id(), source = lane ^ lane_mask;
     return exchange(line, mask, value, (source & -width) > (lane & -width) ? lane : source);
 }
-CLEMU_PLAIN inline void syncwarp(int line, unsigned mask = 0xffffffffu) { warp_sync(line, mask, 0, lane_id()); }
+CLEMU_PLAIN inline void syncwarp(int line, unsigned mask = 0xffffffffu) { warp_sync(line, mask, 0, lane_id(), false); }
 
 }  // namespace clemu
 
@@ -553,7 +563,7 @@ CLEMU_PLAIN inline void syncwarp(int line, unsigned mask = 0xffffffffu) { warp_s
 #define blockDim (::clemu::builtin.block_dim)
 #define gridDim (::clemu::builtin.grid_dim)
 #define warpSize 32
-#define __syncthreads() ::clemu::barrier(__LINE__)
+#define __syncthreads() ::clemu::barrier(__LINE__, __COUNTER__)
 #define __shfl_sync(...) ::clemu::shfl(__LINE__, __VA_ARGS__)
 #define __shfl_up_sync(...) ::clemu::shfl_up(__LINE__, __VA_ARGS__)
 #define __shfl_down_sync(...) ::clemu::shfl_down(__LINE__, __VA_ARGS__)

@@ -4,9 +4,11 @@
 its kernel that counts each load and store (see ``emulator_counting.hpp``), and adds one
 :class:`Launch` to ``p``. The counts are exact for the model, which is:
 
-- **Global memory** is a kernel's array arguments. ``global_loads`` counts load
-  instructions executed by all threads (what is left after g++ -O2 merges repeated loads of
-  one address, much as nvcc does), ``global_load_bytes`` their bytes.
+- **Global memory** is a kernel's array arguments and its ``__device__`` variables.
+  ``global_loads`` counts load instructions executed by all threads (what is left after g++
+  -O2 merges repeated loads of one address, much as nvcc does), ``global_load_bytes`` their
+  bytes. An atomic (``atomicAdd``) counts as a load and a store, its read and its write,
+  where Nsight Compute counts atomics apart from loads and stores.
 - **Warp-level requests**: the accesses of the 32 lanes of a warp to the same instruction in
   the same dynamic occurrence (each lane's k-th execution since the last synchronisation)
   form one request, as on a GPU. ``sectors`` counts the 32-byte sectors each request touches
