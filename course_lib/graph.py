@@ -496,7 +496,9 @@ class Node:
         ``np.multiply(2, x)``) NumPy hands the operator to the node, which builds the op, so
         the graph is kept. ``np.exp(x)`` would take the values out of the graph (a symbolic
         node has none yet, and a tensor's gradients would silently stop), so it raises a
-        GraphError (a TypeError) pointing to ``cl.exp``.
+        GraphError (a TypeError) pointing to ``cl.exp`` (``np.max(x)``, NumPy's
+        ``np.maximum.reduce``, to ``cl.max``). ``np.equal`` and ``np.not_equal`` are
+        identity, as ``==`` and ``!=`` on nodes.
         """
         if method == "__call__" and not kwargs:
             if ufunc in _UFUNC_OPS:

@@ -66,7 +66,9 @@ def grad(out: Node, wrt: Node | Sequence[Node], seed: Node | None = None) -> lis
 
     Returns a list (one node per ``wrt`` entry), or a single node when ``wrt`` is a node.
     A ``wrt`` node that ``out`` does not depend on gets ``zeros_like`` of itself.
-    ``seed`` is v̄_out, the adjoint of ``out`` (ones by default: d out / d out).
+    ``seed`` is v̄_out, the adjoint of ``out`` (ones by default, d out / d out:
+    :func:`~course_lib.ops.elementwise.seed_like`, in ``out``'s dtype where that is a float
+    and in float64 otherwise).
     """
     targets = _targets(out, wrt)
     seed = seed_like(out) if seed is None else _checked_seed(out, seed)
@@ -100,7 +102,7 @@ def saved_for_backward(
     the backward pass has used it (PyTorch calls them saved tensors): that is its memory
     cost. ``forward`` are the forward outputs, ``backward`` the gradients built from them.
     Variables count (the caller holds them anyway), constants do not, nor do the inputs of
-    ``shape_only`` ops (``ones_like(out)``, the seed, needs no value of ``out``). A ``like``
+    ``shape_only`` ops (``seed_like(out)``, the seed, needs no value of ``out``). A ``like``
     input that a rule reads for its shape (``unreduce(v̄, like)``) counts: the executor
     keeps it alive until then.
     """
@@ -119,7 +121,7 @@ def saved_for_backward(
 def _checked_seed(out: Node, seed) -> Node:
     """A given v̄_out as a node of ``out``'s shape: the rules take each adjoint to have its
     node's shape, so a seed of another shape would give wrong-shaped gradients. A Python
-    number is taken in ``out``'s float dtype, as the default ``ones_like(out)`` is. A seed
+    number is taken in ``out``'s float dtype, as the default ``seed_like(out)`` is. A seed
     whose static shape is not ``out``'s (``(2,)`` for an output of shape ``(None,)``) is
     broadcast to ``out``'s shape when the graph runs (where it does not broadcast, the run
     fails, naming both)."""

@@ -328,7 +328,9 @@ def _rewrite_extern_shared(text: str, filename: str) -> str:
 
 def translate(source: str, filename: str = "module.cu") -> tuple[str, list[str], bool]:
     """The C++ translation unit for ``source``, its kernel names, and whether it synchronises
-    (barriers or warp-level calls: then its threads run as fibers).
+    (barriers or warp-level calls: then its threads run as fibers). File-scope ``__device__``
+    variables are put in a section of their own, so that the counting build counts them as
+    global memory.
 
     Raises :class:`UnsupportedConstructError` naming file and line for CUDA features the
     emulator does not model.
@@ -435,7 +437,9 @@ class EmulatedKernel:
         return status, error.value.decode(errors="replace"), counters
 
     def _begin_counting(self, library, arrays, shared_address: int, shared_mem: int) -> None:
-        """Tell the counting library where global memory (the arrays) and shared memory are."""
+        """Tell the counting library where global memory (the arrays) and shared memory are
+        (it finds the ``__device__`` variables, global too, and the ``__shared__`` ones
+        itself)."""
         ranges = [(a.ctypes.data, a.nbytes, 0) for a in arrays] + [(shared_address, shared_mem, 1)]
         begins, sizes, spaces = zip(*ranges)
         n = len(ranges)

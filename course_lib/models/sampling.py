@@ -68,6 +68,9 @@ def generate(
 
     A ``str`` prompt is byte-encoded and the result (prompt + continuation) decoded to a
     ``str``; a sequence of ids gives a list of ids. Seeded: the same call gives the same text.
+    Each step samples from :func:`next_token_distribution`: ``temperature`` divides the
+    logits (0: greedy, the lowest id among tied maxima), ``top_k`` keeps the k largest
+    logits, ties going to the lowest ids (``top_k=1`` is greedy at any temperature).
     Contexts longer than the model's ``max_seq_len`` keep their last ``max_seq_len`` tokens.
 
     ``kv_cache=True`` (models with a ``decode`` method, such as :class:`Llama`) prefills the

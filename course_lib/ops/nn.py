@@ -199,5 +199,10 @@ def log_softmax(x, axis=-1) -> Node:
 
 
 def cross_entropy(logits, targets) -> Node:
-    """Mean cross-entropy of ``logits`` (..., classes) against integer ``targets`` (...)."""
+    """Mean cross-entropy of ``logits`` (..., classes) against integer ``targets`` (...).
+
+    The targets' shape must be exactly the logits' without its last axis (checked when
+    built, and when run for axes unknown then: a :class:`ShapeError`), not one NumPy would
+    broadcast to it; each id must lie in ``[0, classes)`` (:class:`OutOfRangeError`).
+    """
     return apply(CrossEntropy(), logits, targets)

@@ -246,7 +246,8 @@ class Tensor(Node):
         ``gradient`` is the seed, needed unless ``self`` holds one number (then it is 1:
         d self/d self). With ``create_graph=True`` the gradients are differentiable tensors
         (inside ``no_grad`` too), functions of the seed as well when it is a tensor that
-        requires grad.
+        requires grad; without it the seed is detached and the sums into ``.grad`` are not
+        recorded, so no gradient keeps a graph alive.
         """
         if not self.requires_grad:
             raise GraphError(f"{self.name} does not require grad: no tensor it depends on does")

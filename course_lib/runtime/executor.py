@@ -30,7 +30,9 @@ class Executor:
     ----------
     outputs : Node or list of Node
         What to compute. ``run`` returns one array per output (or one array), never a view
-        of a fed array or of another output: changing one later changes nothing else.
+        of a fed array or of another output: changing one later changes nothing else. A 0-d
+        output is what the op's NumPy code gives, often a NumPy scalar (``np.float64``), the
+        same with ``optimize=True``.
     optimize : bool
         Apply the graph optimisation passes first (:func:`course_lib.passes.optimize`);
         ``outputs`` then holds the optimised graph that runs.

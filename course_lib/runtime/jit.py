@@ -233,7 +233,8 @@ def jit(
     The function returns a node or a tuple of nodes (not a dict, nor a generator); an
     array argument it does not use is fine, a Tensor that requires grad is refused (its
     gradients would stop); on a method, ``self`` is argument 0 (a guarded constant). The
-    jitted function returns NumPy (or CuPy) arrays; ``.stats`` counts traces, cache hits,
+    jitted function returns NumPy (or CuPy) arrays (a 0-d result as :class:`Executor`
+    gives it, often a NumPy scalar); ``.stats`` counts traces, cache hits,
     eager runs and the seconds spent tracing. Python ``if`` on a traced value raises a
     ``GraphError`` that points to :func:`course_lib.cond`. The guards see the arguments
     only: ``fn`` runs once per trace, so a value it reads from a closure or a global is

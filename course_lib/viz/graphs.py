@@ -112,7 +112,9 @@ def draw_graph(
         Draw each stage's nodes inside a box labelled with the stage's name (forward,
         tangent, backward, second backward, update).
     max_nodes : int
-        The size above which drawing is refused.
+        The size above which drawing is refused. Past :data:`SEARCHED_NODES` (200) nodes,
+        dot keeps its first feasible layout (``nslimit=0``) instead of searching for a
+        better one.
     """
     if rankdir not in RANKDIRS:
         raise ParameterError(f"draw_graph: rankdir must be one of {RANKDIRS}, not {rankdir!r}")
