@@ -16,22 +16,28 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...backend import host_array
-from ...errors import GraphError
+from ...errors import GraphError, ParameterError, ShapeError
 from ...graph import Node, is_weak_scalar, topological_order
 from ...kernels import FusedElementwise
 
 _FLOAT_LITERAL = re.compile(r"(?<![\w.])\d+(?:\.\d*(?:e[-+]?\d+)?|e[-+]?\d+)")
+_CUDA_FLOAT_LITERAL = re.compile(rf"({_FLOAT_LITERAL.pattern})f")
+_LITERAL_OR_EXACT_POWER = re.compile(rf"(?<=\*\* )(-1|0|1|2)\.0(?=\))|{_FLOAT_LITERAL.pattern}")
 
 
 def cuda_float(value) -> str:
-    """A float32 literal of CUDA C and C++, infinities and NaN included; a negative one in
-    parentheses (``(-{0})`` of -2.0 is ``(-(-2.0f))``, not the decrement ``(--2.0f)``)."""
-    value = float(value)
-    if math.isnan(value):
+    """A float32 literal of CUDA C and C++ for ``value`` rounded to float32 as NumPy rounds it
+    (the double's digits could round the other way, and 1e300f does not compile under NVRTC),
+    infinities and NaN included; a negative one in parentheses (``(-{0})`` of -2.0 is
+    ``(-(-2.0f))``, not the decrement ``(--2.0f)``)."""
+    with np.errstate(over="ignore"):
+        single = np.float32(float(value))
+    if math.isnan(single):
         return "(0.0f / 0.0f)"
-    if math.isinf(value):
-        return "(1.0f / 0.0f)" if value > 0 else "(-1.0f / 0.0f)"
-    return f"({value!r}f)" if math.copysign(1.0, value) < 0 else f"{value!r}f"
+    if math.isinf(single):
+        return "(1.0f / 0.0f)" if single > 0 else "(-1.0f / 0.0f)"
+    text = f"{single!s}f"  # the shortest digits that read back as this float32
+    return f"({text})" if math.copysign(1.0, single) < 0 else text
 
 
 def render(params: Sequence[Node], body: Node, target: str, constant: Callable) -> str:
@@ -64,14 +70,20 @@ class NumexprProgram:
     n_inputs: int
     constants: tuple[float, ...]
 
-    def evaluate(self, arrays: Sequence, out: np.ndarray | None = None) -> np.ndarray | None:
+    def evaluate(
+        self, arrays: Sequence, out: np.ndarray | None = None, exact: bool = False
+    ) -> np.ndarray | None:
         """The result in one blocked pass over memory, or None when numexpr cannot run it.
 
         Constants and the result take the floating dtype of the inputs (float32 stays
         float32, as with NumPy's weak scalars); integer inputs are left to the op-by-op
-        interpreter. ``out`` (optional, of the result's shape and dtype) receives the
-        result instead of a new array, as in the lecture's preallocated programs. numexpr
-        runs on the CPU: device arrays are refused with ``DeviceError``.
+        interpreter. ``out`` (optional: a writeable NumPy array of the result's shape and
+        dtype, overlapping no input, else an error) receives the result instead of a new
+        array, as in the lecture's preallocated programs. numexpr runs on the CPU: device
+        arrays are refused with ``DeviceError``. ``exact``: None also for float32 inputs
+        where the text calls ``maximum``, which numexpr computes in float64 only, and so
+        every op after it (rounded once at the end, not op by op as NumPy rounds: the last
+        bit of about one element in three differs).
         """
         import numexpr  # noqa: PLC0415  (a dependency; imported on first use)
 
@@ -80,6 +92,10 @@ class NumexprProgram:
         dtype = np.result_type(*arrays)  # a Python number stays weak, as in NumPy's operators
         if dtype.kind != "f" or dtype.itemsize not in (4, 8):
             return None
+        if exact and dtype == np.float32 and "maximum(" in self.text:
+            return None
+        if out is not None:
+            _check_out(out, arrays, dtype)
         names = {f"x{k}": dtype.type(a) if is_weak_value(a) else a for k, a in enumerate(arrays)}
         names.update({f"c{j}": dtype.type(v) for j, v in enumerate(self.constants)})
         try:  # numexpr's maximum works in float64: same_kind casts it back into ``out``
@@ -89,6 +105,24 @@ class NumexprProgram:
         if result.shape != np.broadcast_shapes(*(np.shape(a) for a in arrays)):
             return None  # numexpr drops an axis of size 1 against an empty one: op by op
         return result.astype(dtype, copy=False)
+
+
+def _check_out(out, arrays: Sequence, dtype: np.dtype) -> None:
+    """``out`` of a numexpr program: a writeable host array of the result's shape and dtype
+    that overlaps no input (numexpr reads its inputs block by block as it writes)."""
+    host_array(out, "out of a numexpr program")  # a device array: DeviceError
+    shape = np.broadcast_shapes(*(np.shape(a) for a in arrays))
+    if not isinstance(out, np.ndarray) or out.dtype != dtype:
+        raise GraphError(f"numexpr program: out must be a NumPy array of the result's dtype "
+                         f"{dtype}, got {getattr(out, 'dtype', type(out).__name__)}")  # fmt: skip
+    if out.shape != shape:
+        raise ShapeError(f"numexpr program: out must be of shape {shape}, got {out.shape}")
+    if not out.flags.writeable or any(
+        not is_weak_value(a) and np.may_share_memory(out, a) for a in arrays
+    ):
+        raise ParameterError(
+            "numexpr program: out must be writeable and overlap no input; pass a fresh array"
+        )
 
 
 def is_weak_value(value) -> bool:
@@ -107,14 +141,18 @@ def numexpr_program(params: Sequence[Node], body: Node) -> NumexprProgram:
 
     text = render(params, body, "numexpr", named)
     # float literals of the op templates become named constants too (a double literal
-    # would make numexpr compute a float32 expression in float64)
-    text = _FLOAT_LITERAL.sub(lambda m: named(m.group()), text)
+    # would make numexpr compute a float32 expression in float64), but for the exponents
+    # of NumPy's exact powers, written as integers: numexpr too computes them as x * x,
+    # 1 / x, ... (its pow would differ from those in the last bit)
+    text = _LITERAL_OR_EXACT_POWER.sub(lambda m: m.group(1) or named(m.group()), text)
     return NumexprProgram(text, len(params), tuple(constants))
 
 
 def cuda_kernel(params: Sequence[Node], body: Node) -> FusedElementwise:
     """Generate the CUDA C kernel (float32) of a fused body; named by its expression."""
     expression = render(params, body, "cuda", cuda_float)
+    # float literals of the op templates (pow's exponent) rounded to float32 as constants are
+    expression = _CUDA_FLOAT_LITERAL.sub(lambda m: cuda_float(m.group(1)), expression)
     digest = hashlib.sha256(expression.encode()).hexdigest()[:12]
     return FusedElementwise(
         f"fused_{digest}",

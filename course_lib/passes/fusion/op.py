@@ -8,7 +8,8 @@ node's real inputs. Where it runs:
 * GPU: the generated CUDA kernel (float32; other dtypes op by op);
 * CPU, large float32 arrays of one shape with g++ present: the same expression as a C++
   loop compiled for this CPU (:mod:`.cpu_loop`), which runs at memory speed;
-* CPU otherwise: the numexpr expression (float32/float64, broadcasting, no compiler).
+* CPU otherwise: the numexpr expression (float32/float64, broadcasting, no compiler), but
+  op by op for float32 where it calls ``maximum`` (numexpr's is float64 only).
 """
 
 from __future__ import annotations
@@ -96,8 +97,8 @@ class Fused(Op):
             if loop_worthy(arrays):
                 contiguous = [np.ascontiguousarray(a) for a in arrays]  # views: copied
                 result = try_cpu_loop(self.kernel, contiguous)
-            if result is None:
-                result = self.numexpr.evaluate(arrays)
+            if result is None:  # numexpr, where it rounds as NumPy does
+                result = self.numexpr.evaluate(arrays, exact=True)
             if result is not None:  # 0-d: a NumPy scalar, as the ops' ufuncs give one
                 return result[()] if result.ndim == 0 else result
         elif is_gpu(xp) and all(getattr(a, "dtype", None) == np.float32 for a in arrays):
@@ -118,7 +119,8 @@ class Fused(Op):
             xp = np
             arrays = [host_array(a, f"an input of {self.kernel.name} ({mode})") for a in arrays]
         shape = np.broadcast_shapes(*(a.shape for a in arrays))
-        full = [xp.ascontiguousarray(xp.broadcast_to(a, shape)) for a in arrays]
+        # reshaped: ascontiguousarray makes a 0-d array 1-d
+        full = [xp.ascontiguousarray(xp.broadcast_to(a, shape)).reshape(shape) for a in arrays]
         if mode == "cpu":
             return run_cpu_loop(self.kernel, full, out=out)  # its checks: native.loop_arrays
         if out is not None:
