@@ -201,22 +201,27 @@ def _panels(state: StepState) -> str:
             for label, new in entries
         )
         owner = f"{CELL};text-align:right" + (";background:#fee2e2" if current else "")
+        row = '<tr aria-current="true">' if current else "<tr>"  # node i: said, not only red
         rows.append(
-            f'<tr><td style="{owner}">v{number}:</td>'
+            f'{row}<td style="{owner}">v{number}:</td>'
             f'<td style="{CELL};text-align:left">[{items}]</td></tr>'
         )
     table = (
         '<table style="border-collapse:collapse;margin:0 0 10px;'
         f'font:12px Helvetica,Arial,sans-serif">{"".join(rows)}</table>'
     )
-    return f'<div style="flex:none">{table}{_code(state.step.kind)}</div>'
+    # it shrinks, and scrolls, only alone on a line narrower than itself (a phone's)
+    panel = "flex:0 1 auto;min-width:0;overflow-x:auto"
+    return f'<div style="{panel}">{table}{_code(state.step.kind)}</div>'
 
 
 def _code(kind: StepKind) -> str:
-    """The pseudo-code, the lines a step of this kind runs highlighted."""
+    """The pseudo-code, the lines a step of this kind runs highlighted (a ``<mark>``: said
+    by screen readers, and still marked where a page's styles are stripped)."""
     lines = "".join(
-        f'<span style="display:block{";background:#fde047" if i in LINES_OF_KIND[kind] else ""}">'
-        f"{html.escape(line)}</span>"
+        f'<mark style="display:block;background:#fde047;color:inherit">{html.escape(line)}</mark>'
+        if i in LINES_OF_KIND[kind]
+        else f'<span style="display:block">{html.escape(line)}</span>'
         for i, line in enumerate(PSEUDO_CODE)
     )
     return f'<pre style="margin:0;font:12px monospace;line-height:1.4">{lines}</pre>'
