@@ -14,8 +14,10 @@ not allowed"). ``COURSE_LIB_DEVICE=strict`` runs course_lib on this module inste
   NumPy's functions and ufuncs given a StrictArray run on the device, as CuPy's
   ``__array_function__`` and ``__array_ufunc__`` make them;
 * where CuPy copies host data in itself, so does this module: NumPy arrays (and lists) as
-  indices (``a[np_index]``, ``take``, ``scatter_add``), as the values of an assignment through
-  an index array, a 0-d NumPy array in a comparison (``a < np.array(0.5)``);
+  indices (``a[np_index]``, ``take``, ``scatter_add``, ``ufunc.at``), as the values of an
+  assignment through an index array, as ``ufunc.outer``'s operands, a 0-d NumPy array in a
+  comparison (``a < np.array(0.5)``, ``np.less(a, np.array(0.5))``); ufunc methods CuPy lacks
+  (``np.maximum.reduce``) raise NotImplementedError, as CuPy's do;
 * the module's functions (``strict_device.exp``, ``.matmul``, ...) are NumPy's, taking and
   returning StrictArrays; ``asarray``/``array`` are the explicit host-to-device copy;
 * no read-only arrays (CuPy has none): ``a.flags`` has only the contiguity flags;
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import numbers
 import operator
+import warnings
 
 import numpy as np
 
@@ -46,6 +49,16 @@ _REFUSED = (
 #: complex64/128. CuPy refuses the others (``ValueError: Unsupported dtype``): long double,
 #: objects (a Fraction operand makes one), strings, dates.
 _CUPY_DTYPES = frozenset("?bhilqBHILQefdFD")
+
+#: CuPy's comparison ufuncs, which take a 0-d NumPy array as its value (``__array_ufunc__``).
+_COMPARISONS = frozenset({"less", "less_equal", "equal", "not_equal", "greater", "greater_equal"})
+
+#: The ufuncs whose ``reduce``, ``accumulate``, ``reduceat`` and ``at`` CuPy implements
+#: (``cupy/_core/_kernel.pyx``: the others raise NotImplementedError); ``outer`` works for all.
+_UFUNC_METHODS = {
+    "reduce": {"add", "multiply"}, "accumulate": {"add", "multiply"}, "reduceat": {"add"},
+    "at": {"add", "subtract", "maximum", "minimum", "bitwise_and", "bitwise_or", "bitwise_xor"},
+}  # fmt: skip
 
 
 class _Pointer:
@@ -144,7 +157,8 @@ def _inplace(name: str):
 
 def _compare(name: str):
     """A comparison as CuPy's: a 0-d NumPy array compares as its value; ``==`` (``!=``) with
-    None or an object without its own ``__eq__`` is all False (all True), an array."""
+    None or an object without its own ``__eq__`` is all False (all True), an array; with
+    another object that leaves it to NumPy's ufunc (a list, a string), a TypeError."""
     op = getattr(operator, name)
 
     def method(self, other):
@@ -153,9 +167,24 @@ def _compare(name: str):
         if name in ("eq", "ne") and (other is None or type(other).__eq__ is object.__eq__):
             return StrictArray(np.full(self._a.shape, name == "ne"))
         b = _operand(other, f"operator {name}")
-        return NotImplemented if b is NotImplemented else _wrap(op(self._a, b))
+        if b is not NotImplemented:
+            return _wrap(op(self._a, b))
+        if name in ("eq", "ne") and not _defers(other):
+            raise TypeError(
+                f"operator {name}: unsupported type {type(other).__name__} on the strict device "
+                "(CuPy refuses it too); compare with a device array or a number"
+            )
+        return NotImplemented
 
     return method
+
+
+def _defers(other) -> bool:
+    """Whether CuPy leaves an operator to ``other`` (``_should_use_rop``) or to its
+    ``__array_ufunc__`` (a graph node's), rather than refusing it."""
+    if hasattr(other, "__array_ufunc__"):
+        return True
+    return getattr(other, "__array_priority__", 0) > StrictArray.__array_priority__
 
 
 def _unary(name: str):
@@ -228,6 +257,11 @@ class StrictArray:
                 f"Unsupported dtype {array.dtype} on the strict device (CuPy has no "
                 f"{array.dtype} arrays either); use float64, float32, an integer or bool"
             )
+        if not array.flags.writeable:  # CuPy has none: a.diagonal(), broadcast_to, real a.imag
+            try:
+                array.flags.writeable = True
+            except ValueError:  # over memory NumPy cannot write
+                array = array.copy()
         self._a = array
 
     # -- what CuPy arrays have -------------------------------------------------------------
@@ -239,6 +273,7 @@ class StrictArray:
     itemsize = property(lambda self: self._a.itemsize)
     strides = property(lambda self: self._a.strides)
     T = property(lambda self: StrictArray(self._a.T))
+    mT = property(lambda self: StrictArray(self._a.mT))
     real = property(lambda self: _wrap(self._a.real))
     imag = property(lambda self: _wrap(self._a.imag))
     flags = property(lambda self: _Flags(self._a))
@@ -249,11 +284,6 @@ class StrictArray:
     def base(self):
         base = self._a.base
         return None if base is None else StrictArray(base) if isinstance(base, np.ndarray) else base
-
-    def __array_namespace__(self, api_version=None):
-        import course_lib.strict_device as module  # noqa: PLC0415
-
-        return module
 
     def get(self) -> np.ndarray:
         """A NumPy copy on the host (CuPy's ``ndarray.get``)."""
@@ -278,6 +308,15 @@ class StrictArray:
         return int(self._a)
 
     def __bool__(self):
+        """CuPy's truth value: an empty array is False with a DeprecationWarning (NumPy 2.2
+        raises)."""
+        if self._a.size == 0:
+            warnings.warn(
+                "The truth value of an empty array is ambiguous. Returning False, but in future "
+                "this will result in an error. Use `array.size > 0` to check that an array is "
+                "not empty.", DeprecationWarning, stacklevel=2,
+            )  # fmt: skip
+            return False
         return bool(self._a)
 
     def __complex__(self):
@@ -294,6 +333,12 @@ class StrictArray:
 
     def __str__(self):
         return str(self._a)
+
+    def __format__(self, format_spec: str) -> str:
+        return format(self._a, format_spec)  # CuPy's: f"{loss:.3f}" of a 0-d array works
+
+    def __bytes__(self) -> bytes:
+        return bytes(self._a)
 
     def __getitem__(self, index):
         return _wrap(self._a[_index(index)])
@@ -312,14 +357,20 @@ class StrictArray:
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         """``np.exp(a)`` runs on the device, as CuPy's ``__array_ufunc__`` does; a NumPy
-        array among the operands is refused."""
-        what = f"numpy.{ufunc.__name__}"
+        array among the operands is refused (a 0-d one in a comparison is its value; ``at``
+        and ``outer`` copy host data in), and so is a method CuPy lacks (``np.maximum.reduce``)."""
+        name, what = ufunc.__name__, f"numpy.{ufunc.__name__}.{method}".replace(".__call__", "")
+        types = (StrictArray, np.ndarray, numbers.Number, np.generic)
+        if not all(isinstance(x, types) for x in inputs):
+            return NotImplemented
+        if name not in _UFUNC_METHODS.get(method, (name,)):
+            raise NotImplementedError(f"`{name}.{method}` is not supported by CuPy (nor here)")
+        if method == "at":
+            return _scatter(ufunc, *inputs, what=what)
+        if method == "outer" or name in _COMPARISONS:
+            inputs = tuple(_host_in(x, method == "outer") for x in inputs)
         inputs, given = _unwrap(inputs, what), kwargs
-        kwargs = _unwrap(kwargs, what)
-        for value in inputs:
-            if not isinstance(value, (np.ndarray, numbers.Number, np.generic)):
-                return NotImplemented
-        return _out(getattr(ufunc, method)(*inputs, **kwargs), given)
+        return _out(getattr(ufunc, method)(*inputs, **_unwrap(kwargs, what)), given)
 
     def __array_function__(self, func, types, args, kwargs):
         if not all(issubclass(t, (StrictArray, np.ndarray)) for t in types):
@@ -338,7 +389,7 @@ class StrictArray:
     __truediv__, __rtruediv__ = _binary("truediv")
     __floordiv__, __rfloordiv__ = _binary("floordiv")
     __mod__, __rmod__ = _binary("mod")
-    __pow__, __rpow__ = _binary("pow")
+    _pow, __rpow__ = _binary("pow")
     __matmul__, __rmatmul__ = _binary("matmul")
     __and__, __rand__ = _binary("and_")
     __or__, __ror__ = _binary("or_")
@@ -354,8 +405,25 @@ class StrictArray:
     __ifloordiv__ = _inplace("ifloordiv")
     __ilshift__, __irshift__ = _inplace("ilshift"), _inplace("irshift")
     __iand__, __ior__, __ixor__ = _inplace("iand"), _inplace("ior"), _inplace("ixor")
-    __neg__, __pos__ = _unary("neg"), _unary("pos")
+    __neg__ = _unary("neg")
     __abs__, __invert__ = _unary("abs"), _unary("invert")
+
+    def __pos__(self):
+        """CuPy's ``+a``: of a bool array, a copy with a DeprecationWarning (NumPy raises)."""
+        if self.dtype == np.bool_:
+            warnings.warn(
+                "Applying '+' to a non-numerical array is ill-defined. Returning a copy, but in "
+                "the future this will error.", DeprecationWarning, stacklevel=2,
+            )  # fmt: skip
+            return self.copy()
+        return _wrap(+self._a)
+
+    def __pow__(self, other):
+        """CuPy's ``a ** 2`` (a Python int) is ``square`` in the dtype ``result_type`` gives:
+        of a bool array, int64 (NumPy's ``square``: int8)."""
+        if type(other) is int and other == 2 and self.dtype == np.bool_:
+            return _wrap(np.square(self._a, dtype=np.result_type(self._a.dtype, other)))
+        return self._pow(other)
 
     def __divmod__(self, other):
         b = _operand(other, "divmod")
@@ -370,7 +438,7 @@ for _name in (
     "sum", "mean", "max", "min", "prod", "argmax", "argmin", "any", "all", "var", "std",
     "cumsum", "reshape", "transpose", "swapaxes", "ravel", "flatten", "squeeze", "copy",
     "astype", "view", "fill", "clip", "round", "dot", "nonzero", "repeat", "take", "sort",
-    "argsort", "conj",
+    "argsort", "conj", "conjugate", "cumprod", "diagonal", "trace",
 ):  # fmt: skip
     setattr(StrictArray, _name, _method(_name))
 
@@ -453,6 +521,24 @@ def _function(name: str, func):
 
     call.__name__ = name
     call.__doc__ = f"NumPy's ``{name}`` on the strict device."
+    if isinstance(func, np.ufunc):  # xp.add.reduce(a), xp.multiply.outer(a, b)
+        for method in ("reduce", "accumulate", "reduceat", "outer", "at"):
+            setattr(call, method, _ufunc_method(name, func, method))
+    return call
+
+
+def _ufunc_method(name: str, ufunc, method: str):
+    """``ufunc.method`` of the strict device: NumPy's, handed to StrictArray.__array_ufunc__
+    (which holds CuPy's rules); ``outer`` copies host operands in, as CuPy's does."""
+
+    def call(*args, **kwargs):
+        if method == "outer":
+            args = (*(asarray(a) for a in args[:2]), *args[2:])
+        elif not args or type(args[0]) is not StrictArray:
+            raise TypeError(f"strict_device.{name}.{method} takes a device array first")
+        return getattr(ufunc, method)(*args, **kwargs)
+
+    call.__name__ = f"{name}.{method}"
     return call
 
 
@@ -516,14 +602,31 @@ def scatter_add(target: StrictArray, index, values) -> None:
             f"scatter_add adds into a device array, not {type(target).__name__} (CuPy refuses "
             "it too)"
         )
-    if target.dtype.char not in _SCATTER_ADD_DTYPES:
+    _scatter(np.add, target, index, values, what="scatter_add")
+
+
+def _scatter(ufunc, target, index, values=None, *, what: str) -> None:
+    """``ufunc.at(target, index, values)`` as CuPy's scatter ops (``_scatter_op``): into a
+    device array (for add, of a dtype atomicAdd has); host indices, and values through an index
+    array, are copied in; values take target's dtype."""
+    if type(target) is not StrictArray:
+        raise TypeError(f"{what} writes into a device array, not {type(target).__name__}")
+    if ufunc is np.add and target.dtype.char not in _SCATTER_ADD_DTYPES:
         raise TypeError(
-            f"scatter_add into {target.dtype}: CuPy's scatter_add (cupy.add.at) supports int32, "
+            f"{what} into {target.dtype}: CuPy's scatter_add (cupy.add.at) supports int32, "
             "float16, float32, float64, uint32 and uint64 only"
         )
     host = isinstance(values, np.ndarray) and (values.ndim == 0 or _advanced(index))
-    values = np.asarray(values if host else _unwrap(values, "scatter_add"))
-    np.add.at(target._a, _index(index), values.astype(target.dtype, copy=False))
+    values = np.asarray(values if host else _unwrap(values, what))
+    ufunc.at(target._a, _index(index), values.astype(target.dtype, copy=False))
+
+
+def _host_in(value, arrays: bool):
+    """A ufunc operand as CuPy takes it: a 0-d NumPy array as its value, and with ``arrays``
+    (``outer``, which calls ``cupy.array``) any NumPy array copied in."""
+    if isinstance(value, np.ndarray) and (arrays or value.ndim == 0):
+        return asarray(value) if arrays else value.item()
+    return value
 
 
 ndarray = StrictArray
