@@ -20,12 +20,14 @@ path they name is in the release.
 
 The repository is ``--repository``, or else the ``origin`` of DEST when DEST is a git clone;
 without either the notebooks carry their links only. Every file is scanned before anything is
-written: a solution marker anywhere (``BEGIN SOLUTION`` in any case or spacing, ``# SOLUTION``)
-stops the release, as does a notebook git does not track. DEST must lie outside this
-repository, be the user's own folder that no other user may write in, and hold nothing but an
-earlier release (listed in its ``.course-release`` manifest) and a ``.git`` folder: a rerun
-replaces the earlier release file by file, so the same sources give the same tree. Refusals
-exit with status 2 and change nothing.
+written: a solution marker anywhere (``BEGIN SOLUTION`` in any case or spacing, ``# SOLUTION``,
+nbgrader's ``BEGIN HIDDEN TESTS``; in a notebook's decoded strings too, full-width letters and
+zero-width spaces folded) stops the release, as do a notebook git does not track and a file
+reached through a symbolic link (the release would publish what it points to). DEST must lie
+outside this repository, be the user's own folder that no other user may write in, and hold
+nothing but an earlier release (every file listed in its ``.course-release`` manifest) and a
+``.git`` folder: a rerun replaces the earlier release file by file, so the same sources give
+the same tree. Refusals exit with status 2 and change nothing.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ INSTRUCTOR_TOOLS = (
 )
 README_TEMPLATE = Path("docs/release/README.md")
 # edition.py's markers, and the near misses it would leave in place (case, spacing)
-SOLUTION = re.compile(r"(?i)\b(BEGIN|END)\s+SOLUTION\b|#\s*SOLUTION\b")
+SOLUTION = edition.LEFTOVER
 _NOTEBOOK_ROW = re.compile(r"^\| `(?P<name>\d\d_\w+)\.ipynb` \|(?P<rest>.*)$")
 _WITH, _END = "<!-- with a repository -->", "<!-- end -->"  # the README's parts about badges
 _WITH_REPOSITORY = re.compile(re.escape(_WITH) + r"\n.*?" + re.escape(_END) + r"\n", re.S)
@@ -86,7 +88,7 @@ def release(root: Path, dest: Path, repository: links.Repository | None) -> list
 
 def refuse_solutions(texts: dict[str, str]) -> None:
     """Refuse ``{path: text}`` when any text holds a solution marker."""
-    leaks = sorted(path for path, text in texts.items() if SOLUTION.search(text))
+    leaks = sorted(path for path, text in texts.items() if edition.holds_marker(text))
     if leaks:
         raise ReleaseError(f"solution markers in {', '.join(leaks)}: nothing written")
 
@@ -100,6 +102,9 @@ def release_files(root: Path, repository: links.Repository | None) -> dict[str, 
     for path in _tracked(root, PACKAGE, *COPIED):
         if path not in INSTRUCTOR_TOOLS:
             source = root / path
+            if source.resolve() != root.resolve() / path:  # what it points to, published
+                raise ReleaseError(f"{path} is reached through a symbolic link: commit the "
+                                   "file itself")  # fmt: skip
             executable = source.stat().st_mode & stat.S_IXUSR  # as git: not who runs this
             files[path] = (source.read_bytes(), 0o755 if executable else 0o644)
     pyproject = (root / "pyproject.toml").read_text("utf-8")
@@ -194,12 +199,25 @@ def check_destination(root: Path, dest: Path) -> None:
     if linked:
         raise ReleaseError(f"{dest} reaches {linked[0]} through a symbolic link to a folder: "
                            "remove the link (the release writes only inside DEST)")  # fmt: skip
-    ours = {".git", MANIFEST} | {path.split("/")[0] for path in listed}
-    unrelated = sorted(entry.name for entry in where.iterdir() if entry.name not in ours)
+    unrelated = _unlisted(where, set(listed))
     if unrelated:
         shown = ", ".join(unrelated[:5]) + (", ..." if len(unrelated) > 5 else "")
         raise ReleaseError(f"{dest} holds files that are not an earlier release ({shown}): "
                            "choose an empty folder or an earlier release")  # fmt: skip
+
+
+def _unlisted(dest: Path, listed: set[str]) -> list[str]:
+    """The files and links under ``dest`` (but ``.git`` and the manifest) that ``listed``
+    lacks: a rerun would leave them in the release (a notebook copied into ``notebooks/``)."""
+    found = []
+    for folder, folders, names in os.walk(dest):
+        here = Path(folder).relative_to(dest)
+        if here == Path("."):
+            folders[:] = [name for name in folders if name != ".git"]
+            names = [name for name in names if name not in (".git", MANIFEST)]
+        linked = [name for name in folders if (Path(folder) / name).is_symlink()]
+        found += [(here / name).as_posix() for name in names + linked]
+    return sorted(path for path in found if path not in listed)
 
 
 def _check_owner(dest: Path, where: Path) -> None:

@@ -18,21 +18,28 @@ function exists and its check says "not done yet"; a CUDA solution becomes
 (otter-grader's one-line marker), becomes ``name = None  # YOUR GUESS HERE``. The outputs of
 exercise cells (cells with a solution, and ``check(...)`` cells), of cells tagged ``predict``
 or ``check-yourself`` (the cells that answer a "Predict, then run" or "Check yourself"
-question) and of every cell with a guess are cleared; every other cell, output and the
-notebook's metadata stay exactly as they are, except that the Binder and Colab badges of the
-generated cells (``course_lib.links``) open ``student/``, and that the solution and check
-cells of each exercise carry ``{"exercise": {"id": "NN.name", "part": "solution" | "check"}}``
-in their metadata: how ``python -m course_lib.exercises.grade`` finds a submission's answers,
-whatever the file is called.
+question) and of every cell with a guess are cleared, with the saved state of the widgets
+only those outputs showed; every other cell, output and the notebook's metadata stay exactly
+as they are, except that the Binder and Colab badges of the generated cells
+(``course_lib.links``) open ``student/``, and that the solution and check cells of each
+exercise carry ``{"exercise": {"id": "NN.name", "part": "solution" | "check"}}`` in their
+metadata: how ``python -m course_lib.exercises.grade`` finds a submission's answers, whatever
+the file is called.
+
+A stub that leaves its cell invalid Python (markers around part of a statement) and a marker
+left in the student edition (a near miss such as ``#BEGIN SOLUTION``, nbgrader's
+``### BEGIN HIDDEN TESTS``, in any cell) are refused, with nothing written.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import copy
 import json
 import re
 import sys
+import unicodedata
 from pathlib import Path
 
 from .. import links
@@ -47,11 +54,44 @@ _STUB = {"#": ["# YOUR CODE HERE", "raise NotImplementedError"], "//": ["// YOUR
 _GUESS = re.compile(r"^(?P<name>\s*\w+ = )\S.*\s# SOLUTION\s*$")
 _BLANK_GUESS = r"\g<name>None  # YOUR GUESS HERE"
 QUESTION_TAGS = ("predict", "check-yourself")  # cells whose output answers a question
+# The markers, the near misses student_source leaves in place (case, spacing) and nbgrader's
+# hidden tests, which it does not remove: any of them left in a student edition is a leak
+LEFTOVER = re.compile(r"(?i)\b(BEGIN|END)\s+(SOLUTION|HIDDEN\s+TESTS)\b|#\s*SOLUTION\b")
+_WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"  # an output showing a widget
+_WIDGET_STATE = "application/vnd.jupyter.widget-state+json"  # the notebook's saved widgets
+_WIDGET_REF = re.compile(r'(?:IPY_MODEL_|"model_id":\s*")(\w+)')
 
 
 class EditionError(ValueError):
-    """A notebook whose solution markers do not pair up, or a target the edition would write
+    """A notebook whose solution markers do not pair up, whose stub is not valid Python or
+    that keeps a marker the edition does not recognise, or a target the edition would write
     over the instructor notebooks through (the source folder itself, a symbolic link)."""
+
+
+def holds_marker(text: str) -> bool:
+    """Whether ``text`` holds a :data:`LEFTOVER` marker as a reader sees it: a notebook's
+    strings with their JSON escapes decoded (``BEGIN\\tSOLUTION``), compatibility characters
+    folded (``ＢＥＧＩＮ``) and invisible ones dropped (zero-width spaces)."""
+    try:
+        decoded = "\n".join(_strings(json.loads(text)))
+    except ValueError:
+        decoded = ""
+    folded = unicodedata.normalize("NFKC", f"{text}\n{decoded}")
+    seen = "".join(ch for ch in folded if unicodedata.category(ch) != "Cf")
+    return bool(LEFTOVER.search(seen))
+
+
+def _strings(value):
+    """Every string in a JSON value, keys included."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
 
 
 def student_source(source: str, where: str = "cell") -> str:
@@ -127,16 +167,58 @@ def exercise_parts(notebook) -> dict[int, tuple[str, str, str]]:
 def student_notebook(notebook, name: str = "notebook"):
     """A copy of ``notebook`` (an ``nbformat`` node) as the student edition."""
     student = copy.deepcopy(notebook)
-    parts = exercise_parts(student)
+    parts, cleared = exercise_parts(student), []
     for index, cell in enumerate(student.cells):
         if cell.get("cell_type") != "code":
             continue
-        source = student_source(cell.source, f"{name}, cell {index}")
+        where = f"{name}, cell {index}"
+        source = student_source(cell.source, where)
+        if source != cell.source:
+            _check_python(cell.source, source, where)
         if source != cell.source or is_exercise_cell(cell) or answers_a_question(cell):
+            cleared += cell.get("outputs", [])
             cell.source, cell.outputs, cell.execution_count = source, [], None
         if index in parts:
             cell.metadata[METADATA] = {"id": parts[index][0], "part": parts[index][1]}
+    _drop_widgets(student, cleared)
     return student
+
+
+def _check_python(instructor: str, student: str, where: str) -> None:
+    """Refuse a stub that breaks its cell: the instructor's cell is Python, the student's not
+    (a block that is part of a statement, such as the items of a dict)."""
+    try:
+        ast.parse(instructor)
+    except SyntaxError:
+        return  # IPython's own syntax (magics): nothing to compare with
+    try:
+        ast.parse(student)
+    except SyntaxError as error:
+        raise EditionError(f"{where}, line {error.lineno}: the student cell is not valid Python "
+                           f"({error.msg}): put the solution markers around whole "
+                           "statements") from None  # fmt: skip
+
+
+def _drop_widgets(notebook, cleared: list) -> None:
+    """Remove from the notebook's saved widget state the widgets that only the ``cleared``
+    outputs showed (their values, or what an Output widget captured, would stay in it)."""
+    state = notebook.metadata.get("widgets", {}).get(_WIDGET_STATE, {}).get("state")
+    if state:
+        kept = [output for cell in notebook.cells for output in cell.get("outputs", [])]
+        for model in _widgets(cleared, state) - _widgets(kept, state):
+            del state[model]
+
+
+def _widgets(outputs: list, state: dict) -> set[str]:
+    """The ids of the widgets ``outputs`` show, and of the widgets those refer to."""
+    todo = [output.get("data", {}).get(_WIDGET_VIEW, {}).get("model_id") for output in outputs]
+    found = set()
+    while todo:
+        model = todo.pop()
+        if model in state and model not in found:
+            found.add(model)
+            todo += _WIDGET_REF.findall(json.dumps(state[model]))
+    return found
 
 
 def write_edition(source_dir: Path, target_dir: Path) -> list[Path]:
@@ -160,17 +242,23 @@ def write_edition(source_dir: Path, target_dir: Path) -> list[Path]:
     if linked:
         raise EditionError(f"{linked[0]} is a symbolic link: the student edition would be "
                            "written through it, over the file it points to; remove it")  # fmt: skip
-    for stale in set(target_dir.glob("*.ipynb")) - {target_dir / p.name for p in sources}:
-        if not _someones_work(stale):
-            stale.unlink()
     students = {
         path.name: student_notebook(nbformat.read(path, as_version=nbformat.NO_CONVERT), path.name)
         for path in sources
     }
     repository = links.configured_repository(source_dir.parent / "pyproject.toml")
     links.link_notebooks(students, repository, links.FOLDERS[1])
-    for name, notebook in students.items():
-        (target_dir / name).write_text(links.notebook_text(notebook), encoding="utf-8")
+    texts = {name: links.notebook_text(notebook) for name, notebook in students.items()}
+    leaks = [name for name, text in texts.items() if holds_marker(text)]
+    if leaks:
+        raise EditionError(f"{source_dir / leaks[0]}: a solution marker the edition does not "
+                           "recognise would stay in the student edition; write it as "
+                           "`# BEGIN SOLUTION` (nothing written)")  # fmt: skip
+    for stale in set(target_dir.glob("*.ipynb")) - {target_dir / p.name for p in sources}:
+        if not _someones_work(stale):
+            stale.unlink()
+    for name, text in texts.items():
+        (target_dir / name).write_text(text, encoding="utf-8")
     return [target_dir / name for name in students]
 
 
