@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+from .. import strict_device  # noqa: F401  (its arrays are answers' values: recorded as trusted)
+
 # Each topic module registers the checkers of one notebook's exercises.
 from . import (  # noqa: F401
     forward_mode,

@@ -7,7 +7,8 @@ child process (forked, in its own process group) that it kills with everything i
 when the time limit is up, and turns every outcome, including the answer's own exceptions,
 ``os._exit`` and endless loops no signal stops, into a :class:`Verdict`; nothing the answer
 does escapes. Results of the answer are taken at their exact type (no subclass of ``int``,
-``tuple``, ``ndarray``... whose ``__eq__`` says yes to everything), and an exercise may name
+``tuple``, ``ndarray``..., no object of the answer's own class, whose ``__eq__`` says yes to
+everything), and an exercise may name
 library functions the answer must not call (found by the identity of their code, however the
 answer reached them: an alias, a bound method, a subclass).
 """
@@ -33,7 +34,6 @@ import types
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -277,7 +277,11 @@ def _run_checker(found: Exercise, answer) -> Verdict:
 
 
 _RUN_CHECKER_CODE = _run_checker.__code__  # where the checker starts: answer frames lie above
-_GUARDED = ("builtins", "math", "operator", "fractions", "numpy", "numpy.linalg", "numpy.random")
+#: the standard modules checks rely on (``types`` and ``contextlib`` too: the forbidden-call
+#: profiler tells NumPy's methods by ``types.BuiltinMethodType``, and ``_refusing`` is entered
+#: through ``contextlib._GeneratorContextManager``) and NumPy's
+_GUARDED = ("builtins", "math", "operator", "fractions", "types", "contextlib", "numpy",
+            "numpy.linalg", "numpy.random")  # fmt: skip
 #: The events by which course_lib's verdict code reports to the grader's audit hook (guard.py);
 #: without a hook (a student's own notebook) raising them costs nothing.
 VERDICT_EVENT, CHECKPOINT_EVENT = "course_lib.grade.verdict", "course_lib.grade.checkpoint"
@@ -305,18 +309,20 @@ def _function_of(value):
 def collect(modules: dict, skip: Iterable[str] = ()) -> tuple[list, list]:
     """``(class attributes, functions)`` of ``modules`` (``name -> module``) as they are now.
 
-    Class attributes are ``(class namespace, key, value, label)`` for every class a course_lib
-    module defines; functions are ``(function, __code__, __defaults__, __kwdefaults__,
-    label)`` for every function in the modules and in those classes (swapping a function's
-    ``__code__`` in place leaves the module's attribute the same object)."""
+    Class attributes are ``(class namespace, key, value, label)`` for every class written in
+    Python that a module defines (course_lib's, ``fractions.Fraction``, NumPy's ``errstate``:
+    ``Fraction.__eq__ = ...`` changes what every check of a fraction says); functions are
+    ``(function, __code__, __defaults__, __kwdefaults__, label)`` for every function in the
+    modules and in those classes (swapping a function's ``__code__`` in place leaves the
+    module's attribute the same object)."""
     attributes, functions, seen = [], [], set()
     for name, module in modules.items():
-        ours = name.split(".")[0] == "course_lib"
         for key, value in list(vars(module).items()):
             if f"{name}.{key}" in skip:
                 continue
             members = [(key, value)]
-            if ours and isinstance(value, type) and value.__module__ == name:
+            if (isinstance(value, type) and value.__module__ == name
+                    and _FLAGS(value) & _HEAP_TYPE):  # fmt: skip
                 space = vars(value)
                 for attr, member in list(space.items()):
                     attributes.append((space, attr, member, f"{name}.{key}.{attr}"))
@@ -587,6 +593,9 @@ _ORIGINS: dict = {}  # id -> (code, trusted): frames classified so far
 _FORBIDDEN_CACHE: dict = {}  # an exercise's forbidden names -> what the profiler matches
 _OWN = " (the checker's own code)"
 _HANDED: dict = {}  # id -> code: functions a check hands to the answer (they may be called)
+#: bound here (a guarded module): ``threading.setprofile = lambda f: None`` in a solution cell
+#: would let the answer's threads call what the exercise forbids
+_THREADS_PROFILE = threading.setprofile
 
 
 def _hand(args) -> None:
@@ -927,7 +936,7 @@ def _refusing(found: Exercise, answer):  # noqa: C901  (one closure: the profile
     _HANDED.clear()
     previous = sys.getprofile()
     sys.setprofile(profile)
-    threading.setprofile(profile)
+    _THREADS_PROFILE(profile)
     failure = None  # what ends the check, if it fails
     try:
         yield
@@ -939,7 +948,7 @@ def _refusing(found: Exercise, answer):  # noqa: C901  (one closure: the profile
         _HANDED.clear()
         still = sys.getprofile() is profile
         sys.setprofile(previous)
-        threading.setprofile(None)
+        _THREADS_PROFILE(None)
         if calls:
             label, kind = calls[0]
             if kind == "numpy":
@@ -988,10 +997,10 @@ def call(label: str, fn, *args, errors: Iterable[tuple[type, str, Mistake]] = ()
     return result
 
 
-_VALUE_TYPES = (int, float, complex, str, bytes, tuple, list, dict, set, frozenset, Fraction,
-                np.ndarray, np.generic)  # fmt: skip
 _TRUSTED = ("builtins", "numpy", "course_lib", "cupy", "fractions")
 _HEAP_TYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement (or type())
+#: a class's own flags and MRO (a metaclass can give a class any ``__flags__`` or ``__mro__``)
+_FLAGS, _MRO = type.__dict__["__flags__"].__get__, type.__dict__["__mro__"].__get__
 
 
 def _trusted(kind: type) -> bool:
@@ -999,22 +1008,31 @@ def _trusted(kind: type) -> bool:
     tuple, ndarray, NumPy's scalars...), or a Python class that a trusted module held when the
     snapshot was taken (Fraction, course_lib's own), found by identity: an answer's class can
     say ``__module__ = "builtins"``, but it cannot be one of those."""
-    if not kind.__flags__ & _HEAP_TYPE:
+    if not _FLAGS(kind) & _HEAP_TYPE:
         return True
     found = _TRUSTED_CLASSES.get(id(kind))
     return found is kind
+
 
 
 _TRUSTED_CLASSES: dict = {}  # id -> class, filled by take_snapshot
 
 
 def exact(label: str, value, depth: int = 0):
-    """``value`` unchanged, or :class:`Wrong` when it (or an element of a tuple, list or dict in
-    it) is an answer-made subclass of a number, string, container or array: such a value may
-    redefine ``==`` to agree with anything, so checks take results at their exact type."""
+    """``value`` unchanged, or :class:`Wrong` when it (or an element of a tuple, list, dict or
+    object array in it) is an object of an answer-made class that is not a subclass of one of
+    course_lib's (an op): a subclass of a number, string, container or array, or any other
+    class (whose ``__eq__`` may agree with anything, and whose ``__class__`` may say ``int``),
+    so checks take results at their exact, trusted type."""
     kind = type(value)
-    if issubclass(kind, _VALUE_TYPES) and not _trusted(kind):
-        base = next(b for b in kind.__mro__ if not b.__flags__ & _HEAP_TYPE or _trusted(b))
+    base = kind if _trusted(kind) else next(b for b in _MRO(kind) if _trusted(b))
+    ours = _FLAGS(base) & _HEAP_TYPE and base.__module__.split(".")[0] == "course_lib"
+    if base is not kind and not ours:
+        if base is object:
+            raise Wrong(
+                f"{label} returned a {kind.__name__}, an object of a class made by your code; "
+                "return plain values (numbers, tuples, lists, arrays)"
+            )
         raise Wrong(
             f"{label} returned a {kind.__name__}, a subclass of {base.__name__} made by your "
             f"code; return a plain {base.__name__}"
@@ -1025,6 +1043,9 @@ def exact(label: str, value, depth: int = 0):
     elif depth < 4 and kind is dict:
         for key, item in value.items():
             exact(label, key, depth + 1)
+            exact(label, item, depth + 1)
+    elif depth < 4 and kind is np.ndarray and value.dtype.hasobject:
+        for item in value.ravel().tolist():  # an array of objects compares them with their ==
             exact(label, item, depth + 1)
     return value
 

@@ -3,7 +3,8 @@
 ::
 
     python -m course_lib.exercises.grade SUBMISSION... [--roster roster.csv] [--out grades]
-        [--kernel python3] [--timeout 900] [--cell-timeout 600] [--notebooks notebooks]
+        [--kernel python3] [--timeout 900] [--cell-timeout 600] [--memory 8192]
+        [--notebooks notebooks]
 
 A SUBMISSION is a notebook or a folder of them (a folder per student: ``alice/05.ipynb``).
 Every submission is read into memory first, so one cannot rewrite another before it is graded.
@@ -24,36 +25,44 @@ differed from the hook's snapshot of NumPy, builtins and course_lib (module attr
 course_lib's class attributes, functions' code and defaults, what course_lib.exercises'
 lists, dicts and sets hold) is not counted and is flagged. Rows are flagged for review when
 the hook saw code get around grading (a function's code or defaults swapped, ``gc``
-referrers, other threads' frames, a frame read while the answer runs, a tracer or profiler,
+referrers, other threads' frames, a frame read while the answer runs, a process the answer
+starts during a check (its verdict is not counted either), a tracer or profiler,
 another audit hook, ``ctypes`` outside course_lib, unsigned lines in its file, a check that
 gave no verdict, ``sys.stdout`` replaced...), or when solution cells match patterns of
 patching.
 
 Each notebook runs in a worker process in its own session, from a private folder, with a wall
-clock limit (``--timeout``); afterwards every process below the worker (on Linux a subreaper,
+clock limit (``--timeout``) and a limit on each of its processes' writable memory (``--memory``,
+``RLIMIT_DATA``: a memory bomb gets a MemoryError, not the machine); what its cells print is
+dropped as it comes; afterwards every process below the worker (on Linux a subreaper,
 so the processes its kernel starts and leaves stay below it), the worker and every process
 that still carries the run's marker in its environment are killed. Each answer is checked
 in a child process killed at the exercise's time limit (``verify``). A broken or hostile
 submission is a row with its reason, never a traceback.
 
 Known limits: the submitted code runs as your user, in the same interpreter as the grader's
-check cells, so isolation is only as good as the audit hook. Forgeries of a few lines
-(rebinding ``report``, swapping ``__code__``, rewriting ``sys.stdout``, writing lines into
-the hook's file) get no points and are flagged; code written against the hook itself can
-still get past it, for instance a Python signal handler that runs while the hook is on the
-stack and reads its key from the frame, ``ctypes`` memory writes (``memmove`` and ``cast``
-raise no audit event) or ctypes used from code compiled under a course_lib file name, a
-path opened relative to a directory descriptor (``dir_fd``) to reach the hook's file, a
-patch of NumPy or builtins that the answer makes and undoes within one check, a signal handler
-the answer sets and calls (its frame argument leads to the checker's locals), frames read by
-code compiled under a library's file name, or the checks' own state that the answer changes
-while it runs (the forbidden-call profiler's record, reached through
-``sys.getprofile().__closure__``, or core's caches). The code can also read files and write
-outside its folder, and a process that gets out from under the worker (the kernel killing
-the worker first, or outside Linux one in a session and an environment of its own) outlives
-the run (it could rewrite the gradebook, or read a later run's key before its hook).
-Run the grader in a container (or as a user who can read nothing else), and review flagged
-rows.
+check cells, so isolation is only as good as the audit hook (and the code can signal the
+grader's own process). Forgeries of a few lines (rebinding ``report``, swapping ``__code__``,
+rewriting ``sys.stdout``, writing lines into the hook's file) get no points and are flagged;
+code written against the hook itself can still get past it, for instance a Python signal
+handler that runs while the hook is on the stack and reads its key from the frame, ``ctypes``
+memory writes (``memmove`` and ``cast`` raise no audit event) or ctypes used from code compiled
+under a course_lib file name, a path opened relative to a directory descriptor (``dir_fd``) to
+reach the hook's file, a patch of NumPy or builtins that the answer makes and undoes within one
+check, a signal handler the answer sets and calls (its frame argument leads to the checker's
+locals), frames read by code compiled under a library's file name, the checks' own state
+that the answer changes while it runs (the forbidden-call profiler's record, reached through
+``sys.getprofile().__closure__``, or core's caches), a thread the answer starts with
+``_thread`` (or after changing ``threading`` during the check: such a thread runs without the
+forbidden-call profiler), a process started without an audit event (``_posixsubprocess``), and
+on a GPU, where checks run in the kernel itself, a thread left running that patches and
+restores during a check. A check's cases are fixed (seeded) and its code is readable, so an
+answer can look up results that a solution cell computed beforehand with the library's
+function. The code can also read files and write outside its folder, and a process that gets
+out from under the worker (the kernel killing the worker first, or outside Linux one in a
+session and an environment of its own) outlives the run (it could rewrite the gradebook, or
+read a later run's key before its hook). Run the grader in a container (or as a user who can
+read nothing else), and review flagged rows.
 """
 
 from __future__ import annotations
@@ -149,8 +158,8 @@ def _parse(text: str):
 
     try:
         json.loads(text)
-    except ValueError as error:
-        return None, f"not a notebook: the file is not JSON ({error})"
+    except (ValueError, RecursionError) as error:  # arrays nested deeper than the stack
+        return None, f"not a notebook: the file is not JSON ({str(error)[:200]})"
     try:
         notebook = nbformat.reads(text, as_version=4)
         if not isinstance(notebook.get("cells"), list):
@@ -233,15 +242,26 @@ def _compose(instructor, solutions: dict[str, list[str]], folder: str):
 
 
 def _worker() -> int:
-    """Run one composed notebook (JSON on stdin); print why it stopped, if it did."""
+    """Run one composed notebook (JSON on stdin) under its memory limit; print why it stopped,
+    if it did. What the cells print is dropped as it comes (the grader reads none of it, and a
+    cell printing without end would fill this process's memory)."""
+    import resource  # noqa: PLC0415  (Unix: the worker runs there)
+
     import nbformat  # noqa: PLC0415
     from nbclient import NotebookClient  # noqa: PLC0415
 
+    class Client(NotebookClient):
+        def output(self, outs, msg, display_id, cell_index):
+            return None
+
     _become_subreaper()
     job = json.loads(sys.stdin.read())
+    if job["memory"]:  # the kernel inherits it (writable memory, not address space reserved)
+        limit = job["memory"] << 20
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
     notebook = nbformat.reads(job["notebook"], as_version=4)
     options = {"kernel_name": job["kernel"]} if job["kernel"] else {}
-    client = NotebookClient(
+    client = Client(
         notebook, timeout=job["cell_timeout"], allow_errors=True,
         resources={"metadata": {"path": job["folder"]}}, **options,
     )  # fmt: skip
@@ -337,9 +357,11 @@ def read_channel(folder: Path, key: bytes) -> Channel:
     return found
 
 
-def _execute(instructor, solutions: dict, kernel: str | None, timeout: int, cell_timeout: int):
+def _execute(instructor, solutions: dict, kernel: str | None, timeout: int, cell_timeout: int,
+             memory: int = 0):
     """``(composed notebook's checks, ids with no solution, the hook's channel, why the run
-    stopped or None)``: the notebook runs from a private folder."""
+    stopped or None)``: the notebook runs from a private folder, its processes with at most
+    ``memory`` MiB of writable memory each (0: no limit)."""
     import nbformat  # noqa: PLC0415
 
     marker, key = secrets.token_hex(16), secrets.token_hex(32).encode()
@@ -348,7 +370,7 @@ def _execute(instructor, solutions: dict, kernel: str | None, timeout: int, cell
         notebook, checks, absent = _compose(instructor, solutions, folder)
         job = json.dumps({
             "notebook": nbformat.writes(notebook), "kernel": kernel,
-            "cell_timeout": cell_timeout, "folder": folder,
+            "cell_timeout": cell_timeout, "folder": folder, "memory": memory,
         })  # fmt: skip
         env = {**os.environ, _RUN_ENV: marker, "PYTHONDONTWRITEBYTECODE": "1"}
         process = subprocess.Popen(
@@ -428,6 +450,7 @@ def grade_submission(  # noqa: C901
     kernel: str | None = None,
     timeout: int = 900,
     cell_timeout: int = 600,
+    memory: int = 0,
 ) -> tuple[str | None, list[Row]]:
     """``(instructor notebook file or None, a row per exercise)``; a problem is one row."""
     if sub.problem:
@@ -449,7 +472,9 @@ def grade_submission(  # noqa: C901
     name, instructor = instructors[numbers[0]]
     ids = sorted({part[0] for part in exercise_parts(instructor).values()})
     ours = {i: s for i, s in solutions.items() if i in ids}
-    checks, absent, channel, stopped = _execute(instructor, ours, kernel, timeout, cell_timeout)
+    checks, absent, channel, stopped = _execute(
+        instructor, ours, kernel, timeout, cell_timeout, memory
+    )
     verdicts, notes = _verdicts(channel)
     regex = _suspicious([s for i in ids for s in ours.get(i, [])])
     if regex:
@@ -523,6 +548,8 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901
     parser.add_argument("--kernel", help="kernel to run them in (default: the notebook's)")
     parser.add_argument("--timeout", type=int, default=900, help="seconds per notebook (900)")
     parser.add_argument("--cell-timeout", type=int, default=600, help="seconds per cell (600)")
+    parser.add_argument("--memory", type=int, default=8192,
+                        help="MiB of writable memory per process (8192; 0: none)")  # fmt: skip
     parser.add_argument("--notebooks", type=Path, default=_ROOT / "notebooks",
                         help="instructor notebooks (default: the repository's notebooks/)")
     args = parser.parse_args(argv)
@@ -551,7 +578,8 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901
     for student in sorted(set(roster.values()) - {s.student for s in submissions}):
         submissions.append(Submission(student, Path("-"), problem="no submission"))
     graded = [
-        (sub, *grade_submission(sub, instructors, args.kernel, args.timeout, args.cell_timeout))
+        (sub, *grade_submission(sub, instructors, args.kernel, args.timeout, args.cell_timeout,
+                                args.memory))  # fmt: skip
         for sub in submissions
     ]
     _write(args.out, graded)

@@ -22,7 +22,9 @@ an audit hook (:func:`sys.addaudithook`; Python code cannot remove one). The hoo
   outside course_lib, reading the hook's own frame from a traceback, reading a frame during
   a check while answer code runs (``sys._getframe``, ``inspect.currentframe``, a traceback's
   or a generator's frame: ``f_back`` leads to the checker's locals, its expected results),
-  verdicts and checks raised by other code; and it ends the kernel (after recording it) when
+  verdicts and checks raised by other code, a process the answer starts during a check
+  (``os.fork``, ``subprocess``: the forbidden-call profiler does not follow it there, so the
+  verdict is not counted); and it ends the kernel (after recording it) when
   code opens, truncates, maps, renames or removes the channel, so the lines already there
   stay.
 
@@ -59,6 +61,10 @@ _CHANNEL = {"open": (0,), "os.truncate": (0,), "os.remove": (0,), "os.rename": (
             "mmap.__new__": (0,), "fcntl.fcntl": (0,), "fcntl.ioctl": (0,),
             "shutil.rmtree": (0,), "os.chmod": (0,), "os.chown": (0,)}  # fmt: skip
 _KERNEL_OWNED = {f"builtins.{n}" for n in ("_", "__", "___")} | core._KERNEL_OWNED
+#: events that start a process: one started by the answer during a check runs without the
+#: forbidden-call profiler (it could compute the result with the library's function)
+_PROCESS = frozenset({"os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.exec",
+                      "os.system", "subprocess.Popen"})  # fmt: skip
 _TIMER_SIGNALS = tuple(
     int(getattr(signal, name))
     for name in ("SIGALRM", "SIGVTALRM", "SIGPROF", "SIGUSR1", "SIGUSR2")
@@ -153,9 +159,10 @@ def arm(folder: str, report) -> None:  # noqa: C901, PLR0915  (one closure: the 
     traceback_type, base_error, missing = types.TracebackType, BaseException, object()
     watched = frozenset({BEGIN, END, VERDICT, CHECKPOINT, FINAL, "object.__setattr__",
                          "object.__delattr__", "object.__getattr__", "sys.settrace",
-                         "sys.setprofile", "sys._getframe", *_ALWAYS, *_CHANNEL})  # fmt: skip
+                         "sys.setprofile", "sys._getframe", *_ALWAYS, *_CHANNEL,
+                         *_PROCESS})  # fmt: skip
     frame_attributes = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
-    always, channel_events = frozenset(_ALWAYS), dict(_CHANNEL)
+    always, channel_events, processes = frozenset(_ALWAYS), dict(_CHANNEL), _PROCESS
     special = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
     exercise_ids, flags = frozenset(records), os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
     begin, end, verdict, checkpoint, final = BEGIN, END, VERDICT, CHECKPOINT, FINAL
@@ -281,6 +288,23 @@ def arm(folder: str, report) -> None:  # noqa: C901, PLR0915  (one closure: the 
             frame = frame.f_back
         return False
 
+    def started_by_answer(frame) -> bool:
+        """Whether a check is under way and the nearest code outside the standard library and
+        installed packages that led to ``frame`` is the answer's, not course_lib's."""
+        if state["window"] is None:
+            return False
+        while frame is not None:
+            code = frame.f_code
+            name = code.co_filename
+            if code is report_code or code is importing or id_of(code) in library:
+                return False
+            if kind_of(name) is not str_:
+                return True
+            if not startswith(name, installed):
+                return not startswith(name, package)  # (modules imported after arming)
+            frame = frame.f_back
+        return False
+
     def where(frame) -> str:
         name = frame.f_code.co_filename
         return (name if kind_of(name) is str_ else "<a renamed file>") + ":" + repr_of(
@@ -369,6 +393,11 @@ def arm(folder: str, report) -> None:  # noqa: C901, PLR0915  (one closure: the 
                     if position < len_of(args) and is_protected(args[position], event != "open"):
                         send("event", event + " of the grader's channel", where(frame))
                         exit_now(70)
+            elif event in processes:
+                if started_by_answer(frame):
+                    state["tainted"].add("a process started by the answer (" + event + ")")
+                    send("event", "a process started by the answer during a check",
+                         event + " at " + where(frame))  # fmt: skip
             elif event == "sys.settrace" or event == "sys.setprofile":
                 # a profiler of a student's cell (%prun) is harmless; one set during a
                 # check (or left on into one: begin says so) is recorded
@@ -403,7 +432,7 @@ def arm(folder: str, report) -> None:  # noqa: C901, PLR0915  (one closure: the 
 
     own_codes.update(id(f.__code__) for f in (hook, send, on_verdict, changed, is_protected,
                                              everything_changed, library_near, where,
-                                             answer_below,
+                                             answer_below, started_by_answer,
                                              closures_changed, contents, tables_changed,
                                              items))  # fmt: skip
     sys.addaudithook(hook)
