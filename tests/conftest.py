@@ -89,6 +89,16 @@ def two_threads_each():
             numexpr.set_num_threads(old)
 
 
+def skip_without_nvrtc() -> pytest.MarkDecorator:
+    """Skip a test when NVRTC is missing; CI installs it, so there a missing one fails."""
+    from course_lib.kernels import nvrtc  # noqa: PLC0415
+
+    return pytest.mark.skipif(
+        not nvrtc.nvrtc_available() and not os.environ.get("CI"),
+        reason="NVRTC missing: the test extra installs cupy-cuda12x and nvidia-cuda-nvrtc-cu12",
+    )
+
+
 def needs_gxx(what: str) -> pytest.MarkDecorator:
     """Skip a test when g++ is missing; CI has g++, so there a missing one fails instead."""
     from course_lib.kernels import emulator  # noqa: PLC0415  (only tests that compile ask)

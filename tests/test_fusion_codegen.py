@@ -1,14 +1,14 @@
 """Generated code of fused nodes: numexpr and a compiled C++ loop on the CPU; CUDA C that
 compiles with NVRTC for sm_80/sm_90 and runs in the CPU emulator; all compared with NumPy."""
 
-import os
 
 import numpy as np
 import pytest
 
 import course_lib as cl
+from conftest import needs_gxx, skip_without_nvrtc
 from course_lib.errors import DeviceError, GraphError, ParameterError, ShapeError
-from course_lib.kernels import emulator, nvrtc
+from course_lib.kernels import nvrtc
 from course_lib.passes import fuse_elementwise
 from course_lib.passes.fusion.codegen import cpu_source, numexpr_program
 from course_lib.passes.fusion.cpu_loop import (
@@ -19,14 +19,8 @@ from course_lib.passes.fusion.cpu_loop import (
     run_cpu_loop,
 )
 
-needs_emulator = pytest.mark.skipif(  # CI has g++: fail there rather than skip
-    not emulator.emulator_available() and not os.environ.get("CI"),
-    reason="the CUDA emulator needs g++ on PATH",
-)
-needs_nvrtc = pytest.mark.skipif(
-    not nvrtc.nvrtc_available() and not os.environ.get("CI"),
-    reason="NVRTC missing: the test extra installs cupy-cuda12x and nvidia-cuda-nvrtc-cu12",
-)
+needs_emulator = needs_gxx("the CUDA emulator")
+needs_nvrtc = skip_without_nvrtc()
 
 
 def mixed_graph():

@@ -1,23 +1,20 @@
 """The fused elementwise template: code generation and runs in the emulator."""
 
-import os
 import re
 
 import numpy as np
 import pytest
 
+from conftest import needs_gxx
 from course_lib.errors import ShapeError
-from course_lib.kernels import FusedElementwise, emulator, fused
+from course_lib.kernels import FusedElementwise, fused
 from course_lib.kernels.errors import KernelCompileError
 from course_lib.kernels.fused_template import fill_template
 from course_lib.ops.elementwise import AddN, Elementwise, Power
 from course_lib.passes.fusion.codegen import cuda_float
 
 LECTURE = FusedElementwise("fused_lecture", ("a", "b", "c", "d"), (("e", "d + (a + b) * c"),))
-needs_emulator = pytest.mark.skipif(  # CI has g++: fail there rather than skip
-    not emulator.emulator_available() and not os.environ.get("CI"),
-    reason="the CUDA emulator needs g++ on PATH",
-)
+needs_emulator = needs_gxx("the CUDA emulator")
 
 
 def test_source_fills_the_template():

@@ -2,7 +2,6 @@
 pictures, its compute family and the LLaMA FLOP-table rows it computes. These tests fail if a
 fact moves back into a table keyed by op names."""
 
-import os
 import re
 import types
 
@@ -11,9 +10,10 @@ import pytest
 from op_specs import subclasses
 
 import course_lib as cl
+from conftest import needs_gxx
 from course_lib import passes
 from course_lib.graph import Op, apply
-from course_lib.kernels import dispatch, emulator
+from course_lib.kernels import dispatch
 from course_lib.models import LlamaConfig, flops_table
 from course_lib.models.compute import FAMILIES
 from course_lib.models.optim import AdamMoment, AdamWUpdate
@@ -27,10 +27,7 @@ from course_lib.ops.rope import Rope, _tables
 from course_lib.ops.shape import ScatterLike
 from course_lib.viz.labels import definition
 
-needs_emulator = pytest.mark.skipif(  # CI has g++: fail there rather than skip
-    not emulator.emulator_available() and not os.environ.get("CI"),
-    reason="the CUDA emulator needs g++ on PATH",
-)
+needs_emulator = needs_gxx("the CUDA emulator")
 
 
 def _op_classes() -> list[type[Op]]:

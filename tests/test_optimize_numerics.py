@@ -8,14 +8,12 @@ import pytest
 from op_specs import UNARY_OPS
 
 import course_lib as cl
-from course_lib.kernels import emulator, nvrtc
+from conftest import needs_gxx
+from course_lib.kernels import nvrtc
 from course_lib.passes import fuse_elementwise
 from course_lib.passes.fusion.cpu_loop import LOOP_MIN_SIZE
 
-needs_emulator = pytest.mark.skipif(  # CI has g++: fail there rather than skip
-    not emulator.emulator_available() and not os.environ.get("CI"),
-    reason="the CUDA emulator needs g++ on PATH",
-)
+needs_emulator = needs_gxx("the CUDA emulator")
 SPECIAL = np.array([1.0, np.nan, -2.0, np.inf, -np.inf, 0.0, -0.0, 3.5], np.float32)
 EXPRESSIONS = {
     "relu": lambda v: cl.relu(v) * 2.0 + 1.0,

@@ -2,24 +2,18 @@
 
 Oracle: the unfused graph run op by op (NumPy), bit for bit where the docs promise it."""
 
-import os
 
 import numpy as np
 import pytest
 
 import course_lib as cl
+from conftest import needs_gxx, skip_without_nvrtc
 from course_lib.errors import GraphError, ParameterError, ShapeError
-from course_lib.kernels import emulator, nvrtc
+from course_lib.kernels import nvrtc
 from course_lib.passes import fuse_elementwise
 
-needs_emulator = pytest.mark.skipif(  # CI has g++: fail there rather than skip
-    not emulator.emulator_available() and not os.environ.get("CI"),
-    reason="the CUDA emulator needs g++ on PATH",
-)
-needs_nvrtc = pytest.mark.skipif(
-    not nvrtc.nvrtc_available() and not os.environ.get("CI"),
-    reason="NVRTC missing: the test extra installs cupy-cuda12x and nvidia-cuda-nvrtc-cu12",
-)
+needs_emulator = needs_gxx("the CUDA emulator")
+needs_nvrtc = skip_without_nvrtc()
 VALUES = np.array([1.5, -2.0, 0.0, -0.0, np.nan, np.inf, -np.inf, 3.0, 1e-40, 0.75], np.float32)
 
 
