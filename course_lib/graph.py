@@ -21,7 +21,6 @@ import os
 import secrets
 import struct
 import threading
-import warnings
 import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -60,8 +59,7 @@ def dtype_by_example(op: Op, dtypes: Sequence) -> np.dtype | None:
     input dtypes."""
     examples = [d if isinstance(d, Number) else np.ones((1,) * EXAMPLE_NDIM, d) for d in dtypes]
     try:
-        with np.errstate(all="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with np.errstate(all="ignore"):  # per thread, unlike warnings.catch_warnings
             return np.asarray(op.compute(np, *examples)).dtype
     except (TypeError, ArithmeticError) as exc:
         if not _takes(op, len(examples)):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
 from ..graph import Node, constant, same_kind
@@ -17,10 +15,11 @@ def fold_constants(outputs: Graph) -> Graph:
     Python-number results stay weakly typed (``2.0 * 3.0`` folds to the number 6.0, so
     ``x * (2.0 * 3.0)`` keeps x's dtype); a NumPy result keeps its dtype (``exp(2.0)`` is a
     float64, so ``x32 * exp(2.0)`` is float64 folded or not). Control-flow ops are left
-    alone, and so is any node whose computation fails or warns (the run reports it as
-    usual), gives complex numbers (no constant holds them) or grows (:func:`_grows`), and an
-    output whose value is a NumPy scalar (``sum`` of a constant: as a constant, the run would
-    return it as a 0-d array)."""
+    alone, and so is any node whose computation fails or meets a floating-point error
+    (overflow, division by zero, an invalid value: the run reports it as usual), gives
+    complex numbers (no constant holds them) or grows (:func:`_grows`), and an output whose
+    value is a NumPy scalar (``sum`` of a constant: as a constant, the run would return it
+    as a 0-d array). Any other warning is shown once, here, and the node is folded."""
     outs = output_list(outputs, "fold_constants")
     returned = set(outs)
 
@@ -29,11 +28,9 @@ def fold_constants(outputs: Graph) -> Graph:
             return copy_with(node, inputs)
         values = [i.op.value for i in inputs]
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("error")
-                with np.errstate(all="raise"):
-                    value = node.op.compute(np, *values)
-        except (ArithmeticError, ValueError, TypeError, IndexError, Warning):
+            with np.errstate(all="raise"):  # per thread, unlike warnings.catch_warnings
+                value = node.op.compute(np, *values)
+        except (ArithmeticError, ValueError, TypeError, IndexError):
             return copy_with(node, inputs)
         if np.iscomplexobj(value) or _grows(value, values):
             return copy_with(node, inputs)

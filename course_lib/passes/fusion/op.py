@@ -15,7 +15,6 @@ node's real inputs. Where it runs:
 from __future__ import annotations
 
 import functools
-import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -56,8 +55,7 @@ def _one_dtype(body: Node, params: Sequence[Node], examples: list) -> bool:
     result's float dtype or bool, and add no booleans (``True + True`` is True in NumPy, 2
     in generated code)?"""
     try:
-        with np.errstate(all="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with np.errstate(all="ignore"):  # per thread, unlike warnings.catch_warnings
             values = interpret(body, dict(zip(params, examples)), np)
     except Exception:  # noqa: BLE001  (the example fails: the run reports it, op by op)
         return False
