@@ -57,14 +57,16 @@ def achieved_mfu(
     flops: float, gpu_seconds: float, gpu: GPU | str, precision: str = "bf16"
 ) -> float:
     """The MFU at which ``flops`` model FLOPs took ``gpu_seconds`` (seconds × GPUs, e.g.
-    reported GPU-hours × 3600). More than 1 is a ParameterError: no GPU beats its peak, so the
-    FLOPs or the seconds are wrong (GPU-hours passed as seconds give 3600 times the MFU)."""
+    reported GPU-hours × 3600). More than 1 (beyond round-off, which gives 1) is a
+    ParameterError: no GPU beats its peak, so the FLOPs or the seconds are wrong (GPU-hours
+    passed as seconds give 3600 times the MFU)."""
     flops = params.real(flops, "achieved_mfu: flops", minimum=0.0)
     seconds = params.real(gpu_seconds, "achieved_mfu: gpu_seconds", positive=True)
     mfu = flops / (seconds * peak_flops(gpu, precision))
-    if mfu > 1:
+    # round-off: the seconds of seconds_at_mfu(flops, gpu, 1.0) can give back 1 + 2**-52
+    if mfu > 1 + 1e-12:
         raise ParameterError(
             f"achieved_mfu: {flops:.4g} FLOPs in {seconds:.4g} GPU-seconds is {mfu:.4g} times "
             f"the peak; an MFU cannot exceed 1 (are the seconds GPU-hours?)"
         )
-    return mfu
+    return min(mfu, 1.0)
