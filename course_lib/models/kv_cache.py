@@ -14,7 +14,7 @@ eager tensors, made once per prefill); a model trained further needs a new prefi
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -37,11 +37,13 @@ class KVCache:
     keys: tuple = ()
     values: tuple = ()
     device: str = field(default_factory=backend.get_device)
+    config: object = field(default=None, repr=False)  # the configuration of the prefill's model
 
     @classmethod
-    def empty(cls, arrays: dict[str, np.ndarray]) -> KVCache:
-        """A cache with no tokens, for the parameters ``arrays`` (copied into tensors)."""
-        return cls({name: Tensor(a, name=name) for name, a in arrays.items()})
+    def empty(cls, arrays: dict[str, np.ndarray], config=None) -> KVCache:
+        """A cache with no tokens, for the parameters ``arrays`` (copied into tensors) of a
+        model of configuration ``config``."""
+        return cls({name: Tensor(a, name=name) for name, a in arrays.items()}, config=config)
 
     @property
     def length(self) -> int:
@@ -64,9 +66,11 @@ class KVCache:
         """(keys, values) per layer, or None when nothing is cached yet."""
         return list(zip(self.keys, self.values)) if self.keys else None
 
-    def check_params(self, arrays: dict) -> None:
+    def check_params(self, arrays: dict, config=None) -> None:
         """A ShapeError unless this cache's parameters have the names and shapes of
-        ``arrays`` (a cache made by a model of another configuration cannot continue)."""
+        ``arrays`` and its model's configuration is ``config`` (a cache made by a model of
+        another configuration cannot continue: another RoPE base or norm ε with the same
+        shapes computed other keys)."""
         mine = {name: tuple(t.shape) for name, t in self.params.items()}
         theirs = {name: tuple(a.shape) for name, a in arrays.items()}
         if mine != theirs:
@@ -78,6 +82,14 @@ class KVCache:
                 f"{theirs.get(name, 'absent')} in the model); prefill with this model "
                 "(decode without a cache)"
             )
+        if self.config is not None and config is not None and self.config != config:
+            changed = "; ".join(
+                f"{f.name}={getattr(self.config, f.name)!r} in the cache, "
+                f"{getattr(config, f.name)!r} in the model"
+                for f in fields(config) if getattr(config, f.name) != getattr(self.config, f.name)
+            )
+            raise ShapeError(f"KVCache: this cache was made by a model of another configuration "
+                             f"({changed}); prefill with this model (decode without a cache)")
 
     def check_room(self, batch: int, new: int, max_seq_len: int) -> None:
         """A ShapeError unless ``new`` tokens of ``batch`` sequences fit after the cached ones."""

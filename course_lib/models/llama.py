@@ -153,7 +153,7 @@ class Llama(DecoderLM):
         """
         self.check_device()
         tokens = self.check_tokens(tokens)
-        cache = KVCache.empty(self.params) if cache is None else cache
+        cache = KVCache.empty(self.params, self.config) if cache is None else cache
         if cache.device != backend.get_device():
             raise DeviceError(
                 f"this KVCache was made on the {cache.device!r} device, but course_lib runs on "
@@ -164,12 +164,12 @@ class Llama(DecoderLM):
         if batch < 1 or (seq < 1 and not cache.length):
             raise self.shape_error(batch, seq)
         self.check_params()
-        cache.check_params(self.params)
+        cache.check_params(self.params, self.config)
         cache.check_room(batch, seq, self.config.max_seq_len)
         with no_grad():
             logits, _, present = self.build_decoder(Tensor(tokens), cache.params, cache.past())
         keys, values = zip(*present)
-        return logits.numpy(), KVCache(cache.params, keys, values)
+        return logits.numpy(), KVCache(cache.params, keys, values, config=cache.config)
 
 
 _PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")

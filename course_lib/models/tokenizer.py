@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from .. import backend
 from ..errors import FeedError, GraphError, ParameterError, ShapeError
 
 
@@ -29,15 +30,20 @@ class ByteTokenizer:
         return np.frombuffer(data, dtype=np.uint8).astype(np.int64)
 
     def decode(self, ids: Iterable[int]) -> str:
-        """The text of byte ids (integers, each in [0, 256))."""
-        try:
-            array = np.asarray(list(ids) if not hasattr(ids, "shape") else ids).reshape(-1)
+        """The text of one sequence (1-D) of byte ids (integers, each in [0, 256))."""
+        backend.refuse_foreign(ids, "ByteTokenizer.decode: ids")
+        try:  # an array of the current device is copied to the host
+            array = backend.to_numpy(ids) if hasattr(ids, "shape") else np.asarray(list(ids))
         except TypeError:
             raise GraphError(f"ByteTokenizer.decode takes a sequence of byte ids, got "
                              f"{type(ids).__name__}") from None  # fmt: skip
         except ValueError:  # ragged rows such as [[1, 2], [3]]
             raise ShapeError("ByteTokenizer.decode takes one sequence of byte ids, got rows "
                              "of different lengths") from None  # fmt: skip
+        if array.ndim != 1:  # a batch of rows would run together into one text
+            raise ShapeError(f"ByteTokenizer.decode takes one sequence of byte ids (1-D), got "
+                             f"shape {array.shape}: decode a batch row by row, one id as "
+                             "[id]")  # fmt: skip
         if array.size and array.dtype.kind not in "iu":  # floats, bools, text, None
             raise FeedError(f"ByteTokenizer.decode: byte ids must be integers in [0, 256), "
                             f"got {array.dtype} values")  # fmt: skip
