@@ -42,6 +42,8 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
+from .. import params
+from ..errors import ParameterError
 from ..tables import ShownAsTable, Table
 from .gpus import GPU, get_gpu
 
@@ -131,10 +133,14 @@ class Profile(ShownAsTable):
         return sum(launch.flops for launch in self.launches)
 
     def scaled(self, factor: int) -> Profile:
-        """The same launches with ``factor`` times more blocks, each like the counted ones:
-        every count and the flops times ``factor``. Exact for a problem ``factor`` times
-        larger along the grid when every block does the same work (whole tiles), so a large
-        problem's bound needs only a small problem's counts."""
+        """The same launches with ``factor`` (an integer >= 1) times more blocks, each like the
+        counted ones: every count and the flops times ``factor``. Exact for a problem
+        ``factor`` times larger along the grid when every block does the same work (whole
+        tiles) on memory no other block touches (``vector_add``), so a large problem's bound
+        needs only a small problem's counts. Where blocks share data (a tiled matmul's blocks
+        read the same rows of A), the distinct sectors, and so ``dram_bytes`` and the DRAM
+        roof, come out too high: a shared sector counts once per copy of the blocks."""
+        factor = params.count(factor, "Profile.scaled: factor", minimum=1)
         scaled = Profile()
         scaled.launches = [
             replace(launch, grid=(launch.grid[0] * factor, *launch.grid[1:]),
@@ -160,6 +166,10 @@ class Profile(ShownAsTable):
         """Which roof bounds the time: "compute", "DRAM" or "L1/shared" (for several
         launches, the roof that bounds most of the predicted time)."""
         gpu = get_gpu(gpu)
+        if not self.launches:
+            raise ParameterError("Profile.bound: no launch was counted, so no roof bounds "
+                                 "anything (launch kernels in the emulator inside the with "
+                                 "block)")  # fmt: skip
         share = {"compute": 0.0, "DRAM": 0.0, "L1/shared": 0.0}
         for launch in self.launches:
             roofs = launch.roofs(gpu)

@@ -24,6 +24,7 @@ from ..graph import (
     node_list,
     topological_order,
 )
+from ..ops.broadcast import BroadcastTo
 
 
 class Intensities:
@@ -144,12 +145,23 @@ def op_cost(node: Node, dtypes: dict | None = None) -> OpCost:
     dtypes = _dtypes(_untyped_upstream(node)) if dtypes is None else dtypes
     shapes = static_shapes(node)
     itemsizes = [_itemsize(n, node, dtypes) for n in (node, *node.inputs)]
+    stored = [shapes[0], *(_stored_shape(i, s) for i, s in zip(node.inputs, shapes[1:]))]
     return OpCost(
         node,
         node.op.flops(*shapes),
-        node.op.memory_elements(*shapes),
-        node.op.memory_bytes(*shapes, itemsizes=itemsizes),
+        node.op.memory_elements(*stored),
+        node.op.memory_bytes(*stored, itemsizes=itemsizes),
     )
+
+
+def _stored_shape(node: Node, shape: Shape) -> Shape:
+    """The shape of the memory an input ``node`` of ``shape`` reads: a ``broadcast_to`` view
+    reads its source's elements (stride 0 along the stretched axes), as an input the op
+    broadcasts itself does (``x + v`` loads ``v`` once per element of ``v``)."""
+    while isinstance(node.op, BroadcastTo) and is_static(node.inputs[0].shape):
+        node = node.inputs[0]
+        shape = node.shape
+    return shape
 
 
 def arithmetic_intensity(outputs: Node | Iterable[Node]) -> IntensityReport:

@@ -29,8 +29,9 @@ def plot_roofline(points: Sequence[KernelPoint], roofline: Roofline, title: str 
     """Log-log roofline: attainable FLOP/s = min(peak, AI × bandwidth), and each kernel.
 
     The ceilings are measured (a copy, a BLAS matmul), not the hardware's data-sheet peaks,
-    and their legend says so. The text form names the kernels in order of intensity and says
-    which side of the ridge each one is on (memory- or compute-bound), not their noisy timings.
+    and their legend says so; a kernel measured faster than they allow is labelled "above the
+    roof" on the plot. The text form names the kernels in order of intensity and says which
+    side of the ridge each one is on (memory- or compute-bound), not their noisy timings.
     """
     _check_roofline(roofline, "plot_roofline")
     points = list(points)
@@ -45,6 +46,7 @@ def plot_roofline(points: Sequence[KernelPoint], roofline: Roofline, title: str 
     _ceilings(ax, roofline, [p.intensity for p in points])
     for p in points:
         ax.loglog(p.intensity, p.flops_per_second / 1e9, "o", markersize=7, label=p.name)
+    _flag_above_roof(ax, roofline, points)
     ax.set_title(title or f"Roofline of this machine\n{roofline.describe()}", fontsize=9)
     ax.legend(fontsize=8, loc="lower right")
     kernels = counted(len(points), "measured kernel")
@@ -63,7 +65,8 @@ def plot_op_repeat(result: OpRepeat, roofline: Roofline) -> Figure:
     bandwidth) and arithmetic time (the same work in cache), with a dotted line at the first
     k whose arithmetic takes longer. Right: the machine's ceilings, the fused loop's
     arithmetic ceiling, the fused kernels climbing the bandwidth slope as k grows, and the
-    unfused ones, all at 1/8 FLOP per byte.
+    unfused ones, all at 1/8 FLOP per byte; a kernel measured faster than the ceilings allow
+    is labelled "above the roof".
     """
     if not isinstance(result, OpRepeat):
         raise TypeError(f"plot_op_repeat takes an OpRepeat, got {type(result).__name__}")
@@ -82,6 +85,7 @@ def plot_op_repeat(result: OpRepeat, roofline: Roofline) -> Figure:
     for k, p in zip(result.ks, result.fused):
         roof.annotate(f"k={k}", (p.intensity, p.flops_per_second / 1e9), fontsize=7,
                       textcoords="offset points", xytext=(4, -10))  # fmt: skip
+    _flag_above_roof(roof, roofline, [*result.fused, *result.unfused])
     roof.set_title("the fused kernels on the roofline", fontsize=9)
     roof.legend(fontsize=7, loc="lower right")
     bound = "every k memory-bound" if turn is None else f"compute-bound from k = {turn}"
@@ -98,6 +102,15 @@ def _check_roofline(roofline, caller: str) -> None:
             f"{caller}: roofline must be a Roofline (course_lib.perf.measure_roofline()), got a "
             f"{type(roofline).__name__}"
         )
+
+
+def _flag_above_roof(ax: Axes, roofline: Roofline, points: Sequence[KernelPoint]) -> None:
+    """Label each kernel measured faster than ``roofline`` allows at its intensity: the
+    ceilings are measured, so such a point is shown, and said to be above them."""
+    for p in points:
+        if p.flops_per_second > roofline.attainable(p.intensity):
+            ax.annotate("above the roof", (p.intensity, p.flops_per_second / 1e9), fontsize=7,
+                        color="tab:red", textcoords="offset points", xytext=(4, 4))  # fmt: skip
 
 
 def _time_against_k(ax: Axes, result: OpRepeat, roofline: Roofline, turn: int | None) -> None:
