@@ -26,8 +26,9 @@ def _host(value, what: str) -> np.ndarray:
 
 
 def batchnorm_affine(gamma, beta, mean, var, eps: float = 1e-5) -> tuple[np.ndarray, np.ndarray]:
-    """BatchNorm at inference as ``(R, P)`` per channel: ``bn(y) = y·R + P``; ``var + eps``
-    must be above 0 in every channel (a variance is never negative)."""
+    """BatchNorm at inference as ``(R, P)`` per channel (float64): ``bn(y) = y·R + P``; the
+    four vectors must be finite, ``var`` at least 0 (a variance is never negative) and
+    ``var + eps`` above 0 in every channel."""
     gamma, beta, mean, var = (
         _host(a, f"batchnorm_affine: {name}").astype(np.float64, copy=False)
         for name, a in (("gamma", gamma), ("beta", beta), ("mean", mean), ("var", var))
@@ -38,10 +39,15 @@ def batchnorm_affine(gamma, beta, mean, var, eps: float = 1e-5) -> tuple[np.ndar
             "batchnorm parameters must be four vectors of one length (one value per channel), "
             f"got gamma {gamma.shape}, beta {beta.shape}, mean {mean.shape}, var {var.shape}"
         )
-    if not (var + eps > 0).all():  # NaN too
+    for name, a in (("gamma", gamma), ("beta", beta), ("mean", mean)):
+        if not np.isfinite(a).all():
+            raise ParameterError(f"batchnorm_affine: {name} must be finite in every channel, "
+                                 f"got {a[~np.isfinite(a)]}")  # fmt: skip
+    bad = ~((var >= 0) & (var < np.inf) & (var + eps > 0))  # NaN too
+    if bad.any():
         raise ParameterError(
-            f"batchnorm_affine: var + eps must be above 0 in every channel, got var "
-            f"{var[~(var + eps > 0)]} with eps={eps:g}"
+            f"batchnorm_affine: var + eps must be above 0, and var finite and at least 0, in "
+            f"every channel, got var {var[bad]} with eps={eps:g}"
         )
     scale = gamma / np.sqrt(var + eps)
     return scale, beta - mean * scale
@@ -49,7 +55,8 @@ def batchnorm_affine(gamma, beta, mean, var, eps: float = 1e-5) -> tuple[np.ndar
 
 def fold_batchnorm(weight, bias, gamma, beta, mean, var, eps: float = 1e-5):
     """``(W2, B2)``: a conv (weights ``(C_out, C_in, kh, kw)``, bias ``(C_out,)``) followed by
-    a BatchNorm over its ``C_out`` channels, as one conv."""
+    a BatchNorm over its ``C_out`` channels, as one conv, in the conv's float dtype (float64
+    for integer weights), as ``torch.nn.utils.fusion.fuse_conv_bn_weights`` keeps it."""
     weight = _host(weight, "fold_batchnorm: weight")
     bias = _host(bias, "fold_batchnorm: bias")
     scale, shift = batchnorm_affine(gamma, beta, mean, var, eps)
@@ -58,7 +65,9 @@ def fold_batchnorm(weight, bias, gamma, beta, mean, var, eps: float = 1e-5):
             f"fold_batchnorm: conv weights {weight.shape} (C_out, C_in, kh, kw) and bias "
             f"{bias.shape} must have C_out = {len(scale)} batchnorm channels"
         )
-    return weight * scale[:, None, None, None], bias * scale + shift
+    dtype = np.result_type(weight, bias)
+    dtype = dtype if dtype.kind == "f" else np.dtype(np.float64)
+    return (weight * scale[:, None, None, None]).astype(dtype), (bias * scale + shift).astype(dtype)
 
 
 def conv2d(x, weight, bias) -> np.ndarray:
@@ -73,6 +82,8 @@ def conv2d(x, weight, bias) -> np.ndarray:
     if weight.shape[2] > x.shape[2] or weight.shape[3] > x.shape[3]:
         raise ShapeError(f"conv2d: the kernel {weight.shape[2:]} is larger than the image "
                          f"{x.shape[2:]} (no padding)")  # fmt: skip
+    if 0 in weight.shape[2:]:
+        raise ShapeError(f"conv2d: the kernel {weight.shape[2:]} must be at least 1x1")
     if bias.shape != weight.shape[:1]:
         raise ShapeError(f"conv2d: bias {bias.shape} must have shape ({weight.shape[0]},), one "
                          "value per output channel")  # fmt: skip

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import params
 from ..graph import Node
 from ..ops import causal_attention, concat, matmul, relu, reshape, rope, silu, transpose
 from .config import LlamaConfig
@@ -72,7 +73,10 @@ def relu_mlp(x: Node, up: Node, down: Node) -> Node:
 
 def sinusoidal_positions(seq: int, dim: int, start: int = 0) -> np.ndarray:
     """The original Transformer's positions ``start .. start + seq − 1``, added to the
-    embeddings: ``PE[t, 2i] = sin(t / 10000^(2i/dim))``, ``PE[t, 2i+1] = cos(...)``."""
+    embeddings: ``PE[t, 2i] = sin(t / 10000^(2i/dim))``, ``PE[t, 2i+1] = cos(...)``; ``seq``,
+    ``dim`` and ``start`` are integers >= 0."""
+    seq, dim, start = (params.count(v, f"sinusoidal_positions: {name}")
+                       for name, v in (("seq", seq), ("dim", dim), ("start", start)))  # fmt: skip
     angles = np.arange(start, start + seq)[:, None] / 10000.0 ** (np.arange(0, dim, 2) / dim)
     table = np.zeros((seq, dim))
     table[:, 0::2] = np.sin(angles)
