@@ -17,7 +17,7 @@ from enum import Enum
 from numbers import Integral
 
 from .. import tables
-from ..errors import OutOfRangeError, ParameterError
+from ..errors import GraphError, OutOfRangeError, ParameterError
 from ..graph import Node, formula
 
 
@@ -79,7 +79,13 @@ class Trace:
 
     def number(self, node: Node) -> int:
         """The lecture number i of a forward node (``v_i``)."""
-        return self._numbers[node]
+        try:
+            return self._numbers[node]
+        except KeyError:
+            raise GraphError(
+                f"Trace.number: {getattr(node, 'name', node)} is not one of the forward nodes "
+                f"v1 to v{len(self.forward)} of this trace of gradient({self.out.name})"
+            ) from None
 
     def adjoint(self, node: Node) -> Node | None:
         """The node v̄i built for the forward node ``node`` (None if not reached)."""
@@ -92,7 +98,8 @@ class Trace:
         """The names the finished run gave: the forward nodes in order, and every node it
         built (or reused) with all its roles (:meth:`roles`)."""
         replay = self.replayed(len(self.steps))
-        return LectureNames(self.forward, {s.created: replay.roles(s.created) for s in self.steps})
+        built = dict.fromkeys(s.created for s in self.steps)  # each once: one can have many roles
+        return LectureNames(self.forward, {node: replay.roles(node) for node in built})
 
     def replayed(self, count: int) -> Replay:
         """The algorithm's bookkeeping after its first ``count`` steps (a :class:`Replay`,
@@ -106,7 +113,7 @@ class Trace:
         """Every name ``node`` has in the algorithm up to step ``upto``: the adjoints first,
         then the partial adjoints in the order they were built. The partial v̄(1→2) that is
         all of ``node_to_grad[1]`` *is* v̄1, so its roles are ``["v̄1", "v̄(1→2)"]``."""
-        count = len(self.steps if upto is None else self.steps[: upto + 1])
+        count = len(self.steps) if upto is None else self._checked(upto, what="upto") + 1
         return self.replayed(count).roles(node)
 
     def role(self, s: Step) -> str:
@@ -120,12 +127,13 @@ class Trace:
         k = self._numbers[owner]
         return f"v̄{k}" if source is None else f"v̄({k}→{self._numbers[source]})"
 
-    def _checked(self, step) -> int:
-        """``step`` if it numbers one of the steps (0 to len(steps) − 1), else a clear error."""
-        last = len(self.steps) - 1
+    def _checked(self, step, last: int | None = None, what: str = "step") -> int:
+        """``step`` if it is an integer from 0 to ``last`` (the last step's number unless
+        given), else a clear error that calls it ``what``."""
+        last = len(self.steps) - 1 if last is None else last
         if isinstance(step, bool) or not isinstance(step, Integral) or not 0 <= step <= last:
             raise OutOfRangeError(
-                f"Trace: step must be an integer from 0 to {last} (this trace has "
+                f"Trace: {what} must be an integer from 0 to {last} (this trace has "
                 f"{tables.counted(len(self.steps), 'step')}), got {step!r}"
             )
         return int(step)
@@ -148,7 +156,7 @@ class Trace:
     def names(self, upto: int) -> dict[Node, str]:
         """The lecture's names known after steps ``0..upto - 1``: vi for the forward nodes,
         and for each backward node built so far its first role (:meth:`roles`)."""
-        return self.replayed(len(self.steps[:upto])).names
+        return self.replayed(self._checked(upto, len(self.steps), "upto")).names
 
     def rule(self, step: int) -> str:
         """The partial adjoint of a ``StepKind.PARTIAL`` step as the op's rule built it, over the

@@ -11,8 +11,10 @@ lecture's pseudo-code with the line being executed highlighted. Its caption says
 
 from __future__ import annotations
 
+from bisect import insort
 from collections.abc import Mapping
 from numbers import Integral
+from operator import attrgetter
 
 from ..autodiff.trace import Replay, Step, StepKind, Trace
 from ..errors import GraphError, OutOfRangeError
@@ -84,8 +86,8 @@ class StepState:
             self._drawn.add(node)
             new.append(node)
             stack.extend(node.inputs)
-        if new:
-            self.backward = sorted(self.backward + new, key=lambda n: n.seq)
+        for node in new:  # nearly always the newest, so inserting it is cheap (sorting was not)
+            insort(self.backward, node, key=attrgetter("seq"))
 
     def nodes(self) -> list[tuple[Node, str, dict]]:
         """(node, label, style) of every node of the picture: forward, then backward."""
