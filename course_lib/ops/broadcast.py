@@ -53,11 +53,19 @@ def broadcast_shapes(*shapes):
     return tuple(out)
 
 
+def _stretches(shape, target) -> bool:
+    """Whether broadcasting may stretch ``shape`` to ``target`` (a size None: unknown)."""
+    pairs = zip(shape[::-1], target[::-1])
+    return len(shape) <= len(target) and all(d in (None, 1, t) or t is None for d, t in pairs)
+
+
 def _summed_axes(shape, target) -> tuple[int, ...]:
     """The axes of ``shape`` to sum (keeping them) so that the result reshapes to ``target``."""
     lead = len(shape) - len(target)
     if lead < 0:
         raise ValueError(f"cannot sum shape {shape} to the larger shape {target}")
+    if not _stretches(target, shape):  # (2, 3) to (3, 2) is no sum, nor a reshape
+        raise ValueError(f"cannot sum shape {shape} to {target}: {target} does not broadcast to it")
     return tuple(range(lead)) + tuple(
         lead + i for i, d in enumerate(target) if d == 1 and shape[lead + i] != 1
     )
@@ -80,6 +88,8 @@ class ToShape(Op):
     def __init__(self, shape=None):
         if shape is not None:
             shape = params.shape(shape, f"{self.name}: shape", infer=self.minus_one)
+            if None in shape:  # the run-time form takes a node ``like`` instead
+                raise GraphError(f"{self.name}: shape must be a tuple of integers, got {shape}")
         super().__init__(shape=shape)
 
     def target(self, like) -> tuple:
@@ -115,7 +125,7 @@ class BroadcastTo(ToShape):
     view = True
 
     def static_shape(self, shape):
-        if shape is not None and broadcast_shapes(shape, self.shape) != self.shape:
+        if shape is not None and not _stretches(shape, self.shape):
             raise ValueError(f"cannot broadcast {shape} to {self.shape}")
         return self.shape
 

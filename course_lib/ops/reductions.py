@@ -61,6 +61,11 @@ class Max(Reduce):
 
     name = "max"
 
+    def infer_shape(self, shape):
+        if shape is not None and any(shape[a] == 0 for a in normalize_axes(self.axis, len(shape))):
+            raise ValueError(f"no maximum over an axis of size 0 (shape {shape}, axis {self.axis})")
+        return super().infer_shape(shape)
+
     def compute(self, xp, x):
         return xp.max(as_array(xp, x), axis=self.axis, keepdims=self.keepdims)
 

@@ -149,7 +149,7 @@ class ConcatPart(Op):
 
     name = "concat_part"
     attributes = ("k", "axis")
-    linear = True
+    linear = view = True  # a slice of g; the xs lend only their shapes
 
     def __init__(self, k, axis):
         super().__init__(k=k, axis=axis)
@@ -180,7 +180,7 @@ def _freeze_index(index):
         if isinstance(i, Node):
             raise GraphError(f"getitem: indexing with the node {i.name} is not supported; use "
                              "take(x, indices)")  # fmt: skip
-        if isinstance(i, (list, np.ndarray)):
+        if isinstance(i, (list, tuple, range, np.ndarray)):  # x[(0, 0),] is x[[0, 0]]: a gather
             i = np.array(i)  # a copy: changing the caller's array later changes nothing here
             i.flags.writeable = False
             if i.dtype == bool:
@@ -264,6 +264,10 @@ class ScatterLike(Op):
     def infer_dtype(self, g_dtype, like_dtype):
         return g_dtype
 
+    def accesses(self, out_shape, g_shape, like_shape):
+        """Reads g (``like`` lends only its shape) and writes the whole result."""
+        return (math.prod(g_shape), 0), math.prod(out_shape)
+
     def compute(self, xp, g, like):
         g, like = as_array(xp, g), as_array(xp, like)  # numbers where x[()] is a number
         out = xp.zeros(like.shape, dtype=g.dtype)
@@ -297,7 +301,9 @@ class Take(Op):
         return table_dtype
 
     def compute(self, xp, table, indices):
-        indices = as_array(xp, indices)  # take(table, 2): a number
+        table, indices = as_array(xp, table), as_array(xp, indices)  # take(table, 2): a number
+        if table.ndim == 0:  # a table whose shape was unknown when built
+            raise ShapeError("take picks rows: the table needs at least one axis, got a 0-d one")
         params.check_ids(indices, table.shape[0], f"the table has {table.shape[0]} rows")
         return xp.take(table, indices, axis=0)
 
@@ -349,7 +355,7 @@ def reshape(x, shape) -> Node:
 def permute(x, *axes) -> Node:
     """Reorder the axes of ``x`` (``permute(x, 1, 0)`` or ``permute(x, (1, 0))``)."""
     if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
-        axes = tuple(axes[0])
+        return apply(Permute(axes[0]), x)  # permute(x, ()) is a 0-d array's permutation
     return apply(Permute(axes or None), x)
 
 
