@@ -1,7 +1,8 @@
 """Finite-difference checks of reverse- and forward-mode derivatives.
 
 Central differences ``(f(θ+ε) − f(θ−ε)) / 2ε`` have truncation error O(ε²); in
-float64 with ε ≈ 1e-6 they agree with exact derivatives to about 1e-8.
+float64 with ε ≈ 1e-6 they agree with exact derivatives to about 1e-8. The checks step by
+ε · max(1, |θ|): a step of ε would be lost in the rounding of a large θ, and of f there.
 """
 
 from __future__ import annotations
@@ -14,28 +15,35 @@ from . import params
 from .autodiff import grad, jvp
 from .backend import to_numpy
 from .errors import GraphError, ParameterError, ShapeError
-from .graph import Node, constant
+from .graph import Node, constant, topological_order
 from .ops import mul, sum
 from .runtime import Executor
 
 
 def numerical_gradient(f, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
     """Central-difference gradient of the scalar function ``f`` at the array ``x`` (on the
-    host: ``f`` is called with NumPy arrays; ``x`` holds real numbers, ``f`` returns one)."""
+    host: ``f`` is called with NumPy arrays, a copy each call; ``x`` holds real numbers, ``f``
+    returns one). Element i steps by ε · max(1, |xᵢ|)."""
     eps = params.real(eps, "numerical_gradient: eps", positive=True)
     x = params.numeric_array(np.asarray(to_numpy(x)), "numerical_gradient: x")
-    x = np.array(x, dtype=np.float64)
-    out = np.zeros_like(x)
-    flat, grad_flat = x.reshape(-1), out.reshape(-1)
+    x = np.array(x, dtype=np.float64, order="C")  # row-major: flat is a view of x
+    out = np.zeros(x.shape)
+    flat, grad_flat, steps = x.reshape(-1), out.reshape(-1), eps * _scale(x).reshape(-1)
     for i in range(flat.size):
         old = flat[i]
-        flat[i] = old + eps
-        up = _scalar(f(x))
-        flat[i] = old - eps
-        down = _scalar(f(x))
+        flat[i] = old + steps[i]
+        up = _scalar(f(x.copy()))  # f may change or keep its argument
+        flat[i] = old - steps[i]
+        down = _scalar(f(x.copy()))
         flat[i] = old
-        grad_flat[i] = (up - down) / (2 * eps)
+        grad_flat[i] = (up - down) / (2 * steps[i])
     return out
+
+
+def _scale(x) -> np.ndarray:
+    """``max(1, |x|)`` elementwise, 1 where x is not finite: ε times it is the step."""
+    magnitude = np.abs(np.asarray(x, dtype=np.float64))
+    return np.where(magnitude < np.inf, np.maximum(magnitude, 1.0), 1.0)
 
 
 def _scalar(value) -> float:
@@ -59,7 +67,8 @@ def _checked(out, feed: Mapping, what: str) -> None:
     """``out`` is one node and ``feed`` is keyed by variables of different names (a fed
     intermediate node would be ignored by the runs, and its derivative compared with 0). The
     differences are taken in float64: a variable declared with another dtype would refuse
-    them (and ε = 1e-6 is below float32's resolution near 1)."""
+    them, and a node computed from the variables in another float dtype would round them
+    away (ε = 1e-6 is below float32's resolution near 1)."""
     if not isinstance(out, Node):
         raise GraphError(f"{what}: out must be one node, got {type(out).__name__}")
     names = set()
@@ -78,19 +87,30 @@ def _checked(out, feed: Mapping, what: str) -> None:
                 f"{what}: variable {var.name} is declared {np.dtype(dtype)}, but central "
                 "differences need float64; declare the variables with dtype=np.float64 to check"
             )
+    varying = set(feed)
+    for node in topological_order([out]):
+        if node in varying or not any(i in varying for i in node.inputs):
+            continue
+        varying.add(node)
+        if node.dtype is not None and node.dtype.kind == "f" and node.dtype != np.float64:
+            raise GraphError(
+                f"{what}: node {node.name} computes in {node.dtype} from the fed variables, but "
+                "central differences need float64; check the graph with float64 throughout"
+            )
 
 
 def check_gradients(out: Node, feed: Mapping[Node, np.ndarray], seed: int = 0, eps: float = 1e-6):
     """Compare ``grad`` with central differences for every fed variable.
 
-    ``feed`` is keyed by the variables' nodes (of different names). A non-scalar ``out`` is
-    reduced to ``sum(out * r)`` with a fixed random ``r``.
+    ``feed`` is keyed by the variables' nodes (of different names). ``out`` is reduced to
+    ``sum(out * r)`` with a fixed random ``r`` of its shape, a number for a scalar ``out`` too
+    (with the seed 1, a rule that ignores its adjoint passes under a ``sum``).
     Returns ``{variable name: (analytic, numeric)}``, NumPy arrays on the host.
     """
     _checked(out, feed, "check_gradients")
     rng = np.random.default_rng(seed)
     shape = np.shape(_run(Executor(out), feed))
-    scalar = out if shape == () else sum(mul(out, constant(rng.standard_normal(shape))))
+    scalar = sum(mul(out, constant(rng.standard_normal(shape))))
     variables = list(feed)
     analytic = _run(Executor(grad(scalar, variables)), feed)
     forward = Executor(scalar)
@@ -107,13 +127,14 @@ def check_gradients(out: Node, feed: Mapping[Node, np.ndarray], seed: int = 0, e
 def check_tangents(out: Node, feed: Mapping[Node, np.ndarray], seed: int = 0, eps: float = 1e-6):
     """Compare ``jvp`` along a random direction with a central difference.
 
-    Returns ``(analytic, numeric)`` arrays of the shape of ``out``.
+    Returns ``(analytic, numeric)`` arrays of the shape of ``out``. The direction is scaled by
+    ``max(1, |x|)`` elementwise, so the step is relative where x is large.
     """
     _checked(out, feed, "check_tangents")
     eps = params.real(eps, "check_tangents: eps", positive=True)
     rng = np.random.default_rng(seed)
     feed = {v: to_numpy(x) for v, x in feed.items()}  # the differences are taken on the host
-    direction = {v: rng.standard_normal(np.shape(x)) for v, x in feed.items()}
+    direction = {v: rng.standard_normal(np.shape(x)) * _scale(x) for v, x in feed.items()}
     forward = Executor(out)  # run first: a feed of a wrong shape is named as the feed's
     up = _run(forward, {v: x + eps * direction[v] for v, x in feed.items()})
     down = _run(forward, {v: x - eps * direction[v] for v, x in feed.items()})

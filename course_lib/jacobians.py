@@ -102,8 +102,11 @@ def sharpness(
     Returns
     -------
     float
-        The eigenvalue of largest magnitude, with its sign (power iteration converges to
-        that one; near a minimum it is the largest); 0.0 when the Hessian is zero.
+        The estimate ``uᵀHu`` after ``iters`` rounds. It converges to the eigenvalue λ₁ of
+        largest magnitude, with its sign (near a minimum the largest), its error shrinking
+        by about (λ₂/λ₁)² a round (λ₂ the next magnitude); where λ and −λ are both largest
+        (at a saddle) it does not converge and can be anything between them. 0.0 when the
+        Hessian is zero.
     """
     if not isinstance(params, Mapping):
         raise GraphError(f"sharpness: params must be a mapping {{variable: value}}, got "
