@@ -60,11 +60,15 @@ def test_a_point_above_the_measured_roof_is_labelled_not_hidden():
     assert above.flops_per_second > roof.attainable(above.intensity)
     fig = plot_roofline([above, below], roof)
     (ax,) = fig.axes
-    labels = [t for t in ax.texts if t.get_text() == "above the roof"]
-    assert len(labels) == 1 and labels[0].xy == (above.intensity, above.flops_per_second / 1e9)
+    rings = [line for line in ax.get_lines() if line.get_label() == "above the measured roof"]
+    assert len(rings) == 1
+    assert list(rings[0].get_xdata()) == [above.intensity]
+    assert list(rings[0].get_ydata()) == [above.flops_per_second / 1e9]
+    assert "above the measured roof" in [t.get_text() for t in ax.get_legend().get_texts()]
     assert above.flops_per_second / 1e9 <= ax.get_ylim()[1]  # on the plot, not clipped
     assert "above" not in repr(fig)  # the text form stays free of timings
-    assert not plot_roofline([below], roof).axes[0].texts
+    quiet = plot_roofline([below], roof).axes[0]
+    assert all(line.get_label() != "above the measured roof" for line in quiet.get_lines())
 
 
 @needs_emulator

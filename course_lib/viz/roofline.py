@@ -29,9 +29,10 @@ def plot_roofline(points: Sequence[KernelPoint], roofline: Roofline, title: str 
     """Log-log roofline: attainable FLOP/s = min(peak, AI × bandwidth), and each kernel.
 
     The ceilings are measured (a copy, a BLAS matmul), not the hardware's data-sheet peaks,
-    and their legend says so; a kernel measured faster than they allow is labelled "above the
-    roof" on the plot. The text form names the kernels in order of intensity and says which
-    side of the ridge each one is on (memory- or compute-bound), not their noisy timings.
+    and their legend says so; a kernel measured faster than they allow is ringed in red
+    ("above the measured roof"). The text form names the kernels in order of intensity and
+    says which side of the ridge each one is on (memory- or compute-bound), not their noisy
+    timings.
     """
     _check_roofline(roofline, "plot_roofline")
     points = list(points)
@@ -65,8 +66,8 @@ def plot_op_repeat(result: OpRepeat, roofline: Roofline) -> Figure:
     bandwidth) and arithmetic time (the same work in cache), with a dotted line at the first
     k whose arithmetic takes longer. Right: the machine's ceilings, the fused loop's
     arithmetic ceiling, the fused kernels climbing the bandwidth slope as k grows, and the
-    unfused ones, all at 1/8 FLOP per byte; a kernel measured faster than the ceilings allow
-    is labelled "above the roof".
+    unfused ones, all at 1/8 FLOP per byte; kernels measured faster than the ceilings allow
+    are ringed in red ("above the measured roof").
     """
     if not isinstance(result, OpRepeat):
         raise TypeError(f"plot_op_repeat takes an OpRepeat, got {type(result).__name__}")
@@ -105,12 +106,14 @@ def _check_roofline(roofline, caller: str) -> None:
 
 
 def _flag_above_roof(ax: Axes, roofline: Roofline, points: Sequence[KernelPoint]) -> None:
-    """Label each kernel measured faster than ``roofline`` allows at its intensity: the
-    ceilings are measured, so such a point is shown, and said to be above them."""
-    for p in points:
-        if p.flops_per_second > roofline.attainable(p.intensity):
-            ax.annotate("above the roof", (p.intensity, p.flops_per_second / 1e9), fontsize=7,
-                        color="tab:red", textcoords="offset points", xytext=(4, 4))  # fmt: skip
+    """Ring each kernel measured faster than ``roofline`` allows at its intensity, with one
+    legend entry for all of them (rings, not text: the unfused op-repeat points share one
+    intensity). The ceilings are measured, so such a point is shown, and said to be above."""
+    above = [p for p in points if p.flops_per_second > roofline.attainable(p.intensity)]
+    if above:
+        ax.loglog([p.intensity for p in above], [p.flops_per_second / 1e9 for p in above], "o",
+                  markersize=13, markerfacecolor="none", markeredgecolor="tab:red",
+                  label="above the measured roof")  # fmt: skip
 
 
 def _time_against_k(ax: Axes, result: OpRepeat, roofline: Roofline, turn: int | None) -> None:
