@@ -146,6 +146,10 @@ def cache_dir() -> Path:
         return _temporary_cache()
 
 
+_building: dict[str, threading.Lock] = {}  # cache key -> the lock of the threads building it
+if hasattr(os, "register_at_fork"):  # a forked child's locks: none held by a thread it lacks
+    os.register_at_fork(after_in_child=_building.clear)
+
 #: The compiler's input and output as UTF-8 whatever the locale (the sources' comments are
 #: UTF-8: an ASCII locale's codec raised UnicodeError, which no caller expects)
 _TEXT = {"capture_output": True, "encoding": "utf-8", "errors": "replace", "check": False}
@@ -211,7 +215,8 @@ def build_library(
 ) -> Path:
     """Compile a C++ translation unit into a shared library in :func:`cache_dir`.
 
-    Cached by hash and verified before reuse (rebuilt if it does not verify).
+    Cached by hash and verified before reuse (rebuilt if it does not verify); threads of
+    this process that miss it together build it once.
     ``native=True`` adds :data:`NATIVE_FLAGS` (optimised for this CPU's vector units);
     ``counting=True`` adds :data:`COUNTING_FLAGS` (every memory access calls a hook);
     ``extra_flags`` come last, so they override the others (``-fno-tree-vectorize``
@@ -238,17 +243,20 @@ def build_library(
     library = directory / f"{key[:32]}.so"
     if _verified(library):
         return library
-    partial = directory / f"{key[:32]}.{os.getpid()}.{threading.get_ident()}.tmp"
-    result = _compile(cxx, flags, unit, partial, counting)
-    if result.returncode != 0 or not partial.is_file():
-        partial.unlink(missing_ok=True)
-        raise KernelCompileError(_compile_errors(result, cxx, filename))
-    partial.chmod(0o700)  # under a umask of 002 or 000 it would never verify: always rebuilt
-    record = partial.with_suffix(".sha256tmp")
-    record.write_text(_digest(partial))
-    record.chmod(0o600)
-    os.replace(partial, library)  # the library first: a reader sees a record only after it
-    os.replace(record, library.with_suffix(".sha256"))
+    with _building.setdefault(key, threading.Lock()):  # threads that miss together: one builds
+        if _verified(library):
+            return library
+        partial = directory / f"{key[:32]}.{os.getpid()}.{threading.get_ident()}.tmp"
+        result = _compile(cxx, flags, unit, partial, counting)
+        if result.returncode != 0 or not partial.is_file():
+            partial.unlink(missing_ok=True)
+            raise KernelCompileError(_compile_errors(result, cxx, filename))
+        partial.chmod(0o700)  # under a umask of 002 or 000 it would never verify: always rebuilt
+        record = partial.with_suffix(".sha256tmp")
+        record.write_text(_digest(partial))
+        record.chmod(0o600)
+        os.replace(partial, library)  # the library first: a reader sees a record only after it
+        os.replace(record, library.with_suffix(".sha256"))
     return library
 
 

@@ -70,6 +70,11 @@ class JitFunction:
         self.stats = {"traces": 0, "hits": 0, "eager": 0, "trace_seconds": 0.0}
         self._tracing = threading.RLock()  # threads that miss together: one traces, once
 
+    def __reduce__(self):
+        """A copy or a pickle is a new jitted ``fn`` with these settings and no traces (a
+        lock cannot be copied; each copy traces its own)."""
+        return JitFunction, (self.fn, self.dynamic, self.optimize, self.max_traces)
+
     def __get__(self, instance, owner=None):
         """``@jit`` on a method: ``obj.f(x)`` calls the jitted ``f(obj, x)``. The instance is
         argument 0, a constant of the guards (each hashable instance its own traces, kept
