@@ -144,7 +144,10 @@ def _dims(size: int | tuple) -> tuple:
     return size if isinstance(size, tuple) else (size,)
 
 
-_LAUNCH_ERRORS = [(Exception, "crashed", NO_GUARD)]
+#: A kernel that crashed or touched memory outside its arrays (the emulator's guard pages, a
+#: GPU's "illegal memory access"): most often the threads past the end, unguarded.
+_LAUNCH_ERRORS = [(Exception, "crashed", NO_GUARD), (Exception, "illegal memory access", NO_GUARD),
+                  (Exception, "out-of-bounds", NO_GUARD)]  # fmt: skip
 
 _C_TYPES = {
     "float": "float32", "double": "float64", "int": "int32", "unsigned int": "uint32",
@@ -192,20 +195,20 @@ def _first_lines(text: str, count: int = 8) -> str:
     return "\n".join(text.strip().splitlines()[:count])
 
 
-def _padded(values: np.ndarray, pad: int = PAD) -> np.ndarray:
-    return np.concatenate([values.astype(np.float32), np.full(pad, MARK, np.float32)])
+def _padded(values: np.ndarray, pad: int = PAD, fill: float = MARK) -> np.ndarray:
+    return np.concatenate([values.astype(np.float32), np.full(pad, fill, np.float32)])
 
 
 def _launch(
     device, kernel, label: str, shape: tuple, inputs: dict, size: int, scalars, first: bool,
-    pad: int = PAD, past_end: Mistake | None = NO_GUARD,
+    pad: int = PAD, past_end: Mistake | None = NO_GUARD, fill: float = MARK,
 ):
-    """Run ``kernel`` on copies of ``inputs`` (name -> array) followed by ``pad`` markers and
-    an output of ``size`` elements (plus padding) filled with the marker; return the output
+    """Run ``kernel`` on copies of ``inputs`` (name -> array) followed by ``pad`` elements of
+    ``fill`` (NaN: a read past the end shows in the result, even times 0) and an output of ``size`` elements (plus padding) filled with the marker; return the output
     after checking that exactly its first ``size`` elements were written (a stub that writes
     nothing on the ``first`` launch is not done yet; a write past the end is ``past_end``)
     and that no input changed."""
-    padded = [_padded(a.ravel(), pad) for a in inputs.values()]
+    padded = [_padded(a.ravel(), pad, fill) for a in inputs.values()]
     *after, out = device.launch(kernel, label, *shape, [*padded, np.full(size + pad, MARK,
                                 np.float32)], scalars)  # fmt: skip
     _check_written(out, size, label, first, past_end)

@@ -21,24 +21,37 @@ runs the source's code at file scope (static initialisers), which may crash or l
 short-lived child process reads the kernels' signatures, and each launch loads the library in
 its own child, under the launch time limit; a library that crashes or hangs while loading
 raises :class:`KernelLaunchError`. Arrays passed for ``const T*`` parameters may be read-only; for
-other pointers they are refused (the kernel's writes would be lost).
+other pointers they are refused (the kernel's writes would be lost). The kernel works on copies
+of the arrays (arguments that share memory, an array passed twice, share their copy), each
+between two pages no access may touch: an index past either end of an array faults, and the
+error names the block and thread (not the array nor the index). A copy keeps its array's
+address modulo 16, so the bytes up to the next 16-byte boundary after the end (and those
+before the start, on its first page) are no fault: they hold 0xFF bytes, so a read there gives
+NaN (or -1), and a write there is reported naming the argument and the index.
 
 Inside :func:`course_lib.kernels.profile`, launches run a second build of the same source
 that counts every global and shared memory access (see :mod:`.profiling`); outside it, the
-plain build runs and nothing is counted.
+plain build runs and nothing is counted. An atomic (``atomicAdd``, ``atomicCAS``, ...) runs as
+a plain read and write of its address, and is counted as such: one global load and one global
+store per thread (``global_loads``, ``global_stores``), one load request and one store request
+per warp (``global_load_requests``, ``global_store_requests``) with their sectors. Nsight
+Compute counts it as one atomic request instead (``l1tex__t_requests_pipe_lsu_mem_global_op_atom``,
+or ``..._op_red`` when the result is unused) and as neither a load nor a store; and g++ may
+merge a thread's successive atomics to one address into one read and one write.
 
 Limits, honestly: no timing, no caches, no race detection (threads never interleave between
-synchronisations, so a missing ``__syncthreads()`` can go unnoticed), no out-of-bounds
-detection (an index far out faults, and the error names the block and thread, not the
-index), ``float`` arithmetic is the host's (no fused multiply-add contraction, libm's
-``expf``). Barrier and warp-call misuse *is* detected: threads waiting at different barriers
-(told apart even on one line), a thread returning while others wait, a shuffle mask naming
-lanes that never come, a lane at ``__syncwarp()`` while another shuffles.
+synchronisations, so a missing ``__syncthreads()`` can go unnoticed), bounds checked only as
+said above (and not where the OS cannot fork), ``float`` arithmetic is the host's (no fused
+multiply-add contraction, libm's ``expf``). Barrier and warp-call misuse *is* detected: threads
+waiting at different barriers (told apart even on one line), a thread returning while others
+wait, a shuffle mask naming lanes that never come, a lane at ``__syncwarp()`` while another
+shuffles.
 Warp votes, inline PTX, textures and cooperative groups are rejected with a clear error.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import faulthandler
 import functools
@@ -134,17 +147,78 @@ def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
     return a.tobytes() == b.tobytes()
 
 
-def _shared_like(array: np.ndarray) -> np.ndarray:
-    """An array of ``array``'s dtype and shape in memory shared with forked children."""
-    buffer = mmap.mmap(-1, max(array.nbytes, 1))
-    return np.frombuffer(buffer, dtype=array.dtype, count=array.size).reshape(array.shape)
+@dataclass
+class _Guarded:
+    """One region of host memory (the arguments that overlap in it), copied into memory
+    shared with forked children between two pages no access may touch. The bytes between the
+    copy and those pages hold 0xFF; ``body`` is everything between the pages."""
+
+    body: np.ndarray  # uint8
+    first: int  # the copy's first byte in body
+    last: int  # one past its last byte
+    members: list[int]  # the arguments in the region
 
 
-def _shared_copy(array: np.ndarray) -> np.ndarray:
-    """A copy of ``array`` in memory shared with forked children."""
-    copy = _shared_like(array)
-    copy[...] = array
-    return copy
+def _guarded_copies(args: Sequence) -> tuple[list, list[_Guarded]]:
+    """``args`` with each array replaced by a copy in memory shared with forked children, each
+    between two inaccessible pages, so that an index past either end faults. Arguments that
+    share memory (an array passed twice, overlapping views) share their copy too, as they
+    would on a GPU. A copy keeps its address modulo 16 (vector loads, alignment checks)."""
+    spans = sorted((a.ctypes.data, a.ctypes.data + a.nbytes, k) for k, a in enumerate(args)
+                   if isinstance(a, np.ndarray))  # fmt: skip
+    regions: list[tuple[int, int, list[int]]] = []
+    for begin, end, k in spans:
+        if regions and begin < regions[-1][1]:
+            regions[-1] = (regions[-1][0], max(end, regions[-1][1]), regions[-1][2] + [k])
+        else:
+            regions.append((begin, end, [k]))
+    copies, guarded = list(args), []
+    for begin, end, members in regions:
+        tail = -end % 16  # so that the copy starts where ``begin`` does modulo 16
+        pages = max(1, -(-(end - begin + tail) // mmap.PAGESIZE))
+        buffer = mmap.mmap(-1, (pages + 2) * mmap.PAGESIZE)
+        body = np.frombuffer(buffer, np.uint8, pages * mmap.PAGESIZE, mmap.PAGESIZE)
+        body[...] = 0xFF
+        last = body.size - tail
+        first = last - (end - begin)
+        for k in members:
+            start = first + args[k].ctypes.data - begin
+            copies[k] = body[start : start + args[k].nbytes].view(args[k].dtype)
+            copies[k] = copies[k].reshape(args[k].shape)
+            copies[k][...] = args[k]
+        for page in (0, pages + 1):
+            _protect(body.ctypes.data + (page - 1) * mmap.PAGESIZE)
+        guarded.append(_Guarded(body, first, last, members))
+    return copies, guarded
+
+
+def _protect(address: int) -> None:
+    """Make the page at ``address`` inaccessible (``mprotect``; where there is none, it stays
+    readable and an overrun into it goes unnoticed)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).mprotect(ctypes.c_void_p(address), ctypes.c_size_t(mmap.PAGESIZE), 0)
+
+
+def _overrun(guarded: list[_Guarded], args: Sequence, kinds: Sequence[str]) -> str | None:
+    """Where a launch wrote outside its arrays (between a copy and its guard pages): which
+    argument, and the index written, or None."""
+    for region in guarded:
+        written = np.flatnonzero(region.body[: region.first] != 0xFF)
+        after = np.flatnonzero(region.body[region.last :] != 0xFF)
+        if not (written.size or after.size):
+            continue
+        byte = int(written[0]) if written.size else region.last + int(after[0])
+        starts = {k: args[k].ctypes.data - args[region.members[0]].ctypes.data
+                  for k in region.members}  # fmt: skip
+        lowest = min(starts.values())
+        if written.size:  # before the region: the argument that starts it
+            k = next(k for k in region.members if starts[k] == lowest)
+        else:  # after it: the argument that ends it
+            k = max(region.members, key=lambda k: starts[k] + args[k].nbytes)
+        index = (byte - region.first - (starts[k] - lowest)) // args[k].itemsize
+        return (f"out-of-bounds write to argument {k} ({kinds[k]}, {args[k].size} elements) "
+                f"at index {index}")  # fmt: skip
+    return None
 
 
 def _wait_for(pid: int, timeout: float) -> int | None:
@@ -326,6 +400,55 @@ def _rewrite_extern_shared(text: str, filename: str) -> str:
     return _EXTERN_SHARED.sub(replace, text)
 
 
+_STATIC_SHARED = re.compile(r"\b__shared__\b([^;{}]*);")
+# g++ leaves the static variables of a template out of their section (clemu_shared), so the
+# prelude's poison_shared misses a template's __shared__ arrays: the first thread of each block
+# to reach the declaration fills them with 0xFF bytes instead (a call the counting build does
+# not count, since the helper is not instrumented).
+_POISON_ONCE = """namespace clemu {
+CLEMU_PLAIN inline void poison_once(void* variable, std::size_t bytes, unsigned long long& seen) {
+    const dim3 b = builtin.block_idx, g = builtin.grid_dim;
+    const unsigned long long block = 1 + b.x + 1ull * g.x * (b.y + 1ull * g.y * b.z);
+    if (seen != block) std::memset(variable, 0xFF, bytes);
+    seen = block;
+}
+}  // namespace clemu"""
+
+
+def _in_template(text: str, position: int) -> bool:
+    """Whether ``position`` lies in a template: in a block whose head (the text since the
+    previous ``;``, ``{`` or ``}``) has a line starting with ``template``."""
+    depth = 0
+    for k in range(position - 1, -1, -1):
+        if text[k] in "{}" and (depth := depth + (1 if text[k] == "}" else -1)) < 0:
+            depth = 0
+            head = text[max(text.rfind(c, 0, k) for c in ";{}") + 1 : k]
+            if re.search(r"(?m)^\s*template\s*<", head):
+                return True
+    return False
+
+
+def _poison_template_shared(text: str) -> str:
+    """After each ``__shared__`` declaration in a template (function or class), a call that
+    fills the variables with 0xFF bytes once per block (see ``_POISON_ONCE``); no line is
+    added."""
+
+    def replace(match: re.Match) -> str:
+        if not _in_template(text, match.start()):
+            return match.group(0)
+        declarators = re.sub(r"\[[^\]]*\]|\([^)]*\)|=.*", "", match.group(1)).split(",")
+        calls = []
+        for declarator in declarators:
+            name = re.findall(r"[A-Za-z_]\w*", declarator)[-1]
+            calls.append(
+                f"static unsigned long long clemu_seen_{name} = 0; "
+                f"::clemu::poison_once(&{name}, sizeof {name}, clemu_seen_{name});"
+            )
+        return f"{match.group(0)} {' '.join(calls)}"
+
+    return _STATIC_SHARED.sub(replace, text)
+
+
 def translate(source: str, filename: str = "module.cu") -> tuple[str, list[str], bool]:
     """The C++ translation unit for ``source``, its kernel names, and whether it synchronises
     (barriers or warp-level calls: then its threads run as fibers). File-scope ``__device__``
@@ -342,14 +465,14 @@ def translate(source: str, filename: str = "module.cu") -> tuple[str, list[str],
         raise UnsupportedConstructError(
             f'{filename}: no kernel found; declare kernels as extern "C" __global__ void name(...)'
         )
-    body = _rewrite_extern_shared(text, filename)
+    body = _poison_template_shared(_rewrite_extern_shared(text, filename))
     body = _DEVICE_VARIABLE.sub("__device__ CLEMU_DEVICE_VARIABLE", body)
     if not body.lstrip().startswith("#line"):
         body = f'#line 1 "{filename}"\n{body}'
     prelude = expand_includes((KERNEL_DIR / "emulator_prelude.hpp").read_text("utf-8"),
                               "emulator_prelude.hpp")  # fmt: skip
     exports = "\n".join(f"CLEMU_EXPORT({name})" for name in names)
-    unit = f'{prelude}\n{body}\n#line 1 "<exports>"\n{exports}\n'
+    unit = f'{prelude}\n{_POISON_ONCE}\n{body}\n#line 1 "<exports>"\n{exports}\n'
     return unit, names, bool(_SYNCHRONISES.search(text))
 
 
@@ -452,21 +575,19 @@ class EmulatedKernel:
                                     "arrays, or out of memory)")  # fmt: skip
 
     def _run_in_child(self, build: Build, grid3, block3, args: Sequence, shared_mem: int):
-        """The launch in a forked child, the only process that loads the library. Arrays the
-        kernel only reads (``const`` parameters) are read in place, where they lie; the others
-        are written in shared-memory copies, copied back after. A ``const`` array the kernel
+        """The launch in a forked child, the only process that loads the library. The kernel
+        works on guarded copies of the arrays (see :func:`_guarded_copies`) in memory shared
+        with the child: an index past either end of an array faults, and a write to the bytes
+        between the array and the guard pages is reported with its index. The copies of
+        non-``const`` arrays are copied back after; so are those of ``const`` arrays the kernel
         changed all the same (casting ``const`` away writes on a GPU too: an exercise's
-        input-written check must see it) comes back through a shared mirror."""
-        copies = [_shared_copy(a) if k in self._written else a for k, a in enumerate(args)]
-        mirrors = {k: _shared_like(args[k]) for k in self._read}
+        input-written check must see it)."""
+        copies, guarded = _guarded_copies(args)
         report = mmap.mmap(-1, _REPORT_BYTES)
         report[:4] = _FAILED_BEFORE_REPORT.to_bytes(4, "little", signed=True)
 
         def launch() -> int:
-            result = self._run(build, grid3, block3, copies, shared_mem)
-            for k, mirror in mirrors.items():  # the child's pages of the array, as they are now
-                mirror[...] = copies[k]
-            _write_report(report, *result)
+            _write_report(report, *self._run(build, grid3, block3, copies, shared_mem))
             return 0
 
         self._check_finished(_wait_for(_in_child(launch), launch_timeout()))
@@ -474,9 +595,12 @@ class EmulatedKernel:
         if status != _FAILED_BEFORE_REPORT:
             for k in self._written:
                 args[k][...] = copies[k]
-            for k, mirror in mirrors.items():
-                if args[k].flags.writeable and not _same_bytes(args[k], mirror):
-                    args[k][...] = mirror
+            for k in self._read:
+                if args[k].flags.writeable and not _same_bytes(args[k], copies[k]):
+                    args[k][...] = copies[k]
+            overrun = _overrun(guarded, args, self.param_types)
+            if overrun:
+                status, message, counters = 1, overrun, None
         return status, message, counters
 
     def _check_finished(self, wait_status: int | None) -> None:
@@ -491,8 +615,8 @@ class EmulatedKernel:
         if os.WIFSIGNALED(wait_status):
             name = signal.Signals(os.WTERMSIG(wait_status)).name
             raise KernelLaunchError(
-                f"{self.filename}: kernel {self.name} crashed ({name}); the emulator does not "
-                "check bounds, so look for an index past the end of an array"
+                f"{self.filename}: kernel {self.name} crashed ({name}); look for an index "
+                "out of bounds of an array"
             )
 
     def _dims(self, value, what: str) -> tuple[int, int, int]:
