@@ -121,8 +121,11 @@ def _run_matmul(device: _Device, kernel, size: tuple, rng, first: bool, mistake)
     label = (f"tiled_matmul with M, N, K = {m}, {n}, {k} on {grid[0]} x {grid[1]} blocks of "
              f"{TILE} x {TILE} threads")  # fmt: skip
     pad = TILE * (max(size) + TILE)  # room for every index a kernel without guards reaches
+    # after A and B NaN: a tile loaded without its k < K guard reads past A's end, and 0 · NaN
+    # is NaN, where a finite marker times B's zeroed tile would be a silent 0
     got = launch_padded(device, kernel, label, (grid, (TILE, TILE)), {"A": a, "B": b}, m * n,
-                        (np.int32(m), np.int32(n), np.int32(k)), first, pad=pad)  # fmt: skip
+                        (np.int32(m), np.int32(n), np.int32(k)), first, pad=pad,
+                        fill=np.nan)  # fmt: skip
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     want, got = _product(a64, b64.T), got.reshape(m, n).astype(np.float64)
     if not _close(got, want, k):

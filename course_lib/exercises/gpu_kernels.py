@@ -204,10 +204,11 @@ def _launch(
     pad: int = PAD, past_end: Mistake | None = NO_GUARD, fill: float = MARK,
 ):
     """Run ``kernel`` on copies of ``inputs`` (name -> array) followed by ``pad`` elements of
-    ``fill`` (NaN: a read past the end shows in the result, even times 0) and an output of ``size`` elements (plus padding) filled with the marker; return the output
-    after checking that exactly its first ``size`` elements were written (a stub that writes
-    nothing on the ``first`` launch is not done yet; a write past the end is ``past_end``)
-    and that no input changed."""
+    ``fill`` (NaN: a read past the end shows in the result, even times 0) and an output of
+    ``size`` elements (plus padding) filled with the marker; return the output after checking
+    that exactly its first ``size`` elements were written (a stub that writes nothing on the
+    ``first`` launch is not done yet; a write past the end is ``past_end``) and that no input
+    changed."""
     padded = [_padded(a.ravel(), pad, fill) for a in inputs.values()]
     *after, out = device.launch(kernel, label, *shape, [*padded, np.full(size + pad, MARK,
                                 np.float32)], scalars)  # fmt: skip

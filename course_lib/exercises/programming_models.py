@@ -180,8 +180,8 @@ AT_ZERO = Mistake(
 )
 TIMES_ZERO = Mistake(
     "times-zero",
-    "x · 0 is NaN for x = -inf (inf · 0 is undefined): return the constant 0.0 from the false "
-    "branch instead of multiplying x by 0.",
+    "x · 0 and x − x are NaN for x = -inf (inf · 0 and inf − inf are undefined): return the "
+    "constant 0.0 from the false branch instead of computing 0 from x.",
 )
 
 

@@ -45,8 +45,8 @@ COLUMN_MAJOR_OUT = Mistake(
 RESULT_SHAPE = Mistake(
     "result-shape",
     "return the sums in the broadcast shape (the shapes lined up from the right, each axis the "
-    "length that is not 1; () for two 0-d views): no .ravel() or .flatten() at the end, and no "
-    "np.ascontiguousarray, which turns a 0-d array into shape (1,).",
+    "length that is not 1, so 1 against 0 is 0, not 1; () for two 0-d views): no .ravel() or "
+    ".flatten() at the end, and no np.ascontiguousarray, which turns a 0-d array into shape (1,).",
 )
 
 DTYPE = Mistake(

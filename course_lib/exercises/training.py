@@ -368,7 +368,9 @@ def _oracle_norm_grads(kind, dy, x, gamma, eps) -> dict:
     return {name: to_numpy(g) for name, g in zip(nodes, grads)}
 
 
-def _norm_grads_mistake(kind, got: dict, dy, x, gamma, eps, close_enough) -> Mistake | None:
+def _norm_grads_mistake(kind, name: str, got: dict, dy, x, gamma, eps,
+                        close_enough) -> Mistake | None:  # fmt: skip
+    """The mistake whose gradient of ``name`` (the first one wrong) is the answer's."""
     variants = [
         (NO_MEAN_TERM, dict(mean_term=False)),
         (NO_VARIANCE_TERM, dict(variance_term=False)),
@@ -386,7 +388,7 @@ def _norm_grads_mistake(kind, got: dict, dy, x, gamma, eps, close_enough) -> Mis
     variants = [(m, k) for m, k in variants if m is not not_for_kind]
 
     def same(a, b):
-        return all(close_enough(a[name], b[name]) for name in a if name in b)
+        return name in b and close_enough(a[name], b[name])
 
     wrong = [(m, lambda k=k: _numpy_norm_grads(kind, dy, x, gamma, eps, **k)) for m, k in variants]
     return first_match(got, wrong, same)
@@ -437,13 +439,14 @@ def _check_norm_case(answer, rng, kind, shape, eps, scale, offset) -> None:
         size = max(scale_of.values()) if name is None else scale_of[name]
         return close(a, b, rtol=1e-6, atol=1e-9 * size)
 
-    mistake_of = lambda: _norm_grads_mistake(kind, got, dy, x, gamma, eps, close_enough)  # noqa: E731
+    mistake_of = lambda name: _norm_grads_mistake(  # noqa: E731
+        kind, name, got, dy, x, gamma, eps, close_enough)
     if wrong_shapes:
         name = wrong_shapes[0]
         raise Wrong(
             f"{label}: the gradient of {name} has shape {np.shape(got[name])}, expected "
             f"{want[name].shape} (the shape of {name})",
-            mistake_of(),
+            mistake_of(name),
         )
     for name in want:
         require(
@@ -454,7 +457,7 @@ def _check_norm_case(answer, rng, kind, shape, eps, scale, offset) -> None:
         if not close_enough(got[name], want[name], name):
             raise Wrong(
                 f"{label}: the gradient of {name} {mismatch(got[name], want[name])} (cl.grad)",
-                mistake_of(),
+                mistake_of(name),
             )
 
 
