@@ -561,16 +561,17 @@ def _same_shapes(name: str, *arrays: np.ndarray) -> None:
 
 
 def _checked_ids(ids, size: int, what: str) -> np.ndarray:
-    """``ids`` as C-contiguous int64, each checked in ``[0, size)`` (the loops index rows
-    with them: an id outside would read or write outside the arrays)."""
+    """``ids`` as C-contiguous, aligned int64, each checked in ``[0, size)`` (the loops index
+    rows with them: an id outside would read or write outside the arrays)."""
     ids = host_array(ids, "ids of a CPU kernel")
     check_ids(ids, size, what)
-    return np.ascontiguousarray(ids, dtype=np.int64).reshape(ids.shape)
+    return np.require(ids, np.int64, ("C", "A")).reshape(ids.shape)  # aligned: read as int64
 
 
 def transposed(a: np.ndarray) -> np.ndarray:
     """``np.ascontiguousarray(a)`` (the same values), copied in 32 × 32 tiles over the pool
-    for an F-contiguous float32 matrix ``a``; any other array is NumPy's copy."""
+    for an F-contiguous float32 matrix ``a``; any other array is NumPy's
+    ``np.ascontiguousarray(a)``: a view of ``a`` (no copy) where it is C-contiguous already."""
     if not (isinstance(a, np.ndarray) and a.ndim == 2 and a.dtype == np.float32
             and a.flags.f_contiguous and not a.flags.c_contiguous):  # fmt: skip
         return np.ascontiguousarray(a).reshape(np.shape(a))
@@ -608,6 +609,8 @@ def softmax(x: np.ndarray) -> np.ndarray:
     x = _rows(x)
     if x.ndim < 1:
         raise ShapeError("softmax needs an array of at least one axis, got a 0-d one")
+    if x.size == 0:  # no rows, or rows of no elements: nothing to normalise (nor a max)
+        return np.empty_like(x)
     n = x.shape[-1]
     return causal_softmax(x.reshape(-1, 1, n), 1.0).reshape(x.shape)
 
@@ -633,6 +636,8 @@ def softmax_grad(g: np.ndarray, p: np.ndarray, scale: float) -> np.ndarray:
     """``scale · p · (g − Σ g·p)`` over the last axis (the softmax adjoint)."""
     g, p = _rows(g), _rows(p)
     _same_shapes("softmax_grad", g, p)
+    if p.ndim < 1:
+        raise ShapeError("softmax_grad needs arrays of at least one axis, got 0-d ones")
     n = p.shape[-1]
     out = np.empty_like(p)
     if out.size == 0:
@@ -761,6 +766,8 @@ def rms_norm_grad_w(g: np.ndarray, x: np.ndarray, eps: float) -> np.ndarray:
     einsum's float32 sums to within their own rounding)."""
     g, x = _rows(g), _rows(x)
     _same_shapes("rms_norm_grad_w", g, x)
+    if x.ndim < 1:
+        raise ShapeError("rms_norm_grad_w needs rows (..., n), got 0-d arrays")
     n = x.shape[-1]
     rows = x.size // max(n, 1)
     out = np.empty(n, np.float32)
