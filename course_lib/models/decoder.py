@@ -307,10 +307,16 @@ class DecoderLM:
     def loss_and_grads(self, tokens) -> tuple[float, dict[str, np.ndarray]]:
         """The mean shifted cross-entropy and the gradient of every parameter (by name)."""
         tokens = self.check_tokens(tokens)
-        graph, grads = self.loss_graph(*tokens.shape)
-        run = self.executor(("grads", tokens.shape), lambda: [graph.loss, *grads.values()])
+        self._check_loss_shape(*tokens.shape)
+        graph = self.forward_graph(*tokens.shape)
+
+        def build():  # the gradient graph, built once per shape (not on every call)
+            _, grads = self.loss_graph(*tokens.shape)
+            return [graph.loss, *grads.values()]
+
+        run = self.executor(("grads", tokens.shape), build)
         loss, *values = run.run(self.feed(graph, tokens))
-        return float(loss), {name: to_numpy(v) for name, v in zip(grads, values)}
+        return float(loss), {name: to_numpy(v) for name, v in zip(graph.params, values)}
 
 
 def flatten_rows(x: Node) -> Node:

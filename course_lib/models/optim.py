@@ -242,12 +242,22 @@ class Optimizer:
     def _update(self, name: str, param: Node, grad: Node) -> Node:
         raise NotImplementedError
 
+    def settings(self) -> tuple:
+        """The hyper-parameters its update nodes are built with (all but ``lr``, which is
+        fed): a compiled training step is built again when one of them changes."""
+        return ()
+
+    def writes_to(self, names) -> None:
+        """Make :meth:`write_back` take the results of update nodes built for the parameters
+        ``names`` (in order), as a compiled step run again after another model's returns."""
+        self._names = list(names)
+
     def _state_updates(self, name: str) -> list[Node]:
         return []
 
     def feed(self, lr: float | None = None) -> dict:
         """Advance the step count; the state to feed this step (``lr`` overrides the base)."""
-        lr = self.lr if lr is None else params.in_range(lr, f"{type(self).__name__}: lr", 0.0)
+        lr = params.in_range(self.lr if lr is None else lr, f"{type(self).__name__}: lr", 0.0)
         self.step_count += 1
         return {self.lr_var: np.float64(lr)}
 
@@ -342,6 +352,9 @@ class SGD(Optimizer):
         _floating(param.dtype, f"SGD: parameter {name}")
         return apply(SGDUpdate(self.weight_decay), param, grad, self.lr_var, name=f"update({name})")
 
+    def settings(self):
+        return (self.weight_decay,)
+
 
 class AdamW(Optimizer):
     """AdamW with PyTorch's defaults except a smaller β₂ (0.95) usual for language models.
@@ -406,6 +419,9 @@ class AdamW(Optimizer):
 
     def _state_updates(self, name):
         return list(self._new_moments[name])
+
+    def settings(self):
+        return (*self.betas, self.eps, self.weight_decay)
 
     def _state_in_order(self):
         return [(f"{moment}({name})", state, name) for name in self._names

@@ -48,16 +48,20 @@ def training_step(
 ) -> Executor:
     """The executor of one step (outputs: loss, then the optimiser's update nodes, whose
     results go to ``optimizer.write_back``), cached on the model as long as the optimiser
-    lives; ``optimize`` runs the graph optimisation passes on it first. Either way the sums
-    with matrix products among their terms (the backward pass's, the forward residual adds)
-    become ``matmul_sum`` nodes (:func:`~course_lib.passes.accumulate_products`, run on the
-    graph as built: on the host, BLAS adds each product after the first term into the sum)."""
+    lives (built again when its ``settings()`` change); ``optimize`` runs the graph
+    optimisation passes on it first. Either way the sums with matrix products among their
+    terms (the backward pass's, the forward residual adds) become ``matmul_sum`` nodes
+    (:func:`~course_lib.passes.accumulate_products`, run on the graph as built: on the host,
+    BLAS adds each product after the first term into the sum)."""
 
     def build():
         graph, grads = model.loss_graph(batch, seq)
         return accumulate_products([graph.loss, *optimizer.update_nodes(graph.params, grads)])
 
-    return model.executor(("train", batch, seq), build, optimize, owner=optimizer)
+    key = ("train", batch, seq, *optimizer.settings())  # a changed weight decay: a new step
+    run = model.executor(key, build, optimize, owner=optimizer)
+    optimizer.writes_to(model.forward_graph(batch, seq).params)  # after another model's step
+    return run
 
 
 class ProgressBar:
