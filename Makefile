@@ -19,7 +19,13 @@ help:
 	@echo "make site [SITE=_site] [EDITION=student|instructor] - the course site, built offline"
 	@echo "make gpu-check - everything that needs an NVIDIA GPU (tests, notebooks, benchmarks), 5-9 min"
 
+# A step that fails leaves no target behind: a venv whose creation failed (Debian without
+# python3-venv) is made again on the next run, not taken as done.
+.DELETE_ON_ERROR:
+
 $(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { \
+	  echo "course_lib needs Python >= 3.11; $(PYTHON) is not: make PYTHON=python3.11 ..."; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
@@ -49,7 +55,9 @@ $(VENV)/.gpu-stamp: $(VENV)/.test-stamp
 system-deps:
 	@missing=""; \
 	command -v dot >/dev/null 2>&1 || missing="graphviz"; \
-	if [ "$(NEED_BROWSER)" = yes ]; then command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; fi; \
+	command -v "$${COURSE_LIB_CXX:-g++}" >/dev/null 2>&1 || missing="$$missing g++"; \
+	if [ "$(NEED_BROWSER)" = yes ]; then command -v chromium >/dev/null 2>&1 \
+	  || command -v chromium-browser >/dev/null 2>&1 || missing="$$missing chromium"; fi; \
 	if [ -n "$$missing" ] && [ "$(IS_ROOT)" = yes ]; then \
 	  echo "installing $$missing with apt-get"; \
 	  $(APT) update -qq && $(APT) install -y -qq $$missing >/dev/null; \
@@ -58,6 +66,7 @@ system-deps:
 	  echo "  sudo apt-get install -y $$missing"; \
 	  echo "  conda install -c conda-forge graphviz"; \
 	  echo "  brew install graphviz"; \
+	  if [ -n "$$CI" ]; then echo "CI is set: failing rather than skipping what needs them"; exit 1; fi; \
 	fi
 
 setup-lab: $(VENV)/.lab-stamp system-deps
