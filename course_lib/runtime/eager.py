@@ -193,6 +193,9 @@ class Tensor(Node):
                        else type(value).__name__)  # fmt: skip
                 raise GraphError(f"{self.name}.grad must be None or a Tensor of shape "
                                  f"{self.shape} and dtype {self.dtype}, got {got}")  # fmt: skip
+            if value is not None and value.device != self.device:  # backward would add to it
+                raise DeviceError(f"{self.name}.grad must be on its {self.device!r} device, but "
+                                  f"the tensor given is on {value.device!r}")  # fmt: skip
         else:
             Node.__setattr__(self, key, value)
         object.__setattr__(self, key, value)
@@ -250,7 +253,10 @@ class Tensor(Node):
         recorded, so no gradient keeps a graph alive.
         """
         if not self.requires_grad:
-            raise GraphError(f"{self.name} does not require grad: no tensor it depends on does")
+            why = "no tensor it was computed from does, or it was computed under no_grad"
+            if np.dtype(self.dtype).kind != "f":
+                why = f"it is {self.dtype} (no gradient flows through ints or bools)"
+            raise GraphError(f"{self.name} does not require grad: {why}")
         if gradient is None and math.prod(self.shape) != 1:
             raise GraphError(
                 f"backward: {self.name} has shape {self.shape}, and a gradient can be implied "
@@ -282,8 +288,11 @@ class Tensor(Node):
         self.grad = None
 
     def detach(self) -> Tensor:
-        """The same value, cut from the graph."""
-        return Tensor(self._data)
+        """The same value, cut from the graph, on this tensor's device (as ``copy.copy``; the
+        value never changes, so the two share it)."""
+        detached = Tensor.__new__(Tensor)
+        detached._init(_LEAF, (), "tensor", self._data, False, self.device)
+        return detached
 
     # -- conversions -----------------------------------------------------------------------
     def numpy(self) -> np.ndarray:
@@ -351,9 +360,25 @@ class Tensor(Node):
         view = np.array(array, dtype=dtype, copy=False)  # NumPy's error if it must copy
         return np.lib.stride_tricks.as_strided(view, writeable=False)  # for good
 
+    def __format__(self, spec: str) -> str:
+        """``f"{loss:.4f}"``: a tensor of shape () formats as its number, as in PyTorch and
+        NumPy (without a format spec, as its repr)."""
+        if spec and self.ndim == 0:
+            return format(self._data.item(), spec)
+        return super().__format__(spec)
+
     def __repr__(self) -> str:
-        grad = ", requires_grad=True" if self.requires_grad else ""
-        return f"Tensor({np.array2string(self.numpy(), precision=4)}{grad})"
+        """The values (rows aligned), then as NumPy's repr the ``shape`` of an empty tensor
+        and a ``dtype`` other than float64, int64 and bool, and ``requires_grad=True``."""
+        value = self.numpy()
+        parts = [np.array2string(value, precision=4, prefix="Tensor(")]
+        if value.size == 0 and value.shape != (0,):
+            parts.append(f"shape={value.shape}")
+        if value.dtype not in (np.float64, np.int64, np.bool_):
+            parts.append(f"dtype={value.dtype}")
+        if self.requires_grad:
+            parts.append("requires_grad=True")
+        return f"Tensor({', '.join(parts)})"
 
 
 set_eager_hook(Tensor.apply_eager)  # graph.apply runs an op on a Tensor input through this
