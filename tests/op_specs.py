@@ -37,10 +37,11 @@ def _t():
 
 def _rope_torch(x, seq_axis, start=0):
     """Hugging Face's ``x·cos + rotate_half(x)·sin`` with positions ``start, start + 1, ...``
-    along ``seq_axis``."""
+    along ``seq_axis``, the tables rounded as course_lib's (float64 for float64 x)."""
     torch = _t()
     t, d = x.shape[seq_axis], x.shape[-1]
-    tables = (a[start:] for a in rope_tables(start + t, d))
+    dtype = np.float64 if x.dtype == torch.float64 else np.float32
+    tables = (a[start:] for a in rope_tables(start + t, d, dtype=dtype))
     cos, sin = (torch.tensor(np.concatenate([a, a], -1), dtype=x.dtype) for a in tables)
     shape = (t,) + (1,) * (x.dim() - seq_axis % x.dim() - 2) + (d,)
     rotated = torch.cat([-x[..., d // 2 :], x[..., : d // 2]], -1)

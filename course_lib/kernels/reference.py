@@ -79,11 +79,12 @@ def adamw_update(param, m, v, lr, step, beta1, beta2, eps, weight_decay) -> np.n
     return (theta - m / denom * np.float32(lr / (1.0 - beta1**t))).astype(param.dtype)
 
 
-def rope_tables(seq_len: int, head_dim: int, theta: float = 10000.0):
-    """``cos`` and ``sin`` tables of shape (seq_len, head_dim // 2), float32, for RoPE."""
+def rope_tables(seq_len: int, head_dim: int, theta: float = 10000.0, dtype=np.float32):
+    """``cos`` and ``sin`` tables of shape (seq_len, head_dim // 2) for RoPE: the angles in
+    float64, rounded to ``dtype`` (float32 by default: the kernels')."""
     inv_freq = theta ** (-np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
     angles = np.outer(np.arange(seq_len, dtype=np.float64), inv_freq)
-    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+    return np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)
 
 
 def rms_norm_grad_x(g: np.ndarray, x: np.ndarray, weight: np.ndarray,

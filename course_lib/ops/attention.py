@@ -40,17 +40,19 @@ import numpy as np
 
 from .. import params
 from ..backend import on_host
-from ..errors import ShapeError
+from ..errors import ShapeError, describe_shapes
 from ..graph import Node, Op, apply
 from ..kernels import cpu_kernels
 from ..kernels.cpu_kernels import MASK_ON_LEFT, MASK_ON_RESULT, UNMASKED
 from ..kernels.dispatch import run_on_gpu
 from .elementwise import mul, sub, tangent_sum
 from .nn import Softmax
-from .reductions import sum
+from .reductions import floating, sum
 
 
 def _groups(h, kv, what):
+    if kv == 0:  # h % 0: Python's "integer modulo by zero", naming neither
+        raise ValueError(f"{what}: keys/values need at least one kv head, got 0")
     if h is not None and kv is not None and h % kv:
         raise ValueError(f"{what}: {h} query heads are not a multiple of {kv} kv heads")
 
@@ -348,7 +350,7 @@ class CausalSoftmax(Op):
     def compute(self, xp, s):
         self.infer_shape(s.shape)  # a shape unknown when built: more queries than keys
         if s.shape[-1] == 0:  # no keys, so no queries: nothing to normalise (nor a max)
-            return xp.empty_like(s)
+            return xp.empty(s.shape, floating(xp, s).dtype)
         out = run_on_gpu(self, xp, s)  # one pass over the scores on a GPU
         if out is not None:
             return out
@@ -358,6 +360,7 @@ class CausalSoftmax(Op):
 
     def on_arrays(self, xp, s):
         """The softmax with the array module's operations (any device and dtype)."""
+        s = floating(xp, s)  # integers: the scale and the −∞ mask would be cast to them
         x = s * s.dtype.type(self.scale)
         x += _causal_bias(xp, s.shape[-2], s.shape[-1], s.dtype)
         x -= x.max(axis=-1, keepdims=True)
@@ -455,8 +458,13 @@ def causal_attention(q, k, v, scale: float | None = None) -> tuple[Node, Node]:
 
     Returns ``(output (B, T, H, d), probabilities (B, H, T, S))``; ``scale`` defaults to
     ``d ** -0.5``. The products are the causal ones: neither they nor their adjoints compute
-    the masked half of the scores.
+    the masked half of the scores. k and v have the same number of kv heads (where the
+    graph knows both: else a :class:`ShapeError`).
     """
+    kv_k, kv_v = (None if s is None or len(s) != 4 else s[2] for s in (k.shape, v.shape))
+    if None not in (kv_k, kv_v) and kv_k != kv_v:  # each product would group the heads anew
+        raise ShapeError(f"causal_attention: k has {kv_k} kv heads but v has {kv_v} "
+                         f"({describe_shapes((k, v))})")  # fmt: skip
     if scale is None:
         if q.shape is None or q.shape[-1] is None:
             raise ShapeError(

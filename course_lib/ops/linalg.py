@@ -29,13 +29,13 @@ class MatMul(Op):
     def infer_shape(self, x, y):
         if x is None or y is None:
             return None
-        if len(x) < 2 or len(y) < 2:
-            raise ValueError("matmul inputs need 2+ dimensions here (1-D is promoted by matmul())")
+        _check_ranks(x, y)
         if x[-1] is not None and y[-2] is not None and x[-1] != y[-2]:
             raise ValueError(f"inner dimensions differ: {x[-1]} vs {y[-2]}")
         return broadcast_shapes(x[:-2], y[:-2]) + (x[-2], y[-1])
 
     def compute(self, xp, x, y):
+        _check_ranks(x.shape, y.shape)  # ranks unknown when built: its gradient needs 2+
         out = run_on_gpu(self, xp, x, y)  # off by default: cuBLAS via xp.matmul
         return xp.matmul(x, y) if out is None else out
 
@@ -48,6 +48,14 @@ class MatMul(Op):
     def flops(self, out_shape, x_shape, y_shape):
         """``2·m·n·p`` per matrix product (the lecture's m·p·(2n − 1), rounded up)."""
         return 2 * math.prod(out_shape) * x_shape[-1]
+
+
+def _check_ranks(x, y):
+    if len(x) < 2 or len(y) < 2:
+        raise ValueError(
+            f"matmul inputs need 2+ dimensions here, got {x} and {y}: matmul() promotes a 1-D "
+            "operand only where the graph knows it is 1-D (give its variable a shape)"
+        )
 
 
 def _product_adjoints(x: Node, y: Node, g: Node, needs) -> list[Node | None]:

@@ -14,7 +14,8 @@ import math
 
 from .. import params
 from ..backend import on_host
-from ..graph import Node, Op, apply
+from ..errors import ShapeError
+from ..graph import Node, Op, apply, as_node
 from ..kernels import cpu_kernels
 from ..kernels.dispatch import run_on_gpu
 from .broadcast import sum_to
@@ -22,12 +23,12 @@ from .elementwise import add, mul, ones_like, rsqrt, sub, tangent_sum
 from .reductions import mean
 
 
-def _check_norm_shapes(name, x, w):
+def _check_norm_shapes(name, x, w, what="weight"):
     if x is None or w is None:
         return
-    if len(x) < 1 or len(w) != 1 or (x[-1] is not None and w[0] != x[-1]):
+    if len(x) < 1 or len(w) != 1 or (None not in (x[-1], w[0]) and w[0] != x[-1]):
         raise ValueError(
-            f"{name} needs x (..., n) and a weight (n,) of x's last size; got x {x}, weight {w}"
+            f"{name} needs x (..., n) and a {what} (n,) of x's last size; got x {x}, {what} {w}"
         )
 
 
@@ -114,6 +115,7 @@ class RMSNorm(_RMSNormFamily):
         return super().infer_dtype(x, w)
 
     def compute(self, xp, x, w):
+        _check_norm_shapes(self.name, x.shape, w.shape)  # shapes unknown when built
         out = run_on_gpu(self, xp, x, w)  # rms_norm.cu on a GPU
         if out is not None:
             return out
@@ -238,8 +240,15 @@ def rms_norm(x, weight, eps: float = 1e-5) -> Node:
 
 def layer_norm(x: Node, weight: Node, bias: Node, eps: float = 1e-5) -> Node:
     """LayerNorm over the last axis (the original Transformer's), built from primitives:
-    ``(x − mean) / sqrt(var + eps) · weight + bias``."""
+    ``(x − mean) / sqrt(var + eps) · weight + bias``; weight and bias are (n,), n x's last
+    size (checked where the shapes are known when built: a :class:`ShapeError`)."""
     eps = params.real(eps, "layer_norm: eps", minimum=0.0)
+    x, weight, bias = as_node(x), as_node(weight), as_node(bias)
+    for what, p in (("weight", weight), ("bias", bias)):
+        try:  # NumPy would broadcast others: a weight per element, or a larger output
+            _check_norm_shapes("layer_norm", x.shape, p.shape, what)
+        except ValueError as exc:
+            raise ShapeError(str(exc)) from None
     centred = sub(x, mean(x, -1, keepdims=True))
     normalized = mul(centred, rsqrt(add(mean(mul(centred, centred), -1, keepdims=True), eps)))
     return add(mul(normalized, weight), bias)

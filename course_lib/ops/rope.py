@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+import numpy as np
+
 from .. import params
 from ..backend import on_host
 from ..errors import ParameterError
@@ -25,8 +27,9 @@ from ..kernels.reference import rope_tables
 @lru_cache(maxsize=32)
 def _tables(xp, start: int, seq_len: int, head_dim: int, theta: float, dtype, inverse: bool):
     """cos and sin (−sin rotating back) of positions ``start`` ... ``seq_len − 1``, on xp's
-    device: computed and copied there once per shape, not on every call."""
-    cos, sin = rope_tables(seq_len, head_dim, theta)
+    device: computed and copied there once per shape, not on every call. Rounded to float64
+    for float64 x, else to float32 (the kernels' tables), then to x's dtype."""
+    cos, sin = rope_tables(seq_len, head_dim, theta, dtype if dtype == np.float64 else np.float32)
     cos, sin = cos[start:].astype(dtype), sin[start:].astype(dtype)
     return xp.asarray(cos), xp.asarray(-sin if inverse else sin)
 
@@ -35,7 +38,8 @@ class Rope(Op):
     """Rotate the last axis (head_dim d, even) by position along ``seq_axis`` (``start``,
     ``start + 1``, ...).
 
-    ``inverse=True`` rotates back (the adjoint). FLOPs: 3 per element.
+    ``inverse=True`` rotates back (the adjoint). The cos/sin tables are float64 for float64
+    x, float32 otherwise (Hugging Face's are float32 for every dtype). FLOPs: 3 per element.
     """
 
     name, flops_per_element = "rope", 3
@@ -73,8 +77,14 @@ class Rope(Op):
             raise ValueError(f"rope rotates pairs: the last axis must be even, got {shape[-1]}")
         return shape
 
+    def infer_dtype(self, dtype):
+        if dtype is not None and dtype.kind != "f":  # the tables cast to integers: 0s and 1s
+            raise ValueError(f"rope rotates floating-point x, got {dtype}; cast it first")
+        return dtype
+
     def compute(self, xp, x):
         self.infer_shape(x.shape)  # a shape unknown when built: seq_axis % ndim may be wrong
+        self.infer_dtype(x.dtype)  # a dtype unknown when built
         axis = self.seq_axis % x.ndim
         half = x.shape[-1] // 2
         cos, sin = _tables(xp, self.start, self.start + x.shape[axis], x.shape[-1], self.theta,
@@ -99,6 +109,7 @@ class Rope(Op):
 
 
 def rope(x, theta: float = 10000.0, seq_axis: int = -2, start: int = 0) -> Node:
-    """Rotary embedding of ``x`` (..., positions, ..., head_dim): positions ``start``,
-    ``start + 1``, ... run along ``seq_axis``, pairs ``(i, i + d/2)`` of the last axis rotate."""
+    """Rotary embedding of floating-point ``x`` (..., positions, ..., head_dim): positions
+    ``start``, ``start + 1``, ... run along ``seq_axis``, pairs ``(i, i + d/2)`` of the last
+    axis rotate; the cos/sin tables are float64 for float64 x, float32 otherwise."""
     return apply(Rope(theta, seq_axis, start=start), x)
