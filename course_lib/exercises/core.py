@@ -32,6 +32,7 @@ import time
 import traceback
 import types
 import warnings
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -1018,13 +1019,36 @@ def _trusted(kind: type) -> bool:
 _TRUSTED_CLASSES: dict = {}  # id -> class, filled by take_snapshot
 
 
-def exact(label: str, value, depth: int = 0):
-    """``value`` unchanged, or :class:`Wrong` when it (or an element of a tuple, list, dict or
-    object array in it) is an object of an answer-made class that is not a subclass of one of
-    course_lib's (an op): a subclass of a number, string, container or array, or any other
-    class (whose ``__eq__`` may agree with anything, and whose ``__class__`` may say ``int``),
-    so checks take results at their exact, trusted type."""
+def exact(label: str, value):
+    """``value`` unchanged, or :class:`Wrong` when it (or an element of a tuple, list, set,
+    dict or object array in it, however deep) is an object of an answer-made class that is
+    not a subclass of one of course_lib's (an op): a subclass of a number, string, container
+    or array, or any other class (whose ``__eq__`` may agree with anything, and whose
+    ``__class__`` may say ``int``), or a weak reference proxy (its ``==`` and ``__class__``
+    are its referent's), so checks take results at their exact, trusted type."""
+    todo, seen = [value], {}
+    while todo:
+        item = todo.pop()
+        if id(item) in seen:
+            continue
+        seen[id(item)] = item  # (kept alive: an id is not reused while we look)
+        _exact_type(label, item)
+        kind = type(item)
+        if issubclass(kind, tuple | list | set | frozenset):
+            todo += item
+        elif issubclass(kind, dict | types.MappingProxyType):  # OrderedDict, defaultdict too
+            todo += [x for pair in item.items() for x in pair]
+        elif issubclass(kind, np.ndarray) and item.dtype.hasobject:
+            todo += item.ravel().tolist()  # an array of objects compares them with their ==
+    return value
+
+
+def _exact_type(label: str, value) -> None:
+    """:class:`Wrong` unless ``value``'s own class is one :func:`exact` takes."""
     kind = type(value)
+    if kind in _PROXIES:
+        raise Wrong(f"{label} returned a weak reference proxy; return plain values (numbers, "
+                    "tuples, lists, arrays)")  # fmt: skip
     base = kind if _trusted(kind) else next(b for b in _MRO(kind) if _trusted(b))
     ours = _FLAGS(base) & _HEAP_TYPE and base.__module__.split(".")[0] == "course_lib"
     if base is not kind and not ours:
@@ -1037,17 +1061,9 @@ def exact(label: str, value, depth: int = 0):
             f"{label} returned a {kind.__name__}, a subclass of {base.__name__} made by your "
             f"code; return a plain {base.__name__}"
         )
-    if depth < 4 and kind in (tuple, list, set, frozenset):
-        for item in value:
-            exact(label, item, depth + 1)
-    elif depth < 4 and kind is dict:
-        for key, item in value.items():
-            exact(label, key, depth + 1)
-            exact(label, item, depth + 1)
-    elif depth < 4 and kind is np.ndarray and value.dtype.hasobject:
-        for item in value.ravel().tolist():  # an array of objects compares them with their ==
-            exact(label, item, depth + 1)
-    return value
+
+
+_PROXIES = (weakref.ProxyType, weakref.CallableProxyType)
 
 
 def _recursion(error: BaseException | None) -> bool:

@@ -7,7 +7,8 @@
         [--notebooks notebooks]
 
 A SUBMISSION is a notebook or a folder of them (a folder per student: ``alice/05.ipynb``).
-Every submission is read into memory first, so one cannot rewrite another before it is graded.
+Every submission is read into memory first (one over 64 MiB is a row saying so), so one cannot
+rewrite another before it is graded.
 For each one the grader finds the instructor notebook whose exercises its solution cells
 answer (cells tagged ``{"exercise": {"id": ..., "part": "solution"}}`` in their metadata, as
 the student edition ships them; the file name does not matter), and runs a notebook it builds
@@ -49,9 +50,11 @@ handler that runs while the hook is on the stack and reads its key from the fram
 memory writes (``memmove`` and ``cast`` raise no audit event) or ctypes used from code compiled
 under a course_lib file name, a path opened relative to a directory descriptor (``dir_fd``) to
 reach the hook's file, a patch of NumPy or builtins that the answer makes and undoes within one
-check, a signal handler the answer sets and calls (its frame argument leads to the checker's
-locals), frames read by code compiled under a library's file name, the checks' own state
-that the answer changes while it runs (the forbidden-call profiler's record, reached through
+check (of course_lib too, when the answer also swaps ``sys.audit`` for the length of its
+calls: the checkpoint after each call then never reaches the hook), a signal handler the
+answer sets and calls (its frame argument leads to the checker's locals), frames read by code
+compiled under a library's file name, the checks' own state that the answer changes while it
+runs (the forbidden-call profiler's record, reached through
 ``sys.getprofile().__closure__``, or core's caches), a thread the answer starts with
 ``_thread`` (or after changing ``threading`` during the check: such a thread runs without the
 forbidden-call profiler), a process started without an audit event (``_posixsubprocess``), and
@@ -59,7 +62,8 @@ on a GPU, where checks run in the kernel itself, a thread left running that patc
 restores during a check. A check's cases are fixed (seeded) and its code is readable, so an
 answer can look up results that a solution cell computed beforehand with the library's
 function. The code can also read files and write outside its folder, and a process that gets
-out from under the worker (the kernel killing the worker first, or outside Linux one in a
+out from under the worker (the kernel killing the worker first, a chain of processes that
+each fork and exit faster than the grader looks through /proc, or outside Linux one in a
 session and an environment of its own) outlives the run (it could rewrite the gradebook, or
 read a later run's key before its hook). Run the grader in a container (or as a user who can
 read nothing else), and review flagged rows.
@@ -92,6 +96,7 @@ from .edition import METADATA, exercise_parts, student_source
 MISSING, ERROR, FAILED = "missing", "error", "failed"
 _RUN_ENV = "COURSE_LIB_GRADE_RUN"  # marks every process of one graded notebook
 _ROOT = Path(__file__).resolve().parent.parent.parent
+_MAX_BYTES = 64 << 20  # a submission's size (the course's notebooks are under 1 MiB)
 
 
 # -- inside the kernel: what the grader's own cells call --------------------------------------
@@ -144,6 +149,9 @@ def _read(path: Path, student: str) -> Submission:
         sub.problem = "no such file"
     elif not path.is_file():
         sub.problem = "not a file"
+    elif path.stat().st_size > _MAX_BYTES:  # every file is held in memory until it is graded
+        size = path.stat().st_size
+        sub.problem = f"too large ({size >> 20} MiB; a notebook may have {_MAX_BYTES >> 20})"
     else:
         try:
             sub.text = path.read_text(encoding="utf-8")

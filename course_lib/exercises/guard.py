@@ -12,10 +12,12 @@ an audit hook (:func:`sys.addaudithook`; Python code cannot remove one). The hoo
 * takes a verdict only from course_lib's own verdict code (the calling frame's code object and
   globals, by identity: ``core.verify``, ``core._verify_in_child``, ``grade.report``), for the
   exercise record registered at import, during a check the grader's ``report`` began, and
-  attaches to it what differs from a snapshot taken when it was armed (the attributes of the
+  attaches to it what differs from a snapshot taken when it was armed (after importing the
+  course_lib modules that its functions import when called: the attributes of the
   guarded modules and of course_lib's classes; the code, defaults and keyword defaults of
   their functions; what the lists, dicts and sets of course_lib.exercises hold: a check's
-  cases), with what changed during any call of the answer (``core.call``);
+  cases; what a function's keyword-defaults dict holds), with what changed during any call
+  of the answer (``core.call``; unless the answer swaps ``sys.audit`` for that call);
 * records what student code does to get around grading: swapping a function's code or
   defaults, ``gc.get_objects``/``get_referrers``, ``sys._current_frames``, ``settrace``/
   ``setprofile`` (other than course_lib's own profiler), another audit hook, ``ctypes`` used
@@ -36,9 +38,12 @@ exact ``str`` arguments. What it cannot see is listed in :mod:`grade`'s "Known l
 from __future__ import annotations
 
 import _thread
+import contextlib
 import ctypes
+import dis
 import gc
 import importlib._bootstrap
+import importlib.util
 import os
 import secrets
 import signal
@@ -79,6 +84,45 @@ def watched_modules() -> dict:
     return core.guarded_modules(("course_lib", "numpy"))
 
 
+def import_lazy() -> None:
+    """Import what course_lib's code imports inside its functions (``check_parallel_memory``'s
+    ``models.parallel``) and the modules of the names the exercises forbid, now: a module that
+    first loads during a check is not in the hook's snapshot, so a solution cell could import
+    it first and patch the checker's oracle unseen."""
+    opcode, done, todo = dis.opmap["IMPORT_NAME"], set(), True
+    while todo:  # until the modules those imports load import nothing new
+        todo = [n for n in list(sys.modules) if n.split(".")[0] == "course_lib" and n not in done]
+        for name in todo:
+            done.add(name)
+            module = sys.modules.get(name)
+            if not isinstance(module, types.ModuleType):
+                continue
+            package = getattr(module, "__package__", None) or name
+            for code in core._module_codes(module).values():
+                if opcode in code.co_code[::2]:  # (opcodes at even offsets; most have none)
+                    _import_from(code, package)
+    for record in core._RECORDS.values():
+        for dotted in record.forbidden:
+            with contextlib.suppress(Exception):
+                core._resolve(dotted)
+
+
+def _import_from(code, package: str) -> None:
+    """Import the course_lib modules that ``code``'s import statements name."""
+    consts: list = []
+    for instruction in dis.get_instructions(code):
+        if instruction.opname == "LOAD_CONST":
+            consts.append(instruction.argval)
+        elif instruction.opname == "IMPORT_NAME" and len(consts) >= 2:
+            level, names = consts[-2], consts[-1]
+            with contextlib.suppress(Exception):  # (whatever an import raises, arming goes on)
+                target = importlib.util.resolve_name("." * level + instruction.argval, package)
+                if target.split(".")[0] == "course_lib":
+                    for full in (target, *(f"{target}.{n}" for n in names or ())):
+                        with contextlib.suppress(Exception):
+                            importlib.import_module(full)
+
+
 def arm(folder: str, report) -> None:  # noqa: C901, PLR0915  (one closure: the hook, its state)
     """Install the grader's audit hook for a run whose private folder is ``folder``; ``report``
     is the grader's :func:`grade.report`, the only code that may begin a check (the grader's
@@ -92,6 +136,7 @@ def arm(folder: str, report) -> None:  # noqa: C901, PLR0915  (one closure: the 
     channel_id, folder_id = os.fstat(channel[0]), os.stat(folder)
     protected = ((channel_id.st_ino, channel_id.st_dev), (folder_id.st_ino, folder_id.st_dev))
 
+    import_lazy()
     modules = watched_modules()
     entries = [
         (vars(module), key, value, f"{name}.{key}")
@@ -181,6 +226,8 @@ def arm(folder: str, report) -> None:  # noqa: C901, PLR0915  (one closure: the 
         (value, items(value), label)
         for _, key, value, label in quick_entries
         if type(value) in (list, dict, set) and not key.startswith("__") and label not in caches
+    ] + [  # keyword defaults, a dict: call.__kwdefaults__["own"] = True skips exact()
+        (f[3], items(f[3]), f[4] + ".__kwdefaults__") for f in functions if type(f[3]) is dict
     ]
 
     def send(*fields) -> None:
