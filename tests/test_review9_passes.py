@@ -46,15 +46,18 @@ def test_merge_matmuls_keeps_apart_a_weight_of_unknown_dtype():
 
 
 def test_merge_matmuls_leaves_a_right_operand_of_unknown_rank():
-    """``W1 @ h, W2 @ h`` with h of unknown shape: h may be a vector at run time, whose
-    merged product has no rows to cut (the optimised run raised ShapeError)."""
+    """``W1 @ h, W2 @ h`` with h of unknown shape: a matrix h gives the plain run's products
+    (the optimised run raised ShapeError); a vector h, whose product's gradient has no
+    rows to transpose, is refused by both runs alike (review 11: give h a shape)."""
     h = cl.variable("h")
     w1, w2 = cl.variable("W1", (2, 3), np.float64), cl.variable("W2", (4, 3), np.float64)
     outputs = [w1 @ h, w2 @ h]
     rng = np.random.default_rng(0)
-    for value in (rng.standard_normal(3), rng.standard_normal((3, 2))):
-        feed = {h: value, w1: rng.standard_normal((2, 3)), w2: rng.standard_normal((4, 3))}
-        _assert_same(*_runs(outputs, feed))
+    weights = {w1: rng.standard_normal((2, 3)), w2: rng.standard_normal((4, 3))}
+    _assert_same(*_runs(outputs, {h: rng.standard_normal((3, 2)), **weights}))
+    for optimized in (False, True):
+        with pytest.raises(cl.ShapeError, match="matmul inputs need 2\\+ dimensions"):
+            cl.Executor(outputs, optimize=optimized).run({h: rng.standard_normal(3), **weights})
 
 
 @pytest.mark.parametrize("n", [6, LOOP_MIN_SIZE], ids=["numexpr", "cpu_loop"])

@@ -8,6 +8,9 @@ optimize=True)`` and :func:`course_lib.jit` call it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from ..errors import GraphError
 from .cse import eliminate_common_subexpressions
 from .folding import fold_constants
 from .fusion import Fused, find_regions, fuse_elementwise
@@ -23,8 +26,14 @@ PIPELINE = (eliminate_common_subexpressions, merge_matmuls, accumulate_products,
 
 def optimize(outputs: Graph, passes=PIPELINE) -> Graph:
     """Apply ``passes`` in order (default: CSE, merge matmuls, accumulate products, fold
-    constants, fuse)."""
-    for rewrite in passes:
+    constants, fuse); ``passes`` is a sequence of functions ``outputs -> new outputs``."""
+    rewrites = tuple(passes) if isinstance(passes, Iterable) else (passes,)
+    if callable(passes) or not all(map(callable, rewrites)):
+        raise GraphError(
+            "optimize: passes must be a sequence of functions (outputs -> new outputs), such "
+            f"as [passes.fuse_elementwise], got {passes!r}"
+        )
+    for rewrite in rewrites:
         outputs = rewrite(outputs)
     return outputs
 

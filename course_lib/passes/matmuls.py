@@ -29,7 +29,8 @@ def merge_matmuls(outputs: Graph) -> Graph:
     on any of the matmuls being merged; a shared right operand must be of known rank (one
     of unknown shape may be a vector at run time, whose product has no rows to cut). Each
     original product becomes a slice of the merged result, so values and gradients are
-    unchanged.
+    unchanged up to rounding (BLAS may block the larger product differently: the last bits
+    of some elements can differ).
     """
     outs = output_list(outputs, "merge_matmuls")
     groups = _groups(topological_order(outs))
@@ -68,15 +69,25 @@ def _groups(order: list[Node]) -> dict[tuple, list[Node]]:
         if len(ms) > 1:
             groups[key] = ms
             taken.update(ms)
-    merged = set(taken)
+    after = _computed_from(order, taken)
     for key, ms in list(groups.items()):  # an operand computed from a merged matmul: skip it
         other_at = 1 if key[1] == "left" else 0
-        keep = [m for m in ms if not merged & set(topological_order([m.inputs[other_at]]))]
+        keep = [m for m in ms if m.inputs[other_at] not in after]
         if len(keep) > 1:
             groups[key] = keep
         else:
             del groups[key]
     return groups
+
+
+def _computed_from(order: list[Node], nodes: set[Node]) -> set[Node]:
+    """``nodes`` and every node of ``order`` computed from one of them (one pass: linear, where
+    listing each operand's ancestors was quadratic in a deep graph)."""
+    after = set()
+    for node in order:
+        if node in nodes or any(i in after for i in node.inputs):
+            after.add(node)
+    return after
 
 
 def _one_dtype(ms: list[Node], other_at: int) -> list[Node]:

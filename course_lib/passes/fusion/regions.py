@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ...errors import GraphError
 from ...graph import Node, consumers, is_weak_scalar, same_kind, topological_order, variable
 from ..rewrite import Graph, copy_with, output_list
 from .op import Fused
@@ -33,6 +34,9 @@ def fuse_elementwise(outputs: Graph, select: Callable[[Node], bool] | None = Non
     subsets).
     """
     outs = output_list(outputs, "fuse_elementwise")
+    if select is not None and not callable(select):
+        raise GraphError(f"fuse_elementwise: select must be a function of a region's root "
+                         f"node (or None), got {select!r}")  # fmt: skip
     regions = find_regions(outs)
     if select is not None:
         regions = {root: members for root, members in regions.items() if select(root)}
@@ -48,8 +52,9 @@ def fuse_elementwise(outputs: Graph, select: Callable[[Node], bool] | None = Non
     return same_kind(outputs, [new[o] for o in outs])
 
 
-def find_regions(outputs: list[Node]) -> dict[Node, list[Node]]:
+def find_regions(outputs: Graph) -> dict[Node, list[Node]]:
     """Fusion regions of two or more ops: {root: members in topological order}."""
+    outputs = output_list(outputs, "find_regions")
     order = topological_order(outputs)
     users = consumers(order)
     is_output = set(outputs)
