@@ -264,13 +264,11 @@ def test_06_stored_intensities_are_one_third_and_three_fifths():
     assert "Program 1 9, Program 2 5; byte model 1.8x" in moved
 
 
-def test_06_stored_measured_fusion_is_faster_than_three_kernels():
-    """The measured speed-up is a timing (ignored by nbval, and no checked cell states it):
-    at least the stored run must show the fused C++ loop beating the three kernels."""
-    out = _text(_code("06_intensity_and_fusion", '"Program 2 (fused C++ loop)"'))
-    speedups = dict(re.findall(r"^(Program [^\n]*?)\s+[\d.]+ ms\s+speed-up ([\d.]+)x", out, re.M))
-    assert float(speedups["Program 1 (3 NumPy kernels)"]) == 1.0
-    assert float(speedups["Program 2 (fused C++ loop)"]) > 1.0
+def test_06_the_measured_fusion_speed_up_is_stated_in_a_checked_cell():
+    """The speed-up itself is a timing (ignored by nbval): a checked cell after it states that
+    the fused C++ loop beats the three kernels, so nbval compares the claim on every run."""
+    out = _checked("06_intensity_and_fusion", "fused_loop < numpy_kernels")
+    assert out.strip() == "the fused C++ loop is faster than the three NumPy kernels: True"
 
 
 # --- 08 · the original Transformer and LLaMA both build and train --------------------------
