@@ -2,7 +2,7 @@
 // turned inside out. The loop disappears; each CUDA thread computes the one index it owns.
 
 // One thread per element. Neighbouring threads of a warp read neighbouring floats, so each
-// warp's 32 loads of 4 bytes coalesce into one 128-byte memory transaction.
+// warp's 32 loads of 4 bytes coalesce into one request: four 32-byte sectors, one 128-byte line.
 extern "C" __global__ void vector_add(const float* __restrict__ a, const float* __restrict__ b,
                                       float* __restrict__ c, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
