@@ -876,6 +876,7 @@ DECODE_STEP = {
     "gqa-interleaved": lambda ref: _decoding(ref, kv_heads="tile"),
     "masks-own-token": lambda ref: _attends_to_the_cache_only,
     "scale-by-d": lambda ref: _decoding(ref, scale_by_d=True),
+    "no-scale": lambda ref: _decoding(ref, unscaled=True),
     "cache-grows-wrong-axis": lambda ref: _grown_along_heads,
     "cache-repeats-heads": lambda ref: _caching(ref, lambda keys, values, q, k: tuple(
         np.repeat(a, q.shape[0] // k.shape[0], axis=1) for a in (keys, values))),

@@ -291,6 +291,11 @@ MASKS_OWN_TOKEN = Mistake(
     "positions): append its key and value before the attention.",
 )
 DECODE_SCALE_BY_D = Mistake("scale-by-d", "the scores are scaled by 1/sqrt(d), not 1/d.")
+DECODE_NO_SCALE = Mistake(
+    "no-scale",
+    "divide the scores by sqrt(d), d the head size: softmax(q·kᵀ/√d) over the cached keys and "
+    "the new one, as section 6's attention does.",
+)
 CACHE_WRONG_AXIS = Mistake(
     "cache-grows-wrong-axis",
     "the cache is (positions, KV heads, head size): a new token adds a row along axis 0, "
@@ -324,13 +329,14 @@ def _rotate(x: np.ndarray, position: int, interleaved: bool = False) -> np.ndarr
 
 
 def _attend(keys, values, q, k, v, position, *, rope_at="position",
-                        kv_heads="repeat", own=True, scale_by_d=False,
+                        kv_heads="repeat", own=True, scale_by_d=False, unscaled=False,
                         rotate_cache=False, rotate_k=True) -> np.ndarray:  # fmt: skip
     """The decoding step's output, from the right cache (rotated keys, values), with one
     mistake switched on: where RoPE puts the new token (``"position"``, ``"zero"``,
     ``"length"``, ``"minus"`` (rotated backwards), ``"interleaved"`` (other pairs)), which K/V
     head a query head reads (``"repeat"`` or ``"tile"``), ``own`` key and value attended,
-    scale 1/d, the cached keys rotated again, the new key ``rotate_k`` or left raw."""
+    scale 1/d (or none, ``unscaled``), the cached keys rotated again, the new key ``rotate_k``
+    or left raw."""
     s, (h, d), kv = len(keys), q.shape, k.shape[0]
     at = {"zero": 0, "length": s, "minus": -position}.get(rope_at, position)
     pairs = rope_at == "interleaved"
@@ -341,7 +347,8 @@ def _attend(keys, values, q, k, v, position, *, rope_at="position",
     if own:
         keys, values = np.concatenate([keys, k[None]]), np.concatenate([values, v[None]])
     head = np.arange(h) // (h // kv) if kv_heads == "repeat" else np.arange(h) % kv
-    scores = np.einsum("hd,shd->hs", q, keys[:, head]) * (1 / d if scale_by_d else d**-0.5)
+    scale = 1.0 if unscaled else 1 / d if scale_by_d else d**-0.5
+    scores = np.einsum("hd,shd->hs", q, keys[:, head]) * scale
     weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
     weights /= weights.sum(axis=-1, keepdims=True)
     return np.einsum("hs,shd->hd", weights, values[:, head])
@@ -374,6 +381,7 @@ def _decode_output_mistake(got, keys, values, q, k, v, position, close_enough):
         (GQA_INTERLEAVED, dict(kv_heads="tile")),
         (MASKS_OWN_TOKEN, dict(own=False)),
         (DECODE_SCALE_BY_D, dict(scale_by_d=True)),
+        (DECODE_NO_SCALE, dict(unscaled=True)),
     ]
     args = (keys, values, q, k, v, position)
     wrong = [(m, lambda o=o: _attend(*args, **o)) for m, o in variants]
@@ -500,8 +508,8 @@ def _check_decode_config(answer, rng, h, kv, d, start, prefix, steps, dtype) -> 
     "decode_step(cache, q, k, v, position) -> (out, cache): one new token's grouped-query "
     "attention with RoPE over a KV cache (keys, values), the cache grown by its row",
     mistakes=(ROPE_AT_ZERO, POSITION_FROM_LENGTH, UNROTATED_IN_CACHE, CACHE_ROTATED_TWICE,
-              GQA_INTERLEAVED, MASKS_OWN_TOKEN, DECODE_SCALE_BY_D, CACHE_WRONG_AXIS,
-              CACHE_REPEATS_HEADS, CACHE_UPCAST),  # fmt: skip
+              GQA_INTERLEAVED, MASKS_OWN_TOKEN, DECODE_SCALE_BY_D, DECODE_NO_SCALE,
+              CACHE_WRONG_AXIS, CACHE_REPEATS_HEADS, CACHE_UPCAST),  # fmt: skip
     points=5.0,
     forbidden=(
         "course_lib.ops.attention.causal_attention",
