@@ -73,3 +73,19 @@ def test_tiled_matmul_loading_a_without_its_k_guard_fails():
     verdict = verify("07.tiled_matmul", right.replace(guarded, "(row < M) ?"))
     assert verdict.status == "failed", verdict.message
     assert verdict.mistake == "ragged-edges", verdict.message
+
+
+def test_mlp_grads_failing_on_the_all_active_batch_is_named():
+    """A dw1 that is wrong (dw2 right) is tried once more on a batch where every ReLU is
+    active; an answer that raised there got a message with no name before "raised"."""
+    right = _reference("04.mlp_grads")
+
+    def answer(x, y, w1, w2):
+        if (x @ w1 > 0).all():
+            raise ValueError("only written for dead units")
+        dw1, dw2 = right(x, y, w1, w2)
+        return 1.1 * dw1, dw2
+
+    verdict = verify("04.mlp_grads", answer)
+    assert verdict.status == "failed"
+    assert "mlp_grads on a batch where every ReLU is active raised ValueError" in verdict.message

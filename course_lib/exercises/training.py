@@ -250,10 +250,8 @@ def _mlp_mistake(answer, got, want, case, n_k) -> Mistake | None:
             return mistake
     if close(got[1], want[1]) and not close(got[0], want[0]):  # dw1 wrong beyond a hair
         active = _mlp_case(np.random.default_rng(0), 5, 3, 4, 2, active=True)
-        active_got = call(
-            "mlp_grads on a batch where every ReLU is active",
-            lambda: _mlp_answer(answer, active, ""),
-        )
+        label = "mlp_grads on a batch where every ReLU is active"
+        active_got = call(label, lambda: _mlp_answer(answer, active, label))
         if all(close(g, w) for g, w in zip(active_got, _mlp_gradients(active))):
             return RELU_MASK
     return None
