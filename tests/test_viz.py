@@ -101,12 +101,13 @@ def test_draw_step_highlights_current_node_edge_and_new_partial(worked_example):
     fig = draw_step(trace, 4, feed={"v1": 0.5})  # i = 3, k = 2
     assert repr(fig).splitlines() == [
         "gradient(out) step 5/8: i = 3, k = 2: append v̄(2→3) = v̄3·∂v3/∂v2 = v̄3 = 1.649 "
-        "to node_to_grad[2]",
+        "to node_to_grad[2] — reused: no new node (v̄(2→3) is the node v̄3)",
         "node_to_grad = {4: [v̄4], 3: [v̄(3→4)], 2: [v̄(2→4), v̄(2→3)]}",
     ]
     src = fig.source
     assert 'f1 -> f2 [color="#dc2626" penwidth=3]' in src  # the edge k=2 -> i=3
-    assert "v̄(2→3) = v̄3" in src and 'fillcolor="#fde047"' in src
+    assert "v̄(2→3) = v̄3" in src and 'style="rounded,filled,dotted"' in src  # reused, not new
+    assert 'fillcolor="#fde047"' in draw_step(trace, 1, feed={"v1": 0.5}).source  # new: yellow
     assert "v̄(2→3) = 1.649" in src  # numeric node_to_grad entry
     assert "v4 = v2 × v3" in src and 'fillcolor="#e5e7eb"' in src  # v4 is done: grey
 

@@ -27,9 +27,12 @@ class GraphFigure(graphviz.Digraph):
     hint and the DOT source instead of raising.
     """
 
-    def __init__(self, summary: str = "graph", **kwargs):
+    def __init__(self, summary: str = "graph", title: str | None = None, **kwargs):
         super().__init__(**kwargs)
         self.summary = summary
+        # the SVG's name, which browsers show as its tooltip (graphviz's is "%3"); not the
+        # DOT graph's name, so the DOT text stays ``digraph {``
+        self.title = title or summary.strip().split("\n")[0] or "graph"
 
     def __repr__(self) -> str:
         return self.summary
@@ -37,9 +40,10 @@ class GraphFigure(graphviz.Digraph):
     def svg(self) -> str | None:
         """The rendered SVG text, or ``None`` when ``dot`` is not installed."""
         try:
-            return self.pipe(format="svg", encoding="utf-8")
+            svg = self.pipe(format="svg", encoding="utf-8")
         except graphviz.ExecutableNotFound:
             return None
+        return svg_titled(svg, self.title)
 
     def fallback_text(self) -> str:
         """What is shown instead of a picture when ``dot`` is missing."""
@@ -64,6 +68,21 @@ class GraphFigure(graphviz.Digraph):
             return f"<pre>{html.escape(self.fallback_text())}</pre>"
         start = svg.index("<svg")
         return svg[start:].replace("<svg", '<svg style="max-width: 100%; height: auto"', 1)
+
+
+# the name graphviz writes for the whole graph: a comment, and the top-level group's <title>
+# (an anonymous graph's is "%3", "%0", ... by graphviz version)
+_GRAPH_TITLE = re.compile(r'(<g\b[^>]*\bclass="graph"[^>]*>\s*<title>)[^<]*(</title>)')
+_TITLE_COMMENT = re.compile(r"<!-- Title: .*? Pages: (\d+) -->")
+
+
+def svg_titled(svg: str, title: str) -> str:
+    """``svg`` (as graphviz draws it) named ``title``: its top-level ``<title>``, the
+    tooltip browsers show over the picture, instead of graphviz's ``%3``."""
+    text = html.escape(visible(title), quote=False)
+    comment = re.sub("-(?=-)", "- ", text)  # "--" may not stand in an XML comment
+    svg = _TITLE_COMMENT.sub(lambda m: f"<!-- Title: {comment} Pages: {m.group(1)} -->", svg, 1)
+    return _GRAPH_TITLE.sub(lambda m: m.group(1) + text + m.group(2), svg, 1)
 
 
 def format_value(value) -> str:

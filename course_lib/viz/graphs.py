@@ -13,7 +13,15 @@ from ..graph import Node, constant, node_list, topological_order
 from ..runtime import Executor
 from ..tables import counted
 from .figure import GraphFigure, dot_text
-from .labels import aliases, definition, is_inline_constant, lecture_names, node_text, v_numbers
+from .labels import (
+    aliases,
+    definition,
+    is_inline_constant,
+    lecture_names,
+    node_text,
+    reference,
+    v_numbers,
+)
 
 
 def _style(shape: str, style: str, fill: str, color: str | None = None) -> dict:
@@ -157,6 +165,7 @@ def draw_graph(
     values = _values(order, feed)
     fig = GraphFigure(
         _summary(order, names, roles, stage_of),
+        title=title or _graph_name(forward, names),
         graph_attr={
             **GRAPH_ATTRS,
             "rankdir": rankdir,
@@ -307,6 +316,14 @@ def fed_values(nodes: Sequence[Node], feed: Mapping) -> dict:
             elif node.name in feed:
                 values[node] = feed[node.name]
     return values
+
+
+def _graph_name(outputs: list[Node], names: dict) -> str:
+    """The picture's name (its SVG ``<title>``, a browser's tooltip over it): the graph of
+    its outputs, in the names drawn (``computational graph of v4``)."""
+    shown = [reference(n, names) for n in outputs[:3]]
+    more = f" and {len(outputs) - 3} more" if len(outputs) > 3 else ""
+    return f"computational graph of {', '.join(shown)}{more}"
 
 
 def _summary(order: list[Node], names: dict, roles: dict, stage_of: dict) -> str:

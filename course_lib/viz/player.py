@@ -28,7 +28,7 @@ from ..errors import GraphError
 from ..graph import Node
 from ..tables import counted
 from .alt import svg_with_alt
-from .figure import MISSING_DOT
+from .figure import MISSING_DOT, svg_titled
 from .graphs import GRAPH_ATTRS, NODE_ATTRS
 from .steps import (
     LINES_OF_KIND,
@@ -91,7 +91,7 @@ def frames(trace: Trace, values: Mapping, looks: Looks) -> list[Frame]:
         state.advance()
         nodes = [looks.node(*look) for look in state.nodes()]
         edges = [looks.edge(*look) for look in state.edges()]
-        found.append(Frame(state.said, nodes, edges, _panels(state)))
+        found.append(Frame(state.caption, nodes, edges, _panels(state)))
     return found
 
 
@@ -103,7 +103,13 @@ def pictures(looks: Looks, steps: list[Frame]) -> list[str] | None:
         drawing = Drawing(_drawn(looks, sizes, layout))
     except graphviz.ExecutableNotFound:
         return None
-    return [drawing.picture(step) for step in steps]
+    return [drawing.picture(step, _title(i, len(steps))) for i, step in enumerate(steps)]
+
+
+def _title(step: int, steps: int) -> str:
+    """The name of step ``step``'s picture (its SVG ``<title>``, which a browser shows as the
+    picture's tooltip), as :func:`~course_lib.viz.steps.draw_step` names it."""
+    return f"gradient(out), step {step + 1} of {steps}"
 
 
 def _measured(looks: Looks) -> dict[Node, tuple[float, float]]:
@@ -185,10 +191,12 @@ class Drawing:
         self.head = head.replace("<svg", '<svg style="max-width: 100%; height: auto"', 1)
         self.tail = _COMMENT.sub("", svg[found[-1].end() :])
 
-    def picture(self, step: Frame) -> str:
-        """The picture of ``step``: its looks of nodes, then of edges, as dot draws them."""
+    def picture(self, step: Frame, title: str) -> str:
+        """The picture of ``step``, named ``title`` (not graphviz's ``%3``): its looks of
+        nodes, then of edges, as dot draws them."""
         looks = [f"n{i}" for i in step.nodes] + [f"e{j}" for j in step.edges]
-        return self.head + "".join(self.fragments[look] for look in looks) + self.tail
+        head = svg_titled(self.head, title)
+        return head + "".join(self.fragments[look] for look in looks) + self.tail
 
 
 def _panels(state: StepState) -> str:

@@ -55,7 +55,9 @@ def host_numbers(values) -> np.ndarray:
 def plot_difference_errors(eps_values: Sequence[float], errors: Mapping[str, np.ndarray]) -> Figure:
     """Error of each difference quotient against ε on log-log axes, with slope guides.
 
-    ``errors`` maps "forward" and "central" (in that order) to their absolute errors.
+    ``errors`` maps "forward" and "central" (in that order) to their absolute errors. The
+    alt text says the shape of each curve: its error at the smallest ε, its least error and
+    the ε of it, and its error at the largest ε (the V: round-off left, truncation right).
     """
     eps = host_numbers(eps_values)
     errors = {name: host_numbers(err) for name, err in errors.items()}
@@ -79,7 +81,33 @@ def plot_difference_errors(eps_values: Sequence[float], errors: Mapping[str, np.
     ax.set_title("Truncation error (right) vs round-off error (left)")
     ax.legend(fontsize=8)
     ax.grid(True, which="major", alpha=0.3)
+    lines = ["absolute error against ε, from the smallest ε to the largest:"]
+    lines += [f"  {name} difference: {_v_shape(eps, err)}" for name, err in errors.items()]
+    fig.summary = "\n".join(lines)
     return fig
+
+
+def _v_shape(eps: np.ndarray, err: np.ndarray) -> str:
+    """One curve of :func:`plot_difference_errors` in words: its error at the smallest ε, its
+    least error and where, and its error at the largest ε (the points matplotlib draws:
+    those with a finite error)."""
+    drawn = np.isfinite(err) & np.isfinite(eps)
+    if not drawn.any():
+        return "no finite error"
+    order = np.argsort(eps[drawn], kind="stable")
+    eps, err = eps[drawn][order], err[drawn][order]
+    least = int(np.argmin(err))
+
+    def at(k: int) -> str:
+        return f"{err[k]:.3g} at ε = {eps[k]:.3g}"
+
+    if eps.size == 1:
+        return f"{at(0)} (one ε)"
+    if least == 0:
+        return f"least at the smallest ε, {at(0)}, then rises to {at(-1)}"
+    if least == eps.size - 1:
+        return f"falls from {at(0)} to its least at the largest ε, {at(-1)}"
+    return f"falls from {at(0)} to its least, {at(least)}, then rises to {at(-1)}"
 
 
 def plot_curve(

@@ -2,11 +2,17 @@
 picture after a step shows, which the ``StepThrough`` player of ``player.py`` shares).
 
 Each picture shows the forward graph with the current node i highlighted, the edge
-(k → i) being processed, the backward nodes built so far (the partial adjoint just created
-in yellow), the nodes already finished greyed out, the ``node_to_grad`` dictionary, and the
+(k → i) being processed, the backward nodes built so far (the node the step just built in
+yellow), the nodes already finished greyed out, the ``node_to_grad`` dictionary, and the
 lecture's pseudo-code with the line being executed highlighted. Its caption says the step
 (``Trace.describe``): the rule an op built, worked out with the values when there are some,
 ``v̄(2→4) = v̄4·∂v4/∂v2 = v̄4 × v3 = 1.000 × 2.649 = 2.649``.
+
+A step can build nothing: a sum of one partial adjoint *is* that node (v̄3 ≡ v̄(3→4)), and an
+identity rule returns the adjoint it was given (``v3 = v2 + 1``: v̄(2→3) is v̄3). Such a step
+draws the node it reuses with a thick dotted amber outline, not in yellow, and its caption
+says so: ``… — reused: no new node (v̄3 is the node v̄(3→4))`` (:attr:`StepState.caption`,
+which the alt text and the player's captions, slider and status line say too).
 """
 
 from __future__ import annotations
@@ -40,6 +46,11 @@ LINES_OF_KIND = {StepKind.ADJOINT: (2, 3), StepKind.PARTIAL: (4, 5, 6)}
 CURRENT = {"color": "#dc2626", "penwidth": "3"}
 INPUT_K = {"color": "#2563eb", "penwidth": "3"}
 CREATED = {"fillcolor": "#fde047", "penwidth": "2.5"}
+# a node the step reuses (it built none): its own fill, a thick dotted outline (a pattern, not
+# only a colour, tells it from a node built) in the amber of the entry just appended: 5.0:1
+# on white, 4.4:1 on the backward fill (WCAG's 3:1 for a border)
+REUSED = {"style": "rounded,filled,dotted", "color": "#b45309", "penwidth": "3"}
+REUSED_NOTE = "reused: no new node"
 # grey, yet its text keeps WCAG AA's 4.5:1 on its fill (#6b7280 had 3.9:1), its border 3:1
 DONE = {"fillcolor": "#e5e7eb", "fontcolor": "#4b5563", "color": "#6b7280"}
 
@@ -60,6 +71,7 @@ class StepState:
         self.replay = Replay(trace)
         self.step: Step | None = None  # the step replayed last
         self.said = ""  # what it did (Trace.describe)
+        self.reused: str | None = None  # the earlier name of the node it reused, if it did
         self.backward: list[Node] = []  # backward nodes built so far, in creation order
         self.done: set[Node] = set()  # forward nodes whose adjoint work is finished
         self._drawn: set[Node] = set()  # the backward nodes, as a set
@@ -69,12 +81,26 @@ class StepState:
     def advance(self) -> Step:
         """Replay the next step."""
         self.said = self.replay.describe_next(self.values)
+        # the step built no node when the node it gives has a name already (an earlier
+        # step's, or a forward node's): the trace's own test of a new node (describe_next)
+        self.reused = self.replay.names.get(self.trace.steps[self.replay.count].created)
         s = self.replay.advance()
         if self.step is not None and self.step.node is not s.node:
             self.done.add(self.step.node)  # the steps of one node i come one after another
         self.step = s
         self._add_backward(s.created)
         return s
+
+    @property
+    def caption(self) -> str:
+        """What the step did (:attr:`said`), and, when it built no node, which node it
+        reused: ``i = 3: v̄3 = v̄(3→4) = 1.649 — reused: no new node (v̄3 is the node
+        v̄(3→4))``."""
+        if self.reused is None:
+            return self.said
+        role = self.trace.role(self.step)
+        what = f"{role} is the node {self.reused}" if role != self.reused else f"{role} again"
+        return f"{self.said} — {REUSED_NOTE} ({what})"
 
     def _add_backward(self, created: Node) -> None:
         """Add ``created`` and what it is built from (not drawn yet, not forward)."""
@@ -98,7 +124,7 @@ class StepState:
             for n in self.trace.forward
         ]
         return forward + [
-            (n, self._label(n, names, roles[n]), _backward_style(n, self.step))
+            (n, self._label(n, names, roles[n]), _backward_style(n, self.step, self.reused))
             for n in self.backward
         ]
 
@@ -160,11 +186,12 @@ def draw_step(
     values = values or {}
     state = replayed(trace, step + 1, values)
     fig = GraphFigure(
-        f"gradient(out) step {step + 1}/{len(trace.steps)}: {state.said}\n"
+        f"gradient(out) step {step + 1}/{len(trace.steps)}: {state.caption}\n"
         f"node_to_grad = {state.replay.state_text()}",
+        title=f"gradient(out), step {step + 1} of {len(trace.steps)}",
         graph_attr={
             **GRAPH_ATTRS,
-            "label": dot_text(state.said),
+            "label": dot_text(state.caption),
             "labelloc": "b",
             "fontsize": "13",
         },
@@ -212,9 +239,12 @@ def _forward_style(node: Node, s: Step, done: set) -> dict:
     return style
 
 
-def _backward_style(node: Node, s: Step) -> dict:
-    """A backward node's look: the node the step built (or reused) in yellow."""
-    return {**STAGE_STYLES["backward"], **(CREATED if node is s.created else {})}
+def _backward_style(node: Node, s: Step, reused: str | None = None) -> dict:
+    """A backward node's look: the node the step built in yellow, the node it reused
+    (``reused``: its earlier name) outlined in dotted amber."""
+    if node is not s.created:
+        return dict(STAGE_STYLES["backward"])
+    return {**STAGE_STYLES["backward"], **(CREATED if reused is None else REUSED)}
 
 
 def _edge_style(node: Node, inp: Node, s: Step, is_forward: bool) -> dict:

@@ -48,5 +48,6 @@ def test_without_javascript_every_step_is_shown_in_order(page_file):
         player = page.locator(".cl-player").first
         captions = visible_steps(player)
         assert [c.split(" ")[1] for c in captions] == [str(i) for i in range(1, 9)]
-        assert captions[3].endswith("i = 3: v̄3 = v̄(3→4) = 1.649")  # v̄3 = e^0.5
+        assert captions[3].endswith(  # v̄3 = e^0.5
+            "i = 3: v̄3 = v̄(3→4) = 1.649 — reused: no new node (v̄3 is the node v̄(3→4))")
         assert player.get_by_role("slider").count() == 0  # no controls that do nothing
