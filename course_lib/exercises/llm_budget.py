@@ -505,8 +505,8 @@ TENSOR_SPLITS_EVERY_WEIGHT = Mistake(
 )
 TENSOR_ACTIVATIONS_WHOLE = Mistake(
     "tensor-parallel-activations-whole",
-    "inside a block, each device computes only its heads and its share of the MLP's hidden "
-    "units: Q, K, V, P, the attention output and the four MLP tensors are split n ways.",
+    "inside a block, each of p devices computes only its heads and its share of the MLP's "
+    "hidden units: Q, K, V, P, the attention output and the four MLP tensors are split p ways.",
 )
 TENSOR_SPLITS_EVERY_ACTIVATION = Mistake(
     "tensor-parallel-splits-every-activation",
@@ -515,18 +515,18 @@ TENSOR_SPLITS_EVERY_ACTIVATION = Mistake(
 )
 ALL_REDUCE_ONCE = Mistake(
     "all-reduce-counted-once",
-    "a ring all-reduce is a reduce-scatter and an all-gather: each device sends 2·(n−1)/n of "
-    "the buffer, not the buffer once.",
+    "a ring all-reduce is a reduce-scatter and an all-gather: each of p devices sends 2·(p−1)/p "
+    "of the buffer, not the buffer once.",
 )
 ALL_REDUCE_ONE_PHASE = Mistake(
     "all-reduce-one-phase",
-    "(n−1)/n of the buffer is one phase of a ring all-reduce: the reduce-scatter and then the "
-    "all-gather each send (n−1)/n, 2·(n−1)/n in all.",
+    "(p−1)/p of the buffer (p devices) is one phase of a ring all-reduce: the reduce-scatter "
+    "and then the all-gather each send (p−1)/p, 2·(p−1)/p in all.",
 )
 ALL_REDUCE_TWICE = Mistake(
     "all-reduce-without-(n-1)/n",
-    "in a ring of n devices each one keeps its own chunk: it sends n−1 of the n chunks in each "
-    "of the two phases, 2·(n−1)/n of the buffer, not 2 buffers.",
+    "in a ring of p devices each one keeps its own chunk: it sends p−1 of the p chunks in each "
+    "of the two phases, 2·(p−1)/p of the buffer, not 2 buffers.",
 )
 TENSOR_FORWARD_ONLY = Mistake(
     "tensor-parallel-forward-only",
