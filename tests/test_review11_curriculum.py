@@ -9,40 +9,23 @@ engine-level test of a figure checked nothing (04's y − t on ``log_softmax``) 
 (01's JIT warm-up), an engine test is added too.
 """
 
-import json
 import math
 import re
 import time
 
 import numpy as np
 import pytest
-from exercise_notebooks import NOTEBOOKS
+from test_review10_notebook_claims_0509 import _cells, _markdown, _source
 
 import course_lib as cl
 
 IGNORE = "NBVAL_IGNORE_OUTPUT"
 
 
-def _cells(name: str) -> list[dict]:
-    with open(NOTEBOOKS / f"{name}.ipynb", encoding="utf-8") as f:
-        return json.load(f)["cells"]
-
-
-def _source(cell: dict) -> str:
-    return "".join(cell["source"])
-
-
 def _code(name: str, snippet: str) -> dict:
     """The one code cell of notebook ``name`` whose source contains ``snippet``."""
     found = [c for c in _cells(name) if c["cell_type"] == "code" and snippet in _source(c)]
     assert len(found) == 1, f"{name}: {len(found)} code cells contain {snippet!r}"
-    return found[0]
-
-
-def _markdown(name: str, snippet: str) -> str:
-    found = [_source(c) for c in _cells(name)
-             if c["cell_type"] == "markdown" and snippet in _source(c)]  # fmt: skip
-    assert len(found) == 1, f"{name}: {len(found)} markdown cells contain {snippet!r}"
     return found[0]
 
 

@@ -8,51 +8,13 @@ import pickle
 import subprocess
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+from thread_tools import WAIT, Hook, in_threads, meet
 
 import course_lib as cl
-from course_lib.graph import Op, apply
+from course_lib.graph import apply
 from course_lib.kernels import native
-
-WAIT = 5  # seconds an event may take: only ever reached when a test fails
-MEET = 1  # seconds a barrier waits for threads the fixed code keeps out
-
-
-class Hook(Op):
-    """``x + 1``, calling ``fn()`` first: a place to pause a run."""
-
-    name = "hook"
-
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def infer_shape(self, shape):
-        return shape
-
-    def infer_dtype(self, dtype):
-        return dtype
-
-    def compute(self, xp, x):
-        self.fn()
-        return x + 1
-
-
-def _in_threads(*fns):
-    """Run each function on a thread of its own, all at once; their results, in order."""
-    with ThreadPoolExecutor(len(fns)) as pool:
-        futures = [pool.submit(fn) for fn in fns]
-        return [f.result(timeout=4 * WAIT) for f in futures]
-
-
-def _meet(barrier):
-    """Wait at ``barrier`` for the other threads, or go on alone once it is broken."""
-    try:
-        barrier.wait(MEET)
-    except threading.BrokenBarrierError:
-        pass
 
 
 # -- jit: copies and pickles ------------------------------------------------------------------
@@ -72,7 +34,7 @@ def test_a_jitted_function_copies_while_another_thread_traces_it():
         finally:
             copied.set()
 
-    traced, (deep, shallow) = _in_threads(lambda: double(np.ones(3)), copies)
+    traced, (deep, shallow) = in_threads(lambda: double(np.ones(3)), copies)
     np.testing.assert_array_equal(traced, [2.0, 2.0, 2.0])
     for twin in (deep, shallow):
         assert (twin.dynamic, twin.max_traces, twin.__name__) == ({0: (0,)}, 2, "double")
@@ -98,13 +60,13 @@ def test_threads_missing_one_library_together_compile_it_once(tmp_path, monkeypa
 
     def compile_(cxx, flags, unit, output, counting):
         compiled.append(output)
-        _meet(barrier)  # old code: every thread compiles, all four at once
+        meet(barrier)  # old code: every thread compiles, all four at once
         output.write_bytes(b"a library")
         return subprocess.CompletedProcess([cxx], 0, "", "")
 
     monkeypatch.setattr(native, "_compile", compile_)
     unit = "// review 11: one library, four threads\n"
-    paths = _in_threads(*[lambda: native.build_library(unit, "once.cpp")] * 4)
+    paths = in_threads(*[lambda: native.build_library(unit, "once.cpp")] * 4)
     assert len(compiled) == 1
     assert len(set(paths)) == 1 and paths[0].read_bytes() == b"a library"
     assert sorted(p.suffix for p in tmp_path.iterdir()) == [".sha256", ".so"]
@@ -127,7 +89,7 @@ def test_four_threads_in_one_run_at_once_get_their_own_results():
         run = cl.Executor(outputs, optimize=optimize)
         serial = [run.run({"x": f}) for f in feeds]
         on.set()
-        together = _in_threads(*[lambda f=f, run=run: run.run({"x": f}) for f in feeds])
+        together = in_threads(*[lambda f=f, run=run: run.run({"x": f}) for f in feeds])
         on.clear()
         for feed, alone, out in zip(feeds, serial, together):
             for a, b in zip(alone, out):

@@ -3,59 +3,20 @@ several threads at once (notebook callbacks, concurrent.futures), each race line
 events or a barrier so that it happens on every run."""
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numexpr
 import numpy as np
 import pytest
+from thread_tools import WAIT, Hook, in_threads, meet
 
 import course_lib as cl
 from conftest import pool_threads
 from course_lib import backend
 from course_lib.errors import NumericError
-from course_lib.graph import Op, apply
+from course_lib.graph import apply
 from course_lib.ops.elementwise import Add
 from course_lib.perf import limit_threads
 from course_lib.runtime import eager
-
-WAIT = 5  # seconds an event may take: only ever reached when a test fails
-MEET = 1  # seconds a barrier waits for a second thread the fixed code keeps out
-
-
-class Hook(Op):
-    """``x + 1``, calling ``fn()`` first: a place to pause a run, or to act inside one."""
-
-    name = "hook"
-
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def infer_shape(self, shape):
-        return shape
-
-    def infer_dtype(self, dtype):
-        return dtype
-
-    def compute(self, xp, x):
-        self.fn()
-        return x + 1
-
-
-def _in_threads(*fns):
-    """Run each function on a thread of its own, all at once; their results, in order
-    (a function's exception is raised here)."""
-    with ThreadPoolExecutor(len(fns)) as pool:
-        futures = [pool.submit(fn) for fn in fns]
-        return [f.result(timeout=4 * WAIT) for f in futures]
-
-
-def _meet(barrier):
-    """Wait at ``barrier`` for the other thread, or go on alone once it is broken."""
-    try:
-        barrier.wait(MEET)
-    except threading.BrokenBarrierError:
-        pass
 
 
 # -- Executor ---------------------------------------------------------------------------------
@@ -84,7 +45,7 @@ def test_seconds_by_node_leaves_a_run_of_another_thread_untimed(monkeypatch):
         finally:
             other_done.set()
 
-    (seconds, _), (value, other_thread) = _in_threads(timing, other)
+    (seconds, _), (value, other_thread) = in_threads(timing, other)
     np.testing.assert_array_equal(value, [1.0, 2.0, 3.0])
     assert list(seconds) == [run.outputs[0]]
     assert other_thread not in synchronized  # its run was not timed, nor added to the times
@@ -123,7 +84,7 @@ def test_a_run_failing_while_another_thread_times_raises_its_own_error():
         finally:
             failed.set()
 
-    _, error = _in_threads(timing, failing)
+    _, error = in_threads(timing, failing)
     assert "hook" in str(error)
 
 
@@ -186,7 +147,7 @@ def test_concurrent_cond_runs_each_count_their_own_skipped_ops():
         finally:
             other_done.set()
 
-    (out, counts), other = _in_threads(last, first)
+    (out, counts), other = in_threads(last, first)
     np.testing.assert_allclose(out, 2.0)
     np.testing.assert_allclose(other, np.sin(np.sin(np.sin(np.sin(np.sin(1.0))))))
     assert counts == _alone(0.0)  # the run that finished last, all of it
@@ -198,11 +159,11 @@ def test_jit_traces_a_guard_once_when_two_threads_miss_it_together():
 
     @cl.jit
     def double(x):
-        _meet(barrier)  # a trace waits here for the other thread's (old code: both trace)
+        meet(barrier)  # a trace waits here for the other thread's (old code: both trace)
         return x * 2.0
 
     x = np.arange(3.0)
-    results = _in_threads(lambda: double(x), lambda: double(x))
+    results = in_threads(lambda: double(x), lambda: double(x))
     for result in results:
         np.testing.assert_array_equal(result, 2 * x)
     assert double.stats["traces"] == 1 and double.stats["hits"] == 1
@@ -214,10 +175,10 @@ def test_jit_keeps_max_traces_when_two_threads_miss_together():
 
     @cl.jit(max_traces=1)
     def double(x):
-        _meet(barrier)
+        meet(barrier)
         return x * 2.0
 
-    results = _in_threads(lambda: double(np.ones(2)), lambda: double(np.ones(3)))
+    results = in_threads(lambda: double(np.ones(2)), lambda: double(np.ones(3)))
     assert [r.tolist() for r in results] == [[2.0, 2.0], [2.0, 2.0, 2.0]]
     assert len(double.cache) == 1
     assert double.stats["traces"] == 1 and double.stats["eager"] == 1
@@ -233,7 +194,7 @@ def test_backward_in_two_threads_adds_both_gradients(monkeypatch):
 
     def compute(self, xp, a, b):
         if a is before:  # both threads adding into the same old .grad (old code)
-            _meet(barrier)
+            meet(barrier)
         return add(self, xp, a, b)
 
     monkeypatch.setattr(Add, "compute", compute)
@@ -241,7 +202,7 @@ def test_backward_in_two_threads_adds_both_gradients(monkeypatch):
     def step():
         cl.sum(w * 3.0).backward()
 
-    _in_threads(step, step)
+    in_threads(step, step)
     np.testing.assert_array_equal(w.grad.numpy(), [6.0, 6.0, 6.0])
 
 
@@ -293,7 +254,7 @@ def test_overlapping_backward_passes_leave_the_collector_enabled(monkeypatch):
             second_checked.set()
             assert not collector.enabled
 
-    _in_threads(first, later)
+    in_threads(first, later)
     assert collector.enabled
 
 
@@ -314,7 +275,7 @@ def test_limits_of_two_threads_ending_out_of_order(two_threads_each):
             first_out.wait(WAIT)
             return pool_threads()  # the first limit ended, this one has not
 
-    _, inside = _in_threads(first, second)
+    _, inside = in_threads(first, second)
     assert all(counts == {1} for counts in inside.values()), inside
     assert pool_threads() == two_threads_each  # old code: left at the first limit's 3
 
@@ -336,6 +297,6 @@ def test_limit_threads_in_a_worker_thread_limits_blas(two_threads_each):
         with limit_threads(1) as limits:
             return limits.threads, pool_threads()
 
-    ((threads, inside),) = _in_threads(worker)
+    ((threads, inside),) = in_threads(worker)
     assert threads == 1 and inside["blas"] == {1}  # old code: threadpoolctl ignored it
     assert pool_threads() == two_threads_each
