@@ -24,8 +24,11 @@ def next_token_distribution(logits: np.ndarray, temperature: float, top_k: int |
     largest logits kept (exactly k: among equal logits the lowest ids, so ``top_k=1`` is the
     argmax at any temperature). ``temperature == 0`` puts all mass on the argmax (greedy
     decoding: the lowest id among ties). Logits with a NaN or +inf (a model whose numbers
-    diverged), or with no finite value, are a :class:`NumericError`."""
-    logits = params.numeric_array(np.asarray(logits), "sampling: logits").astype(np.float64)
+    diverged), or with no finite value, are a :class:`NumericError`. The logits may lie on
+    the host or the current device; the probabilities are a NumPy array."""
+    backend.refuse_foreign(logits, "sampling: logits")
+    logits = backend.to_numpy(logits)  # a device array is copied to the host
+    logits = params.numeric_array(logits, "sampling: logits").astype(np.float64)
     if logits.ndim != 1 or logits.size == 0:
         raise ShapeError(
             f"sampling: the logits must be one non-empty row (vocab_size,), got shape "
@@ -125,10 +128,18 @@ def _prompt_ids(prompt, vocab_size: int) -> list[int]:
                          f"got {type(prompt).__name__}") from None  # fmt: skip
     ids = []
     for position, token in enumerate(tokens):
-        if isinstance(token, (bool, np.bool_)) or not hasattr(token, "__index__"):
+        if isinstance(token, (list, tuple)) or getattr(token, "ndim", 0) > 0:  # a batch
+            raise ShapeError(f"generate: the prompt must be one sequence of token ids (1-D), "
+                             f"but prompt[{position}] is a sequence; generate takes one "
+                             "prompt: call it once per prompt")  # fmt: skip
+        try:  # a float tensor has an __index__ too, which raises
+            token_id = operator.index(token)
+        except TypeError:
+            token_id = None
+        if token_id is None or isinstance(token, (bool, np.bool_)):
             raise FeedError(f"generate: prompt[{position}] = {token!r} is not a token id "
                             "(an integer)")  # fmt: skip
-        ids.append(operator.index(token))
+        ids.append(token_id)
         if not 0 <= ids[-1] < vocab_size:
             raise FeedError(f"generate: prompt[{position}] = {ids[-1]} is not a token id in "
                             f"[0, {vocab_size})")  # fmt: skip
