@@ -238,7 +238,8 @@ class StridedView:
                 f"StridedView.from_numpy: dtype {array.dtype} has elements of 0 bytes, so byte "
                 "strides cannot be counted in elements; use a dtype with a size"
             )
-        if any(s % itemsize for s in array.strides):
+        taken = [s for n, s in zip(array.shape, array.strides) if n > 1 and array.size]
+        if any(s % itemsize for s in taken):
             raise ShapeError(
                 f"byte strides {array.strides} are not multiples of the itemsize {itemsize}, so "
                 "they cannot be counted in elements; use numpy.ascontiguousarray(array) first"
@@ -247,7 +248,8 @@ class StridedView:
         if not array.flags.writeable:  # a read-only array (np.broadcast_to) stays read-only
             buffer = buffer.view()
             buffer.flags.writeable = False
-        strides = tuple(s // itemsize for s in array.strides)
+        # a stride never taken (an axis of length 1, an empty array) may split elements: 0
+        strides = tuple(0 if s % itemsize else s // itemsize for s in array.strides)
         return cls(buffer, array.shape, strides, offset)
 
     def overlaps(self) -> bool:
@@ -458,11 +460,12 @@ class StridedView:
         if self.size == 0:  # an empty view reads nothing, wherever it points (as in NumPy)
             return
         low, high = (self.offset + r for r in _reach(self.shape, self.strides))
-        if low < 0 or high >= len(self.buffer):
+        n = len(self.buffer)
+        if low < 0 or high >= n:
             raise OutOfBoundsError(
                 f"a view with shape {self.shape}, strides {self.strides} and offset "
                 f"{self.offset} reaches memory offsets {low}..{high}, but the buffer has "
-                f"{counted(len(self.buffer), 'element')} (0..{len(self.buffer) - 1}); "
+                f"{counted(n, 'element')}{f' (0..{n - 1})' if n else ''}; "
                 "make the buffer larger or the view smaller"
             )
 
@@ -518,9 +521,9 @@ def _check_index(i: int, n: int, axis: int, shape: tuple[int, ...]) -> int:
     """``i`` as a non-negative position on an axis of length ``n``."""
     i = operator.index(i)
     if not -n <= i < n:
+        allowed = f"use -{n} <= index < {n}" if n else "an empty axis has no index to use"
         raise OutOfBoundsError(
-            f"index {i} is out of range for axis {axis} of length {n} (shape {shape}); "
-            f"use -{n} <= index < {n}"
+            f"index {i} is out of range for axis {axis} of length {n} (shape {shape}); {allowed}"
         )
     return i + n if i < 0 else i
 
@@ -584,6 +587,12 @@ def _storage_of(array: np.ndarray) -> tuple[np.ndarray, int]:
     low, high = _reach(array.shape, array.strides)
     high += itemsize  # one past the last byte
     root = _allocation_root(array)
+    if root is not None and root.dtype.hasobject and root.dtype != array.dtype:
+        raise ShapeError(
+            f"StridedView.from_numpy: the array of dtype {array.dtype} lies in memory of dtype "
+            f"{root.dtype} (a field of a structured array), and memory holding object "
+            "references cannot be read as another dtype; pass array.copy()"
+        )
     if root is not None:
         flat = root.reshape(-1, order="F" if root.flags.f_contiguous else "C")
         start = _address(array) - _address(flat)  # in bytes (object arrays have no byte view)
