@@ -104,3 +104,15 @@ def test_the_bound_of_a_profile_of_no_launch_is_an_error_not_compute():
     assert p.launches == [] and p.predicted_seconds("A100") == 0
     with pytest.raises(ParameterError, match="no launch was counted"):
         p.bound("A100")
+
+
+@pytest.mark.parametrize("itemsize", [4, 16, 64, 96, 128])
+def test_sectors_touched_counts_every_sector_a_wide_read_spans(itemsize):
+    """Only each read's first and last sector were counted: a 96-byte read at 0 touched 2,
+    not 3 (notebook 07's warp picture shaded 96 sectors and labelled the row 64)."""
+    from course_lib.kernels.analysis import SECTOR_BYTES, sectors_touched, warp_addresses
+
+    for stride in (1, 2, 3):
+        reads = warp_addresses(stride, itemsize)
+        spanned = {byte // SECTOR_BYTES for a in reads for byte in range(a, a + itemsize)}
+        assert sectors_touched(reads, itemsize) == len(spanned)

@@ -18,8 +18,10 @@ def warp_addresses(stride: int, itemsize: int = 4, offset: int = 0) -> np.ndarra
 
 
 def sectors_touched(addresses, access_bytes: int = 4) -> int:
-    """How many 32-byte sectors one warp-wide access to ``addresses`` touches."""
-    addresses = np.asarray(addresses)
+    """How many 32-byte sectors one warp-wide access to ``addresses`` touches (every sector
+    from the first to the last byte of each read: a read wider than 32 bytes spans several)."""
+    addresses = np.asarray(addresses).ravel()
     first = addresses // SECTOR_BYTES
     last = (addresses + access_bytes - 1) // SECTOR_BYTES
-    return len(np.unique(np.concatenate([first, last])))
+    spans = [np.arange(a, b + 1) for a, b in zip(first, last)]
+    return len(np.unique(np.concatenate(spans))) if spans else 0
