@@ -28,7 +28,9 @@ the file is called.
 
 A stub that leaves its cell invalid Python (markers around part of a statement) and a marker
 left in the student edition (a near miss such as ``#BEGIN SOLUTION``, nbgrader's
-``### BEGIN HIDDEN TESTS``, in any cell) are refused, with nothing written.
+``### BEGIN HIDDEN TESTS``, in any cell) are refused, with nothing written; so are a source
+folder without notebooks (a mistyped name: every student notebook would look stale and be
+removed) and a file there that is not a valid notebook (a merge conflict's markers).
 """
 
 from __future__ import annotations
@@ -231,19 +233,20 @@ def write_edition(source_dir: Path, target_dir: Path) -> list[Path]:
     repository (``student/``), so its Binder and Colab badges open the student notebooks; the
     repository is the one of ``pyproject.toml`` next to ``source_dir``.
     """
-    import nbformat  # noqa: PLC0415  (an instructor tool: the lab extra brings nbformat)
-
     if target_dir.resolve() == source_dir.resolve():
         raise EditionError(f"{target_dir} is the folder of the instructor notebooks: writing "
                            "the student edition there would replace every solution")  # fmt: skip
-    target_dir.mkdir(parents=True, exist_ok=True)
     sources = sorted(source_dir.glob("*.ipynb"))
+    if not sources:  # a mistyped folder: every student notebook would look stale, and go
+        raise EditionError(f"{source_dir} holds no notebooks: give the folder of the instructor "
+                           "notebooks (notebooks/); nothing written")  # fmt: skip
+    target_dir.mkdir(parents=True, exist_ok=True)
     linked = [target_dir / p.name for p in sources if (target_dir / p.name).is_symlink()]
     if linked:
         raise EditionError(f"{linked[0]} is a symbolic link: the student edition would be "
                            "written through it, over the file it points to; remove it")  # fmt: skip
     students = {
-        path.name: student_notebook(nbformat.read(path, as_version=nbformat.NO_CONVERT), path.name)
+        path.name: student_notebook(links.read_notebook(path, source_dir), path.name)
         for path in sources
     }
     repository = links.configured_repository(source_dir.parent / "pyproject.toml")
