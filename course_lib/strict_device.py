@@ -10,7 +10,7 @@ not allowed"). ``COURSE_LIB_DEVICE=strict`` runs course_lib on this module inste
   *scalars* and Python numbers are accepted, as CuPy accepts them), and so is a Python list
   where CuPy wants an array (a ufunc's operand, ``dot``'s, the first argument of ``sum``...);
 * ``np.asarray(a)`` and ``np.array(a)`` raise ``TypeError``; the ways out are CuPy's:
-  ``a.get()``, ``asnumpy(a)``, ``a.item()``, ``a.tolist()``, ``float(a)`` of one element.
+  ``a.get()``, ``asnumpy(a)``, ``a.item()``, ``a.tolist()``, ``float(a)`` of a 0-d array.
   NumPy's functions and ufuncs given a StrictArray run on the device, as CuPy's
   ``__array_function__`` and ``__array_ufunc__`` make them;
 * where CuPy copies host data in itself, so does this module: NumPy arrays (and lists) as
@@ -20,6 +20,10 @@ not allowed"). ``COURSE_LIB_DEVICE=strict`` runs course_lib on this module inste
   (``np.maximum.reduce``) raise NotImplementedError, as CuPy's do;
 * the module's functions (``strict_device.exp``, ``.matmul``, ...) are NumPy's, taking and
   returning StrictArrays; ``asarray``/``array`` are the explicit host-to-device copy;
+* views where CuPy makes them: ``a[0]`` of a 1-d array is a 0-d view (NumPy's is a scalar),
+  ``xp.array(a, copy=False)`` is ``a``, ``xp.ascontiguousarray(a)`` of a contiguous ``a`` is
+  ``a`` itself; sorts are stable (CuPy's only kind), and NumPy's keywords that CuPy's ufuncs
+  and reductions lack (``where=``, ``initial=``) are a TypeError, as there;
 * no read-only arrays (CuPy has none): ``a.flags`` has only the contiguity flags;
 * CuPy's dtypes only (booleans, integers, float16/32/64, complex64/128): an array of another
   (long double, objects, strings) is a ValueError, as ``cupy.asarray`` raises; host data in
@@ -196,6 +200,7 @@ def _method(name: str):
     def method(self, *args, **kwargs):
         what = f"StrictArray.{name}"
         _refuse_lists(name, None, (self, *args), "StrictArray")  # a.dot(b) as dot(a, b)
+        _refuse_keywords(name, None, kwargs)
         result = getattr(self._a, name)(
             *_arguments(name, args, 0, what), **_keywords(name, kwargs, what)
         )
@@ -238,11 +243,15 @@ def _keywords(name: str, kwargs: dict, what: str) -> dict:
             for k, v in kwargs.items()}  # fmt: skip
 
 
-def _out(result, kwargs):
-    """``result``, or the ``out=`` array it was written into (CuPy returns ``out`` itself)."""
+def _out(result, kwargs, given=()):
+    """``result``, or the ``out=`` array it was written into (CuPy returns ``out`` itself), or
+    the argument it is (``ascontiguousarray(a)`` of a contiguous ``a`` is ``a``, as on CuPy)."""
     out = kwargs.get("out")
     out = out[0] if isinstance(out, tuple) and len(out) == 1 else out
-    return out if type(out) is StrictArray and result is out._a else _wrap(result)
+    for array in (out, *given):
+        if type(array) is StrictArray and result is array._a:
+            return array
+    return _wrap(result)
 
 
 class StrictArray:
@@ -274,7 +283,7 @@ class StrictArray:
     strides = property(lambda self: self._a.strides)
     T = property(lambda self: StrictArray(self._a.T))
     mT = property(lambda self: StrictArray(self._a.mT))
-    real = property(lambda self: _wrap(self._a.real))
+    real = property(lambda self: _out(self._a.real, {}, (self,)))  # a real array's is itself
     imag = property(lambda self: _wrap(self._a.imag))
     flags = property(lambda self: _Flags(self._a))
     data = property(lambda self: _Pointer(self._a.__array_interface__["data"][0]))
@@ -326,7 +335,7 @@ class StrictArray:
         return len(self._a)
 
     def __iter__(self):
-        return (_wrap(v) for v in self._a)
+        return (self[i] for i in range(len(self)))  # CuPy's: views, 0-d ones of a 1-d array
 
     def __repr__(self):
         return repr(self._a).replace("array(", "strict_array(", 1)
@@ -341,7 +350,11 @@ class StrictArray:
         return bytes(self._a)
 
     def __getitem__(self, index):
-        return _wrap(self._a[_index(index)])
+        """CuPy's: an integer index gives a 0-d view, not a copy (``a[0] += 1`` writes ``a``)."""
+        got = self._a[_index(index)]
+        if isinstance(got, np.generic) and not _advanced(index):
+            got = self._a[(*index, ...) if isinstance(index, tuple) else (index, ...)]
+        return _wrap(got)
 
     def __setitem__(self, index, value):
         """CuPy copies a NumPy value in through an index array, or a 0-d one anywhere."""
@@ -365,6 +378,7 @@ class StrictArray:
             return NotImplemented
         if name not in _UFUNC_METHODS.get(method, (name,)):
             raise NotImplementedError(f"`{name}.{method}` is not supported by CuPy (nor here)")
+        _refuse_keywords(what, None, kwargs, _UFUNC_KEYWORDS.get(method, _UFUNC_CALL))
         if method == "at":
             return _scatter(ufunc, *inputs, what=what)
         if method == "outer" or name in _COMPARISONS:
@@ -377,10 +391,13 @@ class StrictArray:
             return NotImplemented
         what = f"numpy.{func.__name__}"
         _refuse_lists(func.__name__, func, args, "numpy")
+        _refuse_keywords(func.__name__, func, kwargs)
+        if func.__name__ in _SORTS:
+            return _SORTS[func.__name__](*args, **kwargs)
         if func.__name__ in _READ_HOST_ARRAYS:
             return _wrap(func(*_index(args), **kwargs))
         return _out(func(*_arguments(func.__name__, args, 1, what),
-                         **_keywords(func.__name__, kwargs, what)), kwargs)  # fmt: skip
+                         **_keywords(func.__name__, kwargs, what)), kwargs, args)  # fmt: skip
 
     # -- operators -------------------------------------------------------------------------
     __add__, __radd__ = _binary("add")
@@ -425,6 +442,14 @@ class StrictArray:
             return _wrap(np.square(self._a, dtype=np.result_type(self._a.dtype, other)))
         return self._pow(other)
 
+    def sort(self, axis=-1, kind=None):
+        """In place, by CuPy's stable sort (which takes no other ``kind``)."""
+        _stable("StrictArray.sort", self, kind).sort(axis=axis, kind="stable")
+
+    def argsort(self, axis=-1, kind=None):
+        """The indices that sort the array, by CuPy's stable sort."""
+        return argsort(self, axis, kind)
+
     def __divmod__(self, other):
         b = _operand(other, "divmod")
         return NotImplemented if b is NotImplemented else _wrap(divmod(self._a, b))
@@ -437,8 +462,9 @@ class StrictArray:
 for _name in (
     "sum", "mean", "max", "min", "prod", "argmax", "argmin", "any", "all", "var", "std",
     "cumsum", "reshape", "transpose", "swapaxes", "ravel", "flatten", "squeeze", "copy",
-    "astype", "view", "fill", "clip", "round", "dot", "nonzero", "repeat", "take", "sort",
-    "argsort", "conj", "conjugate", "cumprod", "diagonal", "trace",
+    "astype", "view", "fill", "clip", "round", "dot", "nonzero", "repeat", "take", "conj",
+    "conjugate", "cumprod", "diagonal", "trace", "partition", "argpartition", "searchsorted",
+    "compress", "choose", "tobytes",
 ):  # fmt: skip
     setattr(StrictArray, _name, _method(_name))
 
@@ -510,14 +536,70 @@ def _refuse_lists(name: str, func, args, where: str = "strict_device") -> None:
             )
 
 
+#: The keywords CuPy's reductions take (method or function): NumPy's others (``initial``,
+#: ``where``) are a TypeError there.
+_REDUCTION_KEYWORDS = {
+    **dict.fromkeys(("sum", "prod", "mean"), frozenset({"a", "axis", "dtype", "out", "keepdims"})),
+    **dict.fromkeys(("max", "min", "amax", "amin", "all", "any"),
+                    frozenset({"a", "axis", "out", "keepdims"})),
+    **dict.fromkeys(("var", "std"), frozenset({"a", "axis", "dtype", "out", "ddof", "keepdims"})),
+}  # fmt: skip
+
+#: The keywords a CuPy ufunc's call (and ``outer``) takes (``_kernel.pyx``: "Wrong arguments"
+#: for ``where=``, ``order=``...), and those of its other methods.
+_UFUNC_CALL = frozenset({"out", "dtype", "casting"})
+_UFUNC_KEYWORDS = {
+    "reduce": frozenset({"axis", "dtype", "out", "keepdims"}),
+    "accumulate": frozenset({"axis", "dtype", "out"}),
+    "reduceat": frozenset({"axis", "dtype", "out"}),
+}
+
+
+def _refuse_keywords(name: str, func, kwargs: dict, allowed=None) -> None:
+    """Refuse a keyword of NumPy's that CuPy's ufunc or reduction lacks (``where=``,
+    ``initial=``): CuPy raises TypeError, so code using one would pass here only."""
+    if allowed is None:
+        allowed = _UFUNC_CALL if isinstance(func, np.ufunc) else _REDUCTION_KEYWORDS.get(name)
+    extra = sorted(set(kwargs) - allowed) if allowed is not None else ()
+    if extra:
+        raise TypeError(
+            f"{name} takes no {', '.join(extra)} keyword on CuPy (NumPy's only), nor here"
+        )
+
+
+def _stable(name: str, a, kind) -> np.ndarray:
+    """The NumPy array inside device array ``a``, for a sort of ``kind`` CuPy has: None or
+    'stable' (CuPy's sorts are stable; NumPy's default is not)."""
+    if type(a) is not StrictArray:
+        raise TypeError(f"{name} sorts a device array, not {type(a).__name__} (as on CuPy)")
+    if kind not in (None, "stable"):
+        raise ValueError(f"{name}: kind can only be None or 'stable' on CuPy, not {kind!r}")
+    return a._a
+
+
+def sort(a, axis=-1, kind=None):
+    """A sorted copy, by CuPy's stable sort (which takes no other ``kind``)."""
+    return StrictArray(np.sort(_stable("sort", a, kind), axis=axis, kind="stable"))
+
+
+def argsort(a, axis=-1, kind=None):
+    """The indices that sort ``a``, by CuPy's stable sort: ties keep their order."""
+    return StrictArray(np.argsort(_stable("argsort", a, kind), axis=axis, kind="stable"))
+
+
+_SORTS = {"sort": sort, "argsort": argsort}
+
+
 def _function(name: str, func):
     def call(*args, **kwargs):
         what = f"strict_device.{name}"
         _takes_an_array_first(name, func, args, kwargs)
         _refuse_lists(name, func, args)
+        _refuse_keywords(name, func, kwargs)
         if name in _READ_HOST_ARRAYS:
             return _wrap(func(*_index(args), **kwargs))
-        return _out(func(*_arguments(name, args, 1, what), **_keywords(name, kwargs, what)), kwargs)
+        result = func(*_arguments(name, args, 1, what), **_keywords(name, kwargs, what))
+        return _out(result, kwargs, args)
 
     call.__name__ = name
     call.__doc__ = f"NumPy's ``{name}`` on the strict device."
@@ -545,11 +627,10 @@ def _ufunc_method(name: str, ufunc, method: str):
 def asarray(value, dtype=None, order=None, copy=None):
     """Host data (a NumPy array, a number, a list) copied to the device, or a device array
     as it is: CuPy's explicit transfer (a big-endian array arrives in the native byte order,
-    as CuPy makes it; a dtype CuPy lacks is a ValueError)."""
+    as CuPy makes it; a dtype CuPy lacks is a ValueError). A device array is itself unless
+    ``dtype``, ``order`` or ``copy=True`` asks for a copy (``copy=False`` then raises)."""
     if type(value) is StrictArray:
-        if dtype is None or value.dtype == dtype:
-            return value.copy() if copy else value
-        return StrictArray(value._a.astype(dtype))
+        return _out(np.asarray(value._a, dtype=dtype, order=order, copy=copy), {}, (value,))
     if hasattr(value, "__cuda_array_interface__"):
         raise TypeError("a CuPy array cannot enter the strict device; use .get() first")
     if _device_arrays(value):  # cupy.asarray([a, b]) joins device arrays on the device
@@ -558,8 +639,12 @@ def asarray(value, dtype=None, order=None, copy=None):
 
 
 def array(value, dtype=None, copy=True, order="K", ndmin=0):
-    """A new device array (always a copy), from host data or a device array."""
-    source = value._a if type(value) is StrictArray else asarray(value)._a
+    """A device array from host data (a copy) or a device array: a copy unless ``copy`` is
+    False or None and none is needed, as on CuPy (then the array itself, or a view of it)."""
+    if type(value) is StrictArray:
+        made = np.array(value._a, dtype=dtype, copy=copy, order=order, ndmin=ndmin)
+        return _out(made, {}, (value,))
+    source = asarray(value)._a
     return StrictArray(_native(np.array(source, dtype=dtype, copy=True, order=order, ndmin=ndmin)))
 
 
@@ -580,7 +665,8 @@ def _native(host: np.ndarray) -> np.ndarray:
 def ascontiguousarray(value, dtype=None):
     _takes_an_array_first("ascontiguousarray", ascontiguousarray, (value,), {})
     _refuse_lists("ascontiguousarray", ascontiguousarray, (value,))
-    return StrictArray(np.ascontiguousarray(_unwrap(value, "ascontiguousarray"), dtype=dtype))
+    result = np.ascontiguousarray(_unwrap(value, "ascontiguousarray"), dtype=dtype)
+    return _out(result, {}, (value,))  # a contiguous array of that dtype is itself
 
 
 def asnumpy(value) -> np.ndarray:
@@ -588,9 +674,13 @@ def asnumpy(value) -> np.ndarray:
     return value.get() if type(value) is StrictArray else np.asarray(value)
 
 
-#: The dtypes ``cupyx.scatter_add`` adds into (CuPy's atomicAdd): int32, uint32, uint64,
-#: float16/32/64; CuPy 13 to 14.1 refuse the others (int64 from 14.2 on).
-_SCATTER_ADD_DTYPES = frozenset("iILQefd")
+#: The dtypes CuPy's scatter ops write into (``_routines_indexing.pyx``, its atomics), by
+#: ufunc: ``cupyx.scatter_add`` (``add.at``) int32, uint32, uint64, float16/32/64 (CuPy 13 to
+#: 14.1 refuse the others, int64 from 14.2 on); ``subtract.at`` int32 and uint32 only.
+_SCATTER_DTYPES = {
+    "add": "iILQefd", "subtract": "iI", "maximum": "ilqILQfd", "minimum": "ilqILQfd",
+    "bitwise_and": "ilqILQ", "bitwise_or": "ilqILQ", "bitwise_xor": "ilqILQ",
+}  # fmt: skip
 
 
 def scatter_add(target: StrictArray, index, values) -> None:
@@ -611,10 +701,11 @@ def _scatter(ufunc, target, index, values=None, *, what: str) -> None:
     array, are copied in; values take target's dtype."""
     if type(target) is not StrictArray:
         raise TypeError(f"{what} writes into a device array, not {type(target).__name__}")
-    if ufunc is np.add and target.dtype.char not in _SCATTER_ADD_DTYPES:
+    if target.dtype.char not in _SCATTER_DTYPES[ufunc.__name__]:
+        kinds = ", ".join(sorted({str(np.dtype(c)) for c in _SCATTER_DTYPES[ufunc.__name__]}))
         raise TypeError(
-            f"{what} into {target.dtype}: CuPy's scatter_add (cupy.add.at) supports int32, "
-            "float16, float32, float64, uint32 and uint64 only"
+            f"{what} into {target.dtype}: CuPy's {ufunc.__name__}.at (scatter) supports "
+            f"{kinds} only"
         )
     host = isinstance(values, np.ndarray) and (values.ndim == 0 or _advanced(index))
     values = np.asarray(values if host else _unwrap(values, what))
@@ -641,7 +732,8 @@ class _Namespace:
 
     def __getattr__(self, name: str):
         value = getattr(self._inner, name)
-        if callable(value) and not isinstance(value, type):
+        generator = self._random and value in (np.random.RandomState, np.random.Generator)
+        if generator or callable(value) and not isinstance(value, type):
             make = _random if self._random else _function
             value = make(f"{self._name}.{name}", value)
         setattr(self, name, value)
