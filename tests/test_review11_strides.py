@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from numpy.lib.stride_tricks import as_strided, sliding_window_view
+from test_strides import _prime_factors
 
 from course_lib.errors import ShapeError
 from course_lib.strides import OutOfBoundsError, StridedView
@@ -71,16 +72,6 @@ def test_random_layouts_read_and_alias_what_as_strided_does(layout, data):
         np.testing.assert_array_equal(ours, theirs)
 
 
-def _factors(n):
-    factors, p = [], 2
-    while n > 1:
-        while n % p == 0:
-            factors.append(p)
-            n //= p
-        p += 1
-    return factors
-
-
 @MANY
 @given(axes=st.lists(st.tuples(st.integers(1, 4), st.integers(-9, 9)), max_size=4), data=st.data())
 def test_reshape_copies_exactly_when_numpy_does(axes, data):
@@ -88,7 +79,7 @@ def test_reshape_copies_exactly_when_numpy_does(axes, data):
     low, high = _reach(shape, strides, 0)
     view = StridedView(np.arange(high - low + 1.0), shape, strides, -low)
     array = view.to_numpy()
-    factors = list(data.draw(st.permutations(_factors(view.size)), label="factors"))
+    factors = list(data.draw(st.permutations(_prime_factors(view.size)), label="factors"))
     cuts = sorted(data.draw(st.sets(st.integers(1, max(1, len(factors) - 1))), label="cuts"))
     new = tuple(math.prod(factors[a:b]) for a, b in zip([0, *cuts], [*cuts, len(factors)]))
     reshaped = array.reshape(new)
